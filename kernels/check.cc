@@ -1,0 +1,88 @@
+#include "gpucompute/kernels/check.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace gpucompute::kernels {
+namespace {
+
+template <typename T>
+double At(const void* data, int64_t i) {
+  return static_cast<double>(static_cast<const T*>(data)[i]);
+}
+
+double ValueAt(DType dtype, const void* data, int64_t i) {
+  return dtype == DType::kFloat32 ? At<float>(data, i) : At<double>(data, i);
+}
+
+// The scale an output element's error is measured against: sum|x| over the
+// elements it reduces (divided by their count for MEAN).
+std::vector<double> ReduceScales(const Problem& p, const void* input) {
+  std::vector<double> scale(OutputElements(p), 0.0);
+  for (int64_t r = 0; r < p.m; ++r) {
+    for (int64_t c = 0; c < p.n; ++c) {
+      const double x = std::fabs(ValueAt(p.dtype, input, r * p.n + c));
+      const int64_t o = p.reduce_axis == ReduceAxis::kAll      ? 0
+                        : p.reduce_axis == ReduceAxis::kPerRow ? r
+                                                               : c;
+      scale[o] += x;
+    }
+  }
+  if (p.reduce_op == ReduceOp::kMean) {
+    const double count = p.reduce_axis == ReduceAxis::kAll      ? double(p.m) * double(p.n)
+                         : p.reduce_axis == ReduceAxis::kPerRow ? double(p.n)
+                                                                : double(p.m);
+    for (double& s : scale) s /= count;
+  }
+  for (double& s : scale) s = std::max(s, 1e-300);
+  return scale;
+}
+
+}  // namespace
+
+double Tolerance(const Problem& p, bool reduced_precision) {
+  if (p.op == Op::kTranspose) return 0;
+  if (reduced_precision) return 5e-3;
+  if (p.dtype == DType::kFloat64) return 1e-12;
+  return p.op == Op::kMatMul ? 1e-4 : 1e-5;
+}
+
+CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, const void* input_a,
+                                  const void* out, const std::vector<double>& reference) {
+  CheckResult result;
+  result.tolerance = Tolerance(p, reduced_precision);
+  const int64_t count = OutputElements(p);
+  if (static_cast<int64_t>(reference.size()) != count) {
+    result.message = absl::StrFormat("reference has %d elements, output %d", reference.size(), count);
+    return result;
+  }
+  std::vector<double> scales;
+  double matmul_scale = 1.0;
+  if (p.op == Op::kReduce) {
+    scales = ReduceScales(p, input_a);
+  } else if (p.op == Op::kMatMul) {
+    for (double r : reference) matmul_scale = std::max(matmul_scale, std::fabs(r));
+  }
+  int64_t worst = -1;
+  for (int64_t i = 0; i < count; ++i) {
+    const double got = ValueAt(p.dtype, out, i);
+    const double scale = p.op == Op::kReduce ? scales[i] : matmul_scale;
+    const double err = std::isfinite(got) ? std::fabs(got - reference[i]) / scale : INFINITY;
+    if (worst < 0 || err > result.max_rel_error || std::isnan(err)) {
+      result.max_rel_error = err;
+      worst = i;
+    }
+  }
+  result.ok = count > 0 && result.max_rel_error <= result.tolerance;
+  if (!result.ok && worst >= 0) {
+    const int64_t cols = OutputCols(p);
+    result.message = absl::StrFormat(
+        "element [%d,%d]: got %.9g, reference %.9g, relative error %.3g > tolerance %.1g",
+        worst / cols, worst % cols, ValueAt(p.dtype, out, worst), reference[worst],
+        result.max_rel_error, result.tolerance);
+  }
+  return result;
+}
+
+}  // namespace gpucompute::kernels

@@ -1,0 +1,77 @@
+#include "gpucompute/kernels/reference.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpucompute::kernels {
+namespace {
+
+template <typename T>
+std::vector<double> MatMul(const Problem& p, const T* a, const T* b) {
+  std::vector<double> c(p.m * p.n, 0.0);
+  for (int64_t i = 0; i < p.m; ++i) {
+    double* row = c.data() + i * p.n;
+    for (int64_t kk = 0; kk < p.k; ++kk) {
+      const double aik = a[i * p.k + kk];
+      const T* brow = b + kk * p.n;
+      for (int64_t j = 0; j < p.n; ++j) row[j] += aik * double(brow[j]);
+    }
+  }
+  return c;
+}
+
+template <typename T>
+std::vector<double> Transpose(const Problem& p, const T* a) {
+  std::vector<double> out(p.m * p.n);
+  for (int64_t r = 0; r < p.m; ++r) {
+    for (int64_t c = 0; c < p.n; ++c) out[c * p.m + r] = a[r * p.n + c];
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<double> Reduce(const Problem& p, const T* a) {
+  const int64_t outputs = OutputElements(p);
+  double init = 0;
+  if (p.reduce_op == ReduceOp::kMin) init = std::numeric_limits<double>::infinity();
+  if (p.reduce_op == ReduceOp::kMax) init = -std::numeric_limits<double>::infinity();
+  std::vector<double> out(outputs, init);
+  for (int64_t r = 0; r < p.m; ++r) {
+    for (int64_t c = 0; c < p.n; ++c) {
+      const double x = a[r * p.n + c];
+      double& o = out[p.reduce_axis == ReduceAxis::kAll      ? 0
+                      : p.reduce_axis == ReduceAxis::kPerRow ? r
+                                                             : c];
+      switch (p.reduce_op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kMean: o += x; break;
+        case ReduceOp::kMin: o = std::min(o, x); break;
+        case ReduceOp::kMax: o = std::max(o, x); break;
+      }
+    }
+  }
+  if (p.reduce_op == ReduceOp::kMean) {
+    const double count = double(p.m) * double(p.n) / double(outputs);
+    for (double& o : out) o /= count;
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<double> Dispatch(const Problem& p, const void* a, const void* b) {
+  const T* ta = static_cast<const T*>(a);
+  switch (p.op) {
+    case Op::kMatMul: return MatMul<T>(p, ta, static_cast<const T*>(b));
+    case Op::kTranspose: return Transpose<T>(p, ta);
+    case Op::kReduce: return Reduce<T>(p, ta);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<double> ReferenceResult(const Problem& p, const void* a, const void* b) {
+  return p.dtype == DType::kFloat32 ? Dispatch<float>(p, a, b) : Dispatch<double>(p, a, b);
+}
+
+}  // namespace gpucompute::kernels

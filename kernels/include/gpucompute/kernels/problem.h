@@ -1,0 +1,51 @@
+// Shapes and element types of one operation, independent of gRPC and CUDA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace gpucompute::kernels {
+
+enum class Op { kMatMul, kTranspose, kReduce };
+enum class DType { kFloat32, kFloat64 };
+enum class ReduceOp { kSum, kMin, kMax, kMean };
+enum class ReduceAxis { kAll, kPerRow, kPerColumn };
+enum class Backend { kCpu, kCuda };
+
+const char* OpName(Op op);
+const char* DTypeName(DType dtype);
+const char* ReduceOpName(ReduceOp op);
+const char* ReduceAxisName(ReduceAxis axis);
+const char* BackendName(Backend backend);
+
+inline int64_t ElementSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 8; }
+
+// One operation on dense row-major matrices.
+//   MatMul:           a is m x k, b is k x n, out is m x n.
+//   Transpose:        a is m x n, out is n x m.
+//   Reduce ALL:       a is m x n, out is 1 x 1.
+//   Reduce PER_ROW:   out is m x 1.   PER_COLUMN: out is 1 x n.
+struct Problem {
+  Op op = Op::kMatMul;
+  DType dtype = DType::kFloat32;
+  int64_t m = 1;
+  int64_t n = 1;
+  int64_t k = 1;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  ReduceAxis reduce_axis = ReduceAxis::kAll;
+};
+
+// Element counts of the operands; b is zero when the op has none.
+int64_t InputAElements(const Problem& p);
+int64_t InputBElements(const Problem& p);
+int64_t OutputElements(const Problem& p);
+int64_t OutputRows(const Problem& p);
+int64_t OutputCols(const Problem& p);
+
+// Minimal bytes moved (inputs read once, output written once) and useful
+// floating-point operations (MatMul 2mnk, Reduce m*n, Transpose 0).
+double MinimalBytes(const Problem& p);
+double UsefulFlops(const Problem& p);
+
+}  // namespace gpucompute::kernels

@@ -1,0 +1,37 @@
+// The set of variants a server can run, enumerated by the service and Profile.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gpucompute/kernels/variant.h"
+
+namespace gpucompute::kernels {
+
+class Registry {
+ public:
+  // Fails on a duplicate (op, backend, name).
+  absl::Status Add(Variant variant);
+
+  // Null when no variant of that op, backend and name exists.
+  const Variant* Find(Op op, Backend backend, std::string_view name) const;
+  // All variants of one op and backend, in registration order (simplest first).
+  std::vector<const Variant*> List(Op op, Backend backend) const;
+  std::vector<const Variant*> List(Backend backend) const;
+
+ private:
+  std::vector<Variant> variants_;
+};
+
+// The CPU variants (always available).
+void RegisterCpuVariants(Registry& registry);
+// The CUDA variants; registers nothing in a build without CUDA.
+void RegisterCudaVariants(Registry& registry);
+// True when this build includes the CUDA variants.
+bool BuiltWithCuda();
+
+// A registry holding every variant this build has.
+const Registry& DefaultRegistry();
+
+}  // namespace gpucompute::kernels

@@ -1,0 +1,3 @@
+#include <gtest/gtest.h>
+#include "gpucompute/kernels/registry.h"
+TEST(Smoke, Registry) { EXPECT_FALSE(gpucompute::kernels::DefaultRegistry().List(gpucompute::kernels::Backend::kCpu).empty()); }
