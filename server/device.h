@@ -1,0 +1,76 @@
+// A compute device as the scheduler sees it: the CPU, or one GPU. Devices run
+// jobs synchronously on the scheduler's worker threads for that device.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpucompute/kernels/variant.h"
+
+namespace gpucompute::server {
+
+struct DeviceDescription {
+  std::string name;  // "cuda:0 NVIDIA H200" or "cpu"
+  int64_t memory_bytes = 0;
+  int32_t multiprocessors = 0;
+  kernels::Backend backend = kernels::Backend::kCpu;
+};
+
+// Ceilings measured on the device at start-up, used for roofline fractions.
+struct Ceilings {
+  double gbytes_per_s = 0;  // copy bandwidth, bytes read + written
+  double gflops = 0;
+};
+
+// One request's operands in host memory, owned by the caller until the
+// job returns. `b` is null for one-input ops; `out` holds the full result.
+struct ComputeJob {
+  kernels::Problem problem;
+  const kernels::Variant* variant = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+};
+
+struct StageTimes {
+  int64_t upload_us = 0;
+  int64_t compute_us = 0;
+  int64_t download_us = 0;
+};
+
+// Profile: every listed variant on device-side random data.
+struct ProfileJob {
+  kernels::Problem problem;
+  std::vector<const kernels::Variant*> variants;
+  int warmup = 0;
+  int repetitions = 0;
+  uint64_t seed = 0;
+};
+
+struct VariantMeasurement {
+  const kernels::Variant* variant = nullptr;
+  bool ok = false;
+  std::string error;
+  double max_rel_error = 0;
+  std::vector<double> times_us;  // one per repetition, when ok
+};
+
+// Returns true when the caller no longer wants the result.
+using StopRequested = std::function<bool()>;
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceDescription& description() const = 0;
+  virtual const Ceilings& ceilings() const = 0;
+  // How many jobs this device runs at once (the scheduler's worker count).
+  virtual int concurrency() const = 0;
+  virtual absl::StatusOr<StageTimes> Execute(const ComputeJob& job) = 0;
+  virtual absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
+                                                                  const StopRequested& stop) = 0;
+};
+
+}  // namespace gpucompute::server

@@ -1,0 +1,159 @@
+// gpucompute-server: serves MatMul, Transpose, Reduce, Profile and
+// GetServerInfo over gRPC on the GPUs (or the CPU when none is usable).
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/cpu_device.h"
+#include "server/cuda_devices.h"
+#include "server/log.h"
+#include "server/scheduler.h"
+#include "server/select.h"
+#include "server/service.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "gRPC address to listen on; port 0 picks a free port (printed at start-up)");
+ABSL_FLAG(std::string, backend, "auto",
+          "auto (CUDA when a GPU is usable, else CPU), cuda, or cpu");
+ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
+          "largest single matrix (input or result) accepted, in bytes");
+ABSL_FLAG(int32_t, max_queue_depth, 256,
+          "requests waiting per device before new ones get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, cpu_workers, 0, "CPU backend: requests run at once (0: one per core)");
+ABSL_FLAG(std::string, devices, "all", "CUDA backend: GPUs to use, \"all\" or a list like 0,1");
+ABSL_FLAG(int32_t, streams_per_device, 4, "CUDA backend: requests each GPU runs at once");
+ABSL_FLAG(double, device_memory_fraction, 0.9,
+          "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory");
+ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
+ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
+ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
+          "on SIGINT/SIGTERM, how long in-flight requests may take before they are cancelled");
+
+namespace gpucompute::server {
+namespace {
+
+constexpr char kServiceName[] = "gpucompute.v1.Compute";
+
+struct Backend {
+  kernels::Backend kind = kernels::Backend::kCpu;
+  std::vector<std::unique_ptr<Device>> devices;
+};
+
+absl::StatusOr<Backend> OpenBackend(const std::string& choice) {
+  if (choice != "auto" && choice != "cuda" && choice != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend: must be auto, cuda or cpu, got \"", choice, "\""));
+  }
+  Backend backend;
+  if (choice != "cpu") {
+    CudaDeviceOptions options;
+    options.devices = absl::GetFlag(FLAGS_devices);
+    options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
+    options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
+    auto gpus = OpenCudaDevices(options);
+    if (gpus.ok()) {
+      backend.kind = kernels::Backend::kCuda;
+      backend.devices = std::move(*gpus);
+      LogInfo(absl::StrCat("backend cuda: ", backend.devices.size(), " GPU(s)"));
+      return backend;
+    }
+    if (choice == "cuda") return gpus.status();
+    LogInfo(absl::StrCat("backend cpu: no usable GPU (", gpus.status().message(), ")"));
+  } else {
+    LogInfo("backend cpu: chosen by --backend=cpu");
+  }
+  backend.devices.push_back(MakeCpuDevice(absl::GetFlag(FLAGS_cpu_workers)));
+  return backend;
+}
+
+// "0.0.0.0:0" with port 12345 chosen -> "0.0.0.0:12345".
+std::string WithPort(const std::string& address, int port) {
+  return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
+}
+
+int Run() {
+  // Signals are taken synchronously by this thread; block them before any
+  // other thread starts so none of those receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto backend = OpenBackend(absl::GetFlag(FLAGS_backend));
+  if (!backend.ok()) {
+    LogError(std::string(backend.status().message()));
+    return 1;
+  }
+  for (const auto& d : backend->devices) {
+    LogInfo(absl::StrCat("device ", d->description().name, ": ceilings ",
+                         static_cast<int64_t>(d->ceilings().gbytes_per_s), " GB/s, ",
+                         static_cast<int64_t>(d->ceilings().gflops), " GFLOP/s"));
+  }
+  const kernels::Backend kind = backend->kind;
+  Scheduler scheduler(std::move(backend->devices), absl::GetFlag(FLAGS_max_queue_depth));
+  const kernels::Registry& registry = kernels::DefaultRegistry();
+  VariantSelector selector(registry, kind);
+
+  ServiceConfig config;
+  config.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
+  config.version = GPUCOMPUTE_VERSION;
+  config.backend = kind;
+  config.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
+  config.profile_repetitions = absl::GetFlag(FLAGS_profile_repetitions);
+  ComputeService service(registry, scheduler, selector, config);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  // Protobuf caps one message near 2 GiB; allow up to that.
+  builder.SetMaxReceiveMessageSize(std::numeric_limits<int>::max());
+  builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    LogError(absl::StrCat("cannot listen on ", listen));
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+  std::fprintf(stdout, "gpucompute-server listening on %s\n", WithPort(listen, port).c_str());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LogInfo(absl::StrCat("received ", strsignal(signal_number), ": draining"));
+  health->SetServingStatus(false);
+  const auto grace =
+      std::chrono::system_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  server->Shutdown(grace);  // stops accepting; waits for in-flight calls
+  scheduler.Shutdown();
+  server->Wait();
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpucompute::server
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "gpucompute-server: GPU MatMul, Transpose and Reduce over gRPC.\n"
+      "  gpucompute-server --listen=0.0.0.0:50051 --backend=auto");
+  absl::ParseCommandLine(argc, argv);
+  return gpucompute::server::Run();
+}

@@ -1,0 +1,36 @@
+// Request validation: pure functions (no I/O, no CUDA) that turn a request
+// into a kernels::Problem or a status whose message names the field and the
+// numbers, as API.md's status-code table requires.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gpucompute/kernels/registry.h"
+#include "gpucompute/v1/compute.pb.h"
+
+namespace gpucompute::server {
+
+struct Limits {
+  int64_t max_matrix_bytes = int64_t{1} << 30;
+  int32_t max_profile_repetitions = 1000;
+};
+
+absl::StatusOr<kernels::Problem> ValidateMatMul(const v1::MatMulRequest& req, const Limits& limits);
+absl::StatusOr<kernels::Problem> ValidateTranspose(const v1::TransposeRequest& req,
+                                                   const Limits& limits);
+absl::StatusOr<kernels::Problem> ValidateReduce(const v1::ReduceRequest& req, const Limits& limits);
+absl::StatusOr<kernels::Problem> ValidateProfile(const v1::ProfileRequest& req,
+                                                 const Limits& limits);
+
+// Looks up a variant requested by name for `problem` on `backend`. Returns
+// null for "" and "auto" (the server chooses). `field` names the request
+// field in error messages, e.g. "variant" or "variants[2]".
+absl::StatusOr<const kernels::Variant*> ResolveVariant(const kernels::Registry& registry,
+                                                       kernels::Backend backend,
+                                                       const kernels::Problem& problem,
+                                                       const std::string& name,
+                                                       const std::string& field);
+
+}  // namespace gpucompute::server
