@@ -1,0 +1,118 @@
+// C++ client for the gpucompute service (proto/gpucompute/v1/compute.proto).
+//
+//   gpucompute::ClientOptions options;
+//   options.target = "gpu-host:50051";
+//   absl::StatusOr<gpucompute::Client> client = gpucompute::Client::Create(options);
+//   absl::StatusOr<gpucompute::OpResult> c = client->MatMul(std::move(a), std::move(b));
+//
+// One channel per Client; every method is const and safe to call from many
+// threads at once. Errors keep the gRPC status code and read
+// "<Method> failed: <CODE>: <server message>".
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/status.h>
+#include "gpucompute/matrix.h"
+#include "gpucompute/v1/compute.grpc.pb.h"
+#include "gpucompute/v1/compute.pb.h"
+
+namespace gpucompute {
+
+struct ClientOptions {
+  // host:port, or any gRPC target URI (dns:///, unix:/path, ...).
+  std::string target = "localhost:50051";
+  // Deadline of each call; absl::InfiniteDuration() for none.
+  absl::Duration deadline = absl::Seconds(120);
+
+  // TLS is used when `use_tls` is set or any file below is given.
+  bool use_tls = false;
+  std::string tls_root_ca_file;      // PEM; empty: the system's roots
+  std::string tls_cert_file;         // PEM client certificate, for mutual TLS
+  std::string tls_key_file;          // its PEM private key; both or neither
+  std::string tls_server_name;       // overrides the name checked in the server cert
+
+  // Sent as "authorization: Bearer <token>" on every call. The file's
+  // content is trimmed of surrounding whitespace. At most one of the two.
+  std::string bearer_token;
+  std::string bearer_token_file;
+
+  // gRPC's default is 4 MiB; protobuf messages cap at 2 GiB.
+  int max_message_bytes = INT_MAX;
+};
+
+// A result matrix with the server's timing of the request.
+struct OpResult {
+  Matrix output;
+  v1::ExecutionReport report;
+};
+
+struct MatMulOptions {
+  std::string variant;      // "" or "auto": the server chooses
+  bool allow_tf32 = false;  // let "auto" pick reduced-precision variants
+};
+
+// grpc.health.v1 HealthCheckResponse.ServingStatus.
+enum class HealthStatus { kUnknown = 0, kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
+const char* HealthStatusName(HealthStatus status);
+
+class Client {
+ public:
+  // Reads the TLS and token files and creates the channel. Connecting is
+  // lazy: an unreachable server shows up as UNAVAILABLE on the first call.
+  static absl::StatusOr<Client> Create(const ClientOptions& options);
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  ~Client();
+
+  // Inputs are taken by value: pass std::move(m) to hand the bytes to the
+  // request without a copy, or an lvalue to copy them once.
+  absl::StatusOr<OpResult> MatMul(Matrix a, Matrix b, const MatMulOptions& options = {}) const;
+  absl::StatusOr<OpResult> Transpose(Matrix input, const std::string& variant = "") const;
+  absl::StatusOr<OpResult> Reduce(Matrix input, v1::ReduceOp op, v1::ReduceAxis axis,
+                                  const std::string& variant = "") const;
+  absl::StatusOr<v1::ProfileResponse> Profile(const v1::ProfileRequest& request) const;
+  absl::StatusOr<v1::ServerInfo> GetServerInfo() const;
+  // grpc.health.v1.Health/Check; `service` "" asks about the whole server.
+  absl::StatusOr<HealthStatus> Health(const std::string& service = "") const;
+
+  const std::string& target() const { return target_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+ private:
+  Client() = default;
+  absl::Status Finish(const char* method, const grpc::Status& status) const;
+  void Prepare(grpc::ClientContext* context) const;
+
+  std::string target_;
+  absl::Duration deadline_;
+  std::string authorization_;  // "Bearer <token>", or empty
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Compute::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> generic_stub_;
+  int max_message_bytes_ = INT_MAX;
+};
+
+// Moving between Matrix and the wire message without copying the bytes.
+v1::DType ToProto(DType dtype);
+void MoveToProto(Matrix&& matrix, v1::Matrix* out);
+// Validates dtype and length; `field` names the message field in errors.
+absl::StatusOr<Matrix> MoveFromProto(v1::Matrix* matrix, const std::string& field);
+
+// Names as the CLI and reports spell them: "sum", "per_row", "matmul".
+const char* ReduceOpName(v1::ReduceOp op);
+const char* ReduceAxisName(v1::ReduceAxis axis);
+const char* OpName(v1::Op op);
+
+}  // namespace gpucompute
