@@ -1,0 +1,32 @@
+// Starts the real gpucompute-server binary on an ephemeral loopback port for
+// end-to-end tests, and stops it with a signal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace gpucompute::testing {
+
+class ServerProcess {
+ public:
+  // Starts `binary` with --listen=127.0.0.1:0 plus `flags` and waits until it
+  // prints its address. Check started() before use.
+  ServerProcess(const std::string& binary, const std::vector<std::string>& flags);
+  ~ServerProcess();
+
+  bool started() const { return !target_.empty(); }
+  const std::string& target() const { return target_; }  // "127.0.0.1:PORT"
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` and waits for the exit; returns the exit status (or
+  // 128 + signal number when killed by one).
+  int Stop(int signal);
+
+ private:
+  pid_t pid_ = -1;
+  std::string target_;
+};
+
+}  // namespace gpucompute::testing
