@@ -1,1 +1,609 @@
-int main() { return 0; }
+// gpucompute: command-line client for the gpucompute service.
+// Exit codes: 0 ok, 1 the RPC (or writing --out) failed, 2 usage error
+// (bad flags, unreadable or malformed input files).
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "flags.h"
+#include "gpucompute/client.h"
+#include "gpucompute/npy.h"
+
+namespace gpucompute::cli {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+// An error that ends the command with an exit code.
+struct Failure {
+  int exit_code;
+  std::string message;
+};
+template <typename T>
+using Result = std::variant<T, Failure>;
+
+Failure Usage(const std::string& message) { return {kExitUsage, message}; }
+
+const std::vector<FlagSpec>& ConnectionFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"server", "HOST:PORT", "localhost:50051", "server address (any gRPC target)"},
+      {"deadline_ms", "MS", "",
+       "deadline of the call in milliseconds (default: health 5000, info 10000, "
+       "matmul/transpose/reduce 120000, profile 600000)"},
+      {"tls_ca", "FILE", "", "PEM root CA; turns TLS on"},
+      {"tls_cert", "FILE", "", "PEM client certificate for mutual TLS (with --tls_key)"},
+      {"tls_key", "FILE", "", "PEM private key of --tls_cert"},
+      {"tls_server_name", "NAME", "", "name to check in the server certificate; turns TLS on"},
+      {"tls", "", "", "use TLS with the system's root CAs"},
+      {"token_file", "FILE", "", "send the file's content as 'authorization: Bearer <token>'"},
+  };
+  return flags;
+}
+
+struct Command {
+  std::string name;
+  std::string summary;      // one line for `gpucompute --help`
+  std::string synopsis;     // after "gpucompute NAME "
+  std::string description;  // paragraphs shown by --help
+  std::vector<FlagSpec> flags;
+  int64_t default_deadline_ms;
+  std::function<int(const ParsedArgs&, const Client&)> run;
+};
+
+// ---------------------------------------------------------------- parsing --
+
+Result<std::vector<int64_t>> ParseDims(const std::string& flag, const std::string& text,
+                                       size_t want, const std::string& example) {
+  std::vector<std::string> parts = absl::StrSplit(text, absl::ByAnyChar("xX"));
+  std::vector<int64_t> dims;
+  for (const std::string& part : parts) {
+    int64_t v;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      return Usage(absl::StrCat("--", flag, ": expected ", example, " with positive integers, got '",
+                                text, "'"));
+    }
+    dims.push_back(v);
+  }
+  if (dims.size() != want) {
+    return Usage(absl::StrCat("--", flag, ": expected ", want, " dimensions (", example,
+                              "), got '", text, "'"));
+  }
+  return dims;
+}
+
+Result<int64_t> ParseInt(const ParsedArgs& args, const std::string& flag, int64_t min) {
+  int64_t v;
+  if (!absl::SimpleAtoi(args.Get(flag), &v) || v < min) {
+    return Usage(absl::StrCat("--", flag, ": expected an integer >= ", min, ", got '",
+                              args.Get(flag), "'"));
+  }
+  return v;
+}
+
+Result<v1::ReduceOp> ParseReduceOp(const std::string& flag, const std::string& text) {
+  for (v1::ReduceOp op : {v1::REDUCE_OP_SUM, v1::REDUCE_OP_MIN, v1::REDUCE_OP_MAX,
+                          v1::REDUCE_OP_MEAN}) {
+    if (text == ReduceOpName(op)) return op;
+  }
+  return Usage(absl::StrCat("--", flag, ": expected sum, min, max or mean, got '", text, "'"));
+}
+
+Result<v1::ReduceAxis> ParseReduceAxis(const std::string& flag, const std::string& text) {
+  for (v1::ReduceAxis axis : {v1::REDUCE_AXIS_ALL, v1::REDUCE_AXIS_PER_ROW,
+                              v1::REDUCE_AXIS_PER_COLUMN}) {
+    if (text == ReduceAxisName(axis)) return axis;
+  }
+  return Usage(
+      absl::StrCat("--", flag, ": expected all, per_row or per_column, got '", text, "'"));
+}
+
+// ----------------------------------------------------------------- inputs --
+
+const std::vector<FlagSpec> kInputFlags = {
+    {"random", "SHAPE", "", "generate inputs instead of reading .npy files (shape syntax above)"},
+    {"dtype", "float32|float64", "float32", "element type of --random inputs"},
+    {"seed", "N", "1", "seed of --random inputs (input i uses seed + i)"},
+    {"out", "FILE.npy", "", "write the result matrix to this .npy file"},
+    {"variant", "NAME", "auto", "kernel variant (see `gpucompute info`); auto: server chooses"},
+};
+
+struct Inputs {
+  std::vector<Matrix> matrices;
+  std::vector<std::string> labels;  // "a.npy" or "random, seed 1"
+};
+
+// Either `count` positional .npy files or --random with shapes[i] for input i
+// derived from the parsed dims.
+Result<Inputs> LoadInputs(
+    const ParsedArgs& args, size_t count, size_t random_dims, const std::string& random_example,
+    const std::function<std::vector<std::pair<int64_t, int64_t>>(const std::vector<int64_t>&)>&
+        shapes) {
+  Inputs in;
+  const bool random = args.Has("random");
+  if (random && !args.positional().empty()) {
+    return Usage("give either .npy files or --random, not both");
+  }
+  if (!random) {
+    if (args.positional().size() != count) {
+      return Usage(absl::StrCat("expected ", count, count == 1 ? " .npy file" : " .npy files",
+                                " or --random, got ", args.positional().size(), " file(s)"));
+    }
+    for (const std::string& path : args.positional()) {
+      absl::StatusOr<Matrix> m = ReadNpy(path);
+      if (!m.ok()) return Usage(std::string(m.status().message()));
+      if (args.Has("dtype") && args.Get("dtype") != DTypeName(m->dtype())) {
+        return Usage(absl::StrCat("--dtype applies to --random inputs only; ", path, " is ",
+                                  DTypeName(m->dtype())));
+      }
+      in.matrices.push_back(std::move(*m));
+      in.labels.push_back(path);
+    }
+    return in;
+  }
+  absl::StatusOr<DType> dtype = ParseDType(args.Get("dtype"));
+  if (!dtype.ok()) return Usage(absl::StrCat("--dtype: ", dtype.status().message()));
+  uint64_t seed;
+  if (!absl::SimpleAtoi(args.Get("seed"), &seed)) {
+    return Usage(absl::StrCat("--seed: expected a non-negative integer, got '", args.Get("seed"),
+                              "'"));
+  }
+  Result<std::vector<int64_t>> dims =
+      ParseDims("random", args.Get("random"), random_dims, random_example);
+  if (auto* f = std::get_if<Failure>(&dims)) return *f;
+  auto wanted = shapes(std::get<std::vector<int64_t>>(dims));
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    absl::StatusOr<Matrix> m = Matrix::Random(*dtype, wanted[i].first, wanted[i].second, seed + i);
+    if (!m.ok()) return Usage(absl::StrCat("--random: ", m.status().message()));
+    in.matrices.push_back(std::move(*m));
+    in.labels.push_back(absl::StrCat("random, seed ", seed + i));
+  }
+  return in;
+}
+
+// ----------------------------------------------------------------- output --
+
+std::string Micros(int64_t us) { return absl::StrCat(us, " us"); }
+
+void PrintReport(const v1::ExecutionReport& r, double round_trip_us) {
+  std::printf("variant   %s\n", r.variant().c_str());
+  std::printf("device    %s\n", r.device().c_str());
+  std::printf("time      queue %s | upload %s | compute %s | download %s | total %s"
+              " (server); round trip %.0f us (client)\n",
+              Micros(r.queue_us()).c_str(), Micros(r.upload_us()).c_str(),
+              Micros(r.compute_us()).c_str(), Micros(r.download_us()).c_str(),
+              Micros(r.total_us()).c_str(), round_trip_us);
+}
+
+void PrintSummary(const Matrix& m) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  int64_t non_finite = 0;
+  for (int64_t r = 0; r < m.rows(); ++r) {
+    for (int64_t c = 0; c < m.cols(); ++c) {
+      const double v = m.at(r, c);
+      if (!std::isfinite(v)) {
+        ++non_finite;
+        continue;
+      }
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+  }
+  const int64_t finite = m.elements() - non_finite;
+  std::printf("result    %s", m.ShapeString().c_str());
+  if (finite > 0) {
+    std::printf("  min %.6g  max %.6g  mean %.6g", lo, hi, sum / double(finite));
+  }
+  if (non_finite > 0) std::printf("  non-finite %" PRId64, non_finite);
+  std::printf("\n");
+  // Small results are shown whole; they are usually checks by hand.
+  if (m.rows() <= 8 && m.cols() <= 8) {
+    for (int64_t r = 0; r < m.rows(); ++r) {
+      std::printf("          [");
+      for (int64_t c = 0; c < m.cols(); ++c) std::printf("%s%12.6g", c ? " " : "", m.at(r, c));
+      std::printf("]\n");
+    }
+  }
+}
+
+// Prints the result, writes --out, and picks the exit code.
+int FinishOp(const ParsedArgs& args, const absl::StatusOr<OpResult>& result,
+             std::chrono::steady_clock::time_point start) {
+  const double round_trip_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (!result.ok()) {
+    std::fprintf(stderr, "gpucompute: %s\n", std::string(result.status().message()).c_str());
+    return kExitFailed;
+  }
+  PrintReport(result->report, round_trip_us);
+  PrintSummary(result->output);
+  if (args.Has("out")) {
+    if (absl::Status st = WriteNpy(args.Get("out"), result->output); !st.ok()) {
+      std::fprintf(stderr, "gpucompute: %s\n", std::string(st.message()).c_str());
+      return kExitFailed;
+    }
+    std::printf("wrote     %s\n", args.Get("out").c_str());
+  }
+  return kExitOk;
+}
+
+std::string Variant(const ParsedArgs& args) {
+  return args.Get("variant") == "auto" ? "" : args.Get("variant");
+}
+
+int ReportFailure(const Failure& f) {
+  std::fprintf(stderr, "gpucompute: %s\n", f.message.c_str());
+  return f.exit_code;
+}
+
+// --------------------------------------------------------------- commands --
+
+int RunMatMul(const ParsedArgs& args, const Client& client) {
+  Result<Inputs> loaded = LoadInputs(args, 2, 3, "MxKxN, e.g. 512x256x128", [](const auto& d) {
+    return std::vector<std::pair<int64_t, int64_t>>{{d[0], d[1]}, {d[1], d[2]}};
+  });
+  if (auto* f = std::get_if<Failure>(&loaded)) return ReportFailure(*f);
+  Inputs& in = std::get<Inputs>(loaded);
+  std::printf("matmul    a %s (%s) @ b %s (%s)\n", in.matrices[0].ShapeString().c_str(),
+              in.labels[0].c_str(), in.matrices[1].ShapeString().c_str(), in.labels[1].c_str());
+  MatMulOptions options;
+  options.variant = Variant(args);
+  options.allow_tf32 = args.GetBool("allow_tf32");
+  auto start = std::chrono::steady_clock::now();
+  return FinishOp(args,
+                  client.MatMul(std::move(in.matrices[0]), std::move(in.matrices[1]), options),
+                  start);
+}
+
+int RunTranspose(const ParsedArgs& args, const Client& client) {
+  Result<Inputs> loaded = LoadInputs(args, 1, 2, "MxN, e.g. 1000x1001", [](const auto& d) {
+    return std::vector<std::pair<int64_t, int64_t>>{{d[0], d[1]}};
+  });
+  if (auto* f = std::get_if<Failure>(&loaded)) return ReportFailure(*f);
+  Inputs& in = std::get<Inputs>(loaded);
+  std::printf("transpose %s (%s)\n", in.matrices[0].ShapeString().c_str(), in.labels[0].c_str());
+  auto start = std::chrono::steady_clock::now();
+  return FinishOp(args, client.Transpose(std::move(in.matrices[0]), Variant(args)), start);
+}
+
+int RunReduce(const ParsedArgs& args, const Client& client) {
+  Result<v1::ReduceOp> op = ParseReduceOp("op", args.Get("op"));
+  if (auto* f = std::get_if<Failure>(&op)) return ReportFailure(*f);
+  Result<v1::ReduceAxis> axis = ParseReduceAxis("axis", args.Get("axis"));
+  if (auto* f = std::get_if<Failure>(&axis)) return ReportFailure(*f);
+  Result<Inputs> loaded = LoadInputs(args, 1, 2, "MxN, e.g. 4096x4096", [](const auto& d) {
+    return std::vector<std::pair<int64_t, int64_t>>{{d[0], d[1]}};
+  });
+  if (auto* f = std::get_if<Failure>(&loaded)) return ReportFailure(*f);
+  Inputs& in = std::get<Inputs>(loaded);
+  std::printf("reduce    %s %s of %s (%s)\n", ReduceOpName(std::get<v1::ReduceOp>(op)),
+              ReduceAxisName(std::get<v1::ReduceAxis>(axis)),
+              in.matrices[0].ShapeString().c_str(), in.labels[0].c_str());
+  auto start = std::chrono::steady_clock::now();
+  return FinishOp(args,
+                  client.Reduce(std::move(in.matrices[0]), std::get<v1::ReduceOp>(op),
+                                std::get<v1::ReduceAxis>(axis), Variant(args)),
+                  start);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes >= (1LL << 30)) return absl::StrFormat("%.2f GiB", bytes / double(1LL << 30));
+  if (bytes >= (1LL << 20)) return absl::StrFormat("%.2f MiB", bytes / double(1LL << 20));
+  return absl::StrCat(bytes, " bytes");
+}
+
+int RunProfile(const ParsedArgs& args, const Client& client) {
+  v1::ProfileRequest request;
+  const std::string op = args.Get("op");
+  if (op == "matmul") {
+    request.set_op(v1::OP_MATMUL);
+  } else if (op == "transpose") {
+    request.set_op(v1::OP_TRANSPOSE);
+  } else if (op == "reduce") {
+    request.set_op(v1::OP_REDUCE);
+  } else {
+    return ReportFailure(
+        Usage(absl::StrCat("--op: expected matmul, transpose or reduce, got '", op, "'")));
+  }
+  if (!args.Has("shape")) {
+    return ReportFailure(Usage(request.op() == v1::OP_MATMUL ? "--shape=MxNxK is required"
+                                                              : "--shape=MxN is required"));
+  }
+  const bool matmul = request.op() == v1::OP_MATMUL;
+  Result<std::vector<int64_t>> dims = ParseDims("shape", args.Get("shape"), matmul ? 3 : 2,
+                                                matmul ? "MxNxK, e.g. 1024x1024x1024"
+                                                       : "MxN, e.g. 4096x4096");
+  if (auto* f = std::get_if<Failure>(&dims)) return ReportFailure(*f);
+  const auto& d = std::get<std::vector<int64_t>>(dims);
+  request.set_m(d[0]);
+  request.set_n(d[1]);
+  if (matmul) request.set_k(d[2]);
+  absl::StatusOr<DType> dtype = ParseDType(args.Get("dtype"));
+  if (!dtype.ok()) return ReportFailure(Usage(absl::StrCat("--dtype: ", dtype.status().message())));
+  request.set_dtype(ToProto(*dtype));
+  Result<v1::ReduceOp> rop = ParseReduceOp("reduce_op", args.Get("reduce_op"));
+  if (auto* f = std::get_if<Failure>(&rop)) return ReportFailure(*f);
+  Result<v1::ReduceAxis> raxis = ParseReduceAxis("reduce_axis", args.Get("reduce_axis"));
+  if (auto* f = std::get_if<Failure>(&raxis)) return ReportFailure(*f);
+  request.set_reduce_op(std::get<v1::ReduceOp>(rop));
+  request.set_reduce_axis(std::get<v1::ReduceAxis>(raxis));
+  if (args.Has("variants")) {
+    std::vector<std::string> names = absl::StrSplit(args.Get("variants"), ',', absl::SkipEmpty());
+    for (std::string& v : names) request.add_variants(std::move(v));
+  }
+  for (const char* flag : {"warmup", "repetitions"}) {
+    Result<int64_t> v = ParseInt(args, flag, 0);
+    if (auto* f = std::get_if<Failure>(&v)) return ReportFailure(*f);
+    if (std::get<int64_t>(v) > std::numeric_limits<int32_t>::max()) {
+      return ReportFailure(Usage(absl::StrCat("--", flag, " is too large")));
+    }
+    if (std::string(flag) == "warmup") {
+      request.set_warmup(static_cast<int32_t>(std::get<int64_t>(v)));
+    } else {
+      request.set_repetitions(static_cast<int32_t>(std::get<int64_t>(v)));
+    }
+  }
+
+  std::string what = absl::StrCat(op, " ", DTypeName(*dtype));
+  if (matmul) {
+    absl::StrAppend(&what, "  m=", d[0], " n=", d[1], " k=", d[2], " (a ", d[0], "x", d[2],
+                    ", b ", d[2], "x", d[1], ")");
+  } else {
+    absl::StrAppend(&what, "  ", d[0], "x", d[1]);
+    if (request.op() == v1::OP_REDUCE) {
+      absl::StrAppend(&what, "  ", ReduceOpName(request.reduce_op()), " ",
+                      ReduceAxisName(request.reduce_axis()));
+    }
+  }
+  std::printf("profile   %s\n\n", what.c_str());
+  std::fflush(stdout);
+
+  absl::StatusOr<v1::ProfileResponse> response = client.Profile(request);
+  if (!response.ok()) {
+    std::fprintf(stderr, "gpucompute: %s\n", std::string(response.status().message()).c_str());
+    return kExitFailed;
+  }
+  size_t width = std::string("variant").size();
+  for (const v1::VariantProfile& v : response->variants()) width = std::max(width, v.variant().size());
+  const int w = static_cast<int>(width);
+  std::printf("%-*s  %12s  %10s  %10s  %9s  %12s  %s\n", w, "variant", "median us", "GB/s",
+              "GFLOP/s", "roofline", "max rel err", "ok");
+  bool any_failed = false;
+  for (const v1::VariantProfile& v : response->variants()) {
+    if (v.ok()) {
+      std::printf("%-*s  %12.1f  %10.1f  %10.1f  %8.1f%%  %12.2e  %s\n", w, v.variant().c_str(),
+                  v.median_us(), v.gbytes_per_s(), v.gflops(), 100.0 * v.fraction_of_roofline(),
+                  v.max_rel_error(), "yes");
+    } else {
+      any_failed = true;
+      std::printf("%-*s  %12s  %10s  %10s  %9s  %12s  %s\n", w, v.variant().c_str(), "-", "-",
+                  "-", "-", "-", "NO");
+    }
+  }
+  if (any_failed) {
+    std::printf("\nfailed or skipped:\n");
+    for (const v1::VariantProfile& v : response->variants()) {
+      if (!v.ok()) std::printf("  %-*s  %s\n", w, v.variant().c_str(), v.error().c_str());
+    }
+  }
+  std::printf("\nselected  %s\n", response->selected().c_str());
+  std::printf("device    %s\n", response->device().c_str());
+  std::printf("peaks     %.1f GB/s, %.1f GFLOP/s\n", response->peak_gbytes_per_s(),
+              response->peak_gflops());
+  return kExitOk;
+}
+
+int RunInfo(const ParsedArgs&, const Client& client) {
+  absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+  if (!info.ok()) {
+    std::fprintf(stderr, "gpucompute: %s\n", std::string(info.status().message()).c_str());
+    return kExitFailed;
+  }
+  std::printf("server      %s\n", client.target().c_str());
+  std::printf("version     %s\n", info->version().c_str());
+  std::printf("backend     %s\n", info->backend().c_str());
+  for (int i = 0; i < info->devices_size(); ++i) {
+    const v1::DeviceInfo& dev = info->devices(i);
+    // DeviceInfo.multiprocessors holds cores on the CPU backend.
+    std::printf("%-11s %s  (%s, %d %s)\n", i == 0 ? "devices" : "", dev.name().c_str(),
+                FormatBytes(dev.memory_bytes()).c_str(), dev.multiprocessors(),
+                info->backend() == "cpu" ? "cores" : "SMs");
+  }
+  std::printf("max matrix  %s (%" PRId64 " bytes)\n", FormatBytes(info->max_matrix_bytes()).c_str(),
+              info->max_matrix_bytes());
+  size_t width = 0;
+  for (const v1::VariantInfo& v : info->variants()) width = std::max(width, v.name().size());
+  const int w = static_cast<int>(width);
+  for (v1::Op op : {v1::OP_MATMUL, v1::OP_TRANSPOSE, v1::OP_REDUCE}) {
+    std::printf("\n%s variants:\n", OpName(op));
+    for (const v1::VariantInfo& v : info->variants()) {
+      if (v.op() != op) continue;
+      std::vector<std::string> dtypes;
+      for (int t : v.dtypes()) {
+        dtypes.push_back(t == v1::DTYPE_FLOAT32   ? "f32"
+                         : t == v1::DTYPE_FLOAT64 ? "f64"
+                                                  : absl::StrCat("dtype", t));
+      }
+      std::printf("  %-*s  %-7s  %-4s  %s\n", w, v.name().c_str(),
+                  absl::StrJoin(dtypes, ",").c_str(), v.reduced_precision() ? "tf32" : "",
+                  v.description().c_str());
+    }
+  }
+  return kExitOk;
+}
+
+int RunHealth(const ParsedArgs& args, const Client& client) {
+  absl::StatusOr<HealthStatus> status = client.Health(args.Get("service"));
+  if (!status.ok()) {
+    std::fprintf(stderr, "gpucompute: %s\n", std::string(status.status().message()).c_str());
+    return kExitFailed;
+  }
+  std::printf("%s\n", HealthStatusName(*status));
+  return *status == HealthStatus::kServing ? kExitOk : kExitFailed;
+}
+
+std::vector<FlagSpec> Concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"matmul", "multiply two matrices", "[flags] (A.npy B.npy | --random MxKxN)",
+       "Multiplies a (M x K) by b (K x N) on the server: c = a @ b, M x N.\n"
+       "--random MxKxN generates a as MxK from --seed and b as KxN from --seed+1,\n"
+       "values uniform in [-1, 1). Example: --random 512x256x128.",
+       Concat(kInputFlags, {{"allow_tf32", "", "",
+                             "let the server's automatic choice use TF32 tensor cores"}}),
+       120000, RunMatMul},
+      {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)",
+       "Transposes an M x N matrix on the server; the result is N x M.", kInputFlags, 120000,
+       RunTranspose},
+      {"reduce", "sum, min, max or mean over all, per row or per column", "[flags] (INPUT.npy | --random MxN)",
+       "Reduces an M x N matrix on the server. --axis all gives 1 x 1, per_row gives\n"
+       "M x 1 (numpy x.sum(axis=1)), per_column gives 1 x N (numpy x.sum(axis=0)).",
+       Concat(kInputFlags, {{"op", "sum|min|max|mean", "sum", "reduction"},
+                            {"axis", "all|per_row|per_column", "all", "what to reduce over"}}),
+       120000, RunReduce},
+      {"profile", "time every kernel variant against the roofline", "--op OP --shape SHAPE [flags]",
+       "Runs every applicable kernel variant (or --variants) on server-generated\n"
+       "random data, checks each against a reference and prints the timings.\n"
+       "--shape follows ProfileRequest's m, n, k:\n"
+       "  matmul:            MxNxK  (a is M x K, b is K x N, c is M x N)\n"
+       "  transpose, reduce: MxN    (the input is M x N)",
+       {{"op", "matmul|transpose|reduce", "matmul", "operation to profile"},
+        {"shape", "SHAPE", "", "MxNxK for matmul, MxN otherwise (required)"},
+        {"dtype", "float32|float64", "float32", "element type"},
+        {"reduce_op", "sum|min|max|mean", "sum", "reduction, for --op reduce"},
+        {"reduce_axis", "all|per_row|per_column", "all", "reduction axis, for --op reduce"},
+        {"variants", "A,B,...", "", "only these variants (default: all that apply)"},
+        {"warmup", "N", "0", "untimed runs per variant (0: server default)"},
+        {"repetitions", "N", "0", "timed runs per variant (0: server default)"}},
+       600000, RunProfile},
+      {"info", "server version, devices and kernel variants", "[flags]",
+       "Prints the server's version, backend, devices, largest accepted matrix and\n"
+       "the kernel variants of each operation.",
+       {}, 10000, RunInfo},
+      {"health", "health check; exit 0 when SERVING", "[flags]",
+       "Asks grpc.health.v1.Health/Check. Prints the status; exits 0 when SERVING\n"
+       "and 1 otherwise (for container health checks).",
+       {{"service", "NAME", "", "service to ask about (default: the whole server)"}}, 5000,
+       RunHealth},
+  };
+  return commands;
+}
+
+void PrintTopUsage(std::FILE* out) {
+  std::fprintf(out,
+               "gpucompute: client for the gpucompute GPU matrix service\n\n"
+               "usage: gpucompute COMMAND [flags] [args]\n\ncommands:\n");
+  for (const Command& c : Commands()) {
+    std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+  }
+  std::fprintf(out,
+               "\n`gpucompute COMMAND --help` lists a command's flags.\n"
+               "Inputs and --out are NumPy .npy files (float32 '<f4' or float64 '<f8',\n"
+               "C order, 1-D read as 1 x N, or 2-D).\n"
+               "Exit codes: 0 ok; 1 the call failed (gRPC code and message on stderr) or\n"
+               "--out could not be written; 2 usage error, including unreadable inputs.\n");
+}
+
+void PrintCommandUsage(const Command& c) {
+  std::printf("usage: gpucompute %s %s\n\n%s\n\nflags:\n%s\nconnection flags:\n%s", c.name.c_str(),
+              c.synopsis.c_str(), c.description.c_str(), FormatFlagHelp(c.flags).c_str(),
+              FormatFlagHelp(ConnectionFlags()).c_str());
+}
+
+Result<ClientOptions> MakeClientOptions(const ParsedArgs& args, int64_t default_deadline_ms) {
+  ClientOptions options;
+  options.target = args.Get("server");
+  int64_t deadline_ms = default_deadline_ms;
+  if (args.Has("deadline_ms")) {
+    Result<int64_t> v = ParseInt(args, "deadline_ms", 1);
+    if (auto* f = std::get_if<Failure>(&v)) return *f;
+    deadline_ms = std::get<int64_t>(v);
+  }
+  options.deadline = absl::Milliseconds(deadline_ms);
+  options.use_tls = args.GetBool("tls");
+  options.tls_root_ca_file = args.Get("tls_ca");
+  options.tls_cert_file = args.Get("tls_cert");
+  options.tls_key_file = args.Get("tls_key");
+  options.tls_server_name = args.Get("tls_server_name");
+  options.bearer_token_file = args.Get("token_file");
+  return options;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (words.empty()) {
+    PrintTopUsage(stderr);
+    return kExitUsage;
+  }
+  std::string name = words[0];
+  if (name == "--help" || name == "-h" || name == "help") {
+    if (name == "help" && words.size() > 1) {
+      name = words[1];
+      words = {name, "--help"};
+    } else {
+      PrintTopUsage(stdout);
+      return kExitOk;
+    }
+  }
+  const Command* command = nullptr;
+  for (const Command& c : Commands()) {
+    if (c.name == name) command = &c;
+  }
+  if (command == nullptr) {
+    std::fprintf(stderr, "gpucompute: unknown command '%s'\n\n", name.c_str());
+    PrintTopUsage(stderr);
+    return kExitUsage;
+  }
+  absl::StatusOr<ParsedArgs> args = ParsedArgs::Parse(
+      std::vector<std::string>(words.begin() + 1, words.end()),
+      Concat(command->flags, ConnectionFlags()));
+  if (!args.ok()) {
+    std::fprintf(stderr, "gpucompute %s: %s (see gpucompute %s --help)\n", name.c_str(),
+                 std::string(args.status().message()).c_str(), name.c_str());
+    return kExitUsage;
+  }
+  if (args->help()) {
+    PrintCommandUsage(*command);
+    return kExitOk;
+  }
+  const bool takes_files = command->synopsis.find(".npy") != std::string::npos;
+  if (!takes_files && !args->positional().empty()) {
+    std::fprintf(stderr, "gpucompute %s: unexpected argument '%s' (see gpucompute %s --help)\n",
+                 name.c_str(), args->positional()[0].c_str(), name.c_str());
+    return kExitUsage;
+  }
+  Result<ClientOptions> options = MakeClientOptions(*args, command->default_deadline_ms);
+  if (auto* f = std::get_if<Failure>(&options)) return ReportFailure(*f);
+  absl::StatusOr<Client> client = Client::Create(std::get<ClientOptions>(options));
+  if (!client.ok()) {
+    std::fprintf(stderr, "gpucompute: %s\n", std::string(client.status().message()).c_str());
+    return kExitUsage;
+  }
+  return command->run(*args, *client);
+}
+
+}  // namespace
+}  // namespace gpucompute::cli
+
+int main(int argc, char** argv) { return gpucompute::cli::Main(argc, argv); }
