@@ -199,7 +199,7 @@ class HeaderParser {
         out->tuple.push_back(v);
         SkipSpace();
         if (Eat(')')) break;
-        if (!Eat(',')) return Error("expected ',' or ')' in a tuple");
+        if (!Eat(',')) return Error("shape tuple holds something other than integers");
       }
       return absl::OkStatus();
     }

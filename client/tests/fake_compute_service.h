@@ -1,0 +1,48 @@
+// An in-process Compute server for client tests: real (naive) arithmetic so
+// results can be checked, plus hooks to observe metadata and inject faults.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "gpucompute/v1/compute.grpc.pb.h"
+
+namespace gpucompute::testing {
+
+class FakeComputeService final : public v1::Compute::Service {
+ public:
+  grpc::Status MatMul(grpc::ServerContext* context, const v1::MatMulRequest* request,
+                      v1::MatMulResponse* response) override;
+  grpc::Status Transpose(grpc::ServerContext* context, const v1::TransposeRequest* request,
+                         v1::TransposeResponse* response) override;
+  grpc::Status Reduce(grpc::ServerContext* context, const v1::ReduceRequest* request,
+                      v1::ReduceResponse* response) override;
+  grpc::Status Profile(grpc::ServerContext* context, const v1::ProfileRequest* request,
+                       v1::ProfileResponse* response) override;
+  grpc::Status GetServerInfo(grpc::ServerContext* context, const v1::ServerInfoRequest* request,
+                             v1::ServerInfo* response) override;
+
+  // The "authorization" metadata of the latest call ("" when absent).
+  std::string last_authorization() const;
+
+ private:
+  void Record(grpc::ServerContext* context);
+  mutable std::mutex mu_;
+  std::string last_authorization_;
+};
+
+// A server on 127.0.0.1 with a free port, the default health service
+// enabled and 2 GiB message limits.
+struct FakeServer {
+  FakeComputeService service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;  // "127.0.0.1:PORT"
+
+  static std::unique_ptr<FakeServer> Start();
+  ~FakeServer();
+};
+
+}  // namespace gpucompute::testing
