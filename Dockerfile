@@ -5,9 +5,9 @@
 #   docker run --rm --gpus all -p 50051:50051 -p 8002:8002 gpucompute:latest
 #
 # Two stages:
-#   build    the CUDA 13.0 devel image; the Debian/Ubuntu packages come from the
-#            same scripts/setup and scripts/debian-packages.txt as a source
-#            build, then CMake builds the server, the CLI and the load test.
+#   build    the CUDA 13.0 devel image; the same scripts as a source build:
+#            scripts/setup installs scripts/debian-packages.txt, scripts/build
+#            runs CMake for the server, the CLI and the load test.
 #            Tests are not built here (GPUCOMPUTE_BUILD_TESTS=OFF): they run
 #            through scripts/test, and an image build has no GPU to run the
 #            GPU tests on.
@@ -36,13 +36,14 @@ WORKDIR /src
 COPY scripts/setup scripts/debian-packages.txt scripts/
 RUN scripts/setup && rm -rf /var/lib/apt/lists/*
 
+# scripts/build: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release <these flags>,
+# then cmake --build of the listed targets.
 COPY . .
-RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
+RUN GPUCOMPUTE_BUILD_TARGETS="gpucompute-server gpucompute gpucompute-loadtest" \
+    scripts/build \
         -DGPUCOMPUTE_WITH_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}" \
-        -DGPUCOMPUTE_BUILD_TESTS=OFF \
- && cmake --build build -j"$(nproc)" \
-        --target gpucompute-server gpucompute gpucompute-loadtest
+        -DGPUCOMPUTE_BUILD_TESTS=OFF
 
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu${UBUNTU_VERSION} AS runtime
