@@ -600,9 +600,51 @@ class KubernetesTest(unittest.TestCase):
             self.assertIn("Deployment", kinds, root)
 
 
+def server_flags_in_deploy_files():
+    """{flag: [where]} for every server flag the deployment files pass."""
+    used = {}
+
+    def note(words, where):
+        for word in words:
+            match = re.match(r"^--(\w+)", str(word))
+            if match:
+                used.setdefault(match.group(1), []).append(where)
+
+    runtime = dockerfile_stages(REPO / "Dockerfile")[-1]
+    for ins in runtime.all("ENTRYPOINT"):
+        note(ins.json_or_words(), "Dockerfile ENTRYPOINT")
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    note(compose["services"]["gpucompute"].get("command", []), "docker-compose.yml")
+    files = load_k8s_files()
+    for path, docs in files.items():
+        where = str(path.relative_to(REPO))
+        for doc in docs:
+            if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+                for text in doc.get("data", {}).values():
+                    note([l.strip() for l in text.splitlines()], where)
+            if isinstance(doc, dict) and doc.get("kind") == "Deployment":
+                for container in doc["spec"]["template"]["spec"]["containers"]:
+                    note(container.get("args", []), where)
+            for op in doc if isinstance(doc, list) else []:
+                if op.get("path", "").endswith("/args/-"):
+                    note([op["value"]], where)
+    return used
+
+
+class ServerFlagsTest(unittest.TestCase):
+    def test_deployment_files_pass_only_server_flags(self):
+        for flag, where in server_flags_in_deploy_files().items():
+            self.assertIn(flag, SERVER_FLAGS, f"--{flag} (in {', '.join(where)}) is no server flag")
+
+
 if __name__ == "__main__":
     print(f"gpucompute deploy checks in {REPO}")
     print(f"  gRPC port {GRPC_PORT} ({_grpc_from})")
     print(f"  metrics port {METRICS_PORT} ({_metrics_from})")
     print(f"  drain {SHUTDOWN_GRACE} s ({_grace_from})")
+    if SERVER_DEFAULTS:
+        for flag, where in sorted(server_flags_in_deploy_files().items()):
+            if flag not in SERVER_DEFAULTS and flag != "flagfile":
+                print(f"  note: --{flag} ({', '.join(sorted(set(where)))}) is not defined in "
+                      f"server/ yet; the server exits at start on an unknown flag")
     unittest.main(verbosity=2)
