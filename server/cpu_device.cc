@@ -76,7 +76,7 @@ class CpuDevice final : public Device {
   const Ceilings& ceilings() const override { return ceilings_; }
   int concurrency() const override { return workers_; }
 
-  absl::StatusOr<StageTimes> Execute(const ComputeJob& job) override {
+  absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested&) override {
     const auto start = Clock::now();
     kernels::Buffers buffers{job.a, job.b, job.out, nullptr, 0};
     if (auto s = job.variant->launch(job.problem, buffers, {}); !s.ok()) return s;

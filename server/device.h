@@ -22,7 +22,21 @@ struct DeviceDescription {
 // Ceilings measured on the device at start-up, used for roofline fractions.
 struct Ceilings {
   double gbytes_per_s = 0;  // copy bandwidth, bytes read + written
-  double gflops = 0;
+  double gflops = 0;        // FP32 arithmetic (cuBLAS SGEMM without TF32 on a GPU)
+  double gflops_fp64 = 0;   // FP64 arithmetic (0: same as gflops)
+  double GFlopsFor(kernels::DType dtype) const {
+    return dtype == kernels::DType::kFloat64 && gflops_fp64 > 0 ? gflops_fp64 : gflops;
+  }
+};
+
+// Memory and health counters a device exposes to operators.
+struct DeviceCounters {
+  bool healthy = true;
+  int64_t pool_reserved_bytes = 0;
+  int64_t pool_used_bytes = 0;
+  int64_t device_malloc_calls = 0;
+  int64_t pool_growths = 0;
+  int64_t host_alloc_calls = 0;
 };
 
 // One request's operands in host memory, owned by the caller until the
@@ -68,7 +82,12 @@ class Device {
   virtual const Ceilings& ceilings() const = 0;
   // How many jobs this device runs at once (the scheduler's worker count).
   virtual int concurrency() const = 0;
-  virtual absl::StatusOr<StageTimes> Execute(const ComputeJob& job) = 0;
+  virtual DeviceCounters counters() const { return {}; }
+  // False once a fatal error took the device out of service.
+  bool healthy() const { return counters().healthy; }
+  // Runs one request; `stop` is polled between stages so abandoned work
+  // returns its buffers early.
+  virtual absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested& stop) = 0;
   virtual absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
                                                                   const StopRequested& stop) = 0;
 };

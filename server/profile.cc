@@ -10,8 +10,8 @@ double RooflineFraction(const kernels::Problem& p, const Ceilings& ceilings, dou
   if (ceilings.gbytes_per_s > 0) {
     bound_us = std::max(bound_us, kernels::MinimalBytes(p) / (ceilings.gbytes_per_s * 1e3));
   }
-  if (ceilings.gflops > 0) {
-    bound_us = std::max(bound_us, kernels::UsefulFlops(p) / (ceilings.gflops * 1e3));
+  if (const double peak = ceilings.GFlopsFor(p.dtype); peak > 0) {
+    bound_us = std::max(bound_us, kernels::UsefulFlops(p) / (peak * 1e3));
   }
   return bound_us / median_us;
 }
@@ -49,7 +49,7 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
   response->set_selected(selected);
   response->set_device(device.name);
   response->set_peak_gbytes_per_s(ceilings.gbytes_per_s);
-  response->set_peak_gflops(ceilings.gflops);
+  response->set_peak_gflops(ceilings.GFlopsFor(p.dtype));
 }
 
 }  // namespace gpucompute::server

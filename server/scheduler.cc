@@ -27,12 +27,19 @@ void Scheduler::Submit(Task task) {
   Lane* best = nullptr;
   int64_t best_load = 0;
   for (const auto& lane : lanes_) {
+    if (!lane->device->healthy()) continue;
     absl::MutexLock lock(&lane->mu);
     const int64_t load = int64_t(lane->queue.size()) + lane->running;
     if (best == nullptr || load < best_load) {
       best = lane.get();
       best_load = load;
     }
+  }
+  if (best == nullptr) {
+    task.done(absl::UnavailableError("no healthy device: every device was taken out of service "
+                                     "after a fatal error"),
+              nullptr, 0);
+    return;
   }
   bool stopping = false;
   {

@@ -78,8 +78,10 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
   Task task;
   task.deadline = DeadlineOf(ctx);
   task.cancelled = reactor->cancelled();
-  task.run = [job, times](Device& device) {
-    auto result = device.Execute(job);
+  const absl::Time deadline = task.deadline;
+  task.run = [job, times, cancelled = task.cancelled, deadline](Device& device) {
+    auto result = device.Execute(
+        job, [cancelled, deadline] { return cancelled->load() || absl::Now() > deadline; });
     if (!result.ok()) return result.status();
     *times = *result;
     return absl::OkStatus();
@@ -186,6 +188,16 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     info->set_name(device->description().name);
     info->set_memory_bytes(device->description().memory_bytes);
     info->set_multiprocessors(device->description().multiprocessors);
+    const DeviceCounters counters = device->counters();
+    info->set_healthy(counters.healthy);
+    info->set_pool_reserved_bytes(counters.pool_reserved_bytes);
+    info->set_pool_used_bytes(counters.pool_used_bytes);
+    info->set_device_malloc_calls(counters.device_malloc_calls);
+    info->set_pool_growths(counters.pool_growths);
+    info->set_host_alloc_calls(counters.host_alloc_calls);
+    info->set_peak_gbytes_per_s(device->ceilings().gbytes_per_s);
+    info->set_peak_gflops_fp32(device->ceilings().gflops);
+    info->set_peak_gflops_fp64(device->ceilings().GFlopsFor(kernels::DType::kFloat64));
   }
   for (const kernels::Variant* v : registry_.List(config_.backend)) {
     v1::VariantInfo* info = resp->add_variants();

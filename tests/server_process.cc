@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <spawn.h>
@@ -12,7 +13,10 @@ extern char** environ;
 
 namespace gpucompute::testing {
 
-ServerProcess::ServerProcess(const std::string& binary, const std::vector<std::string>& flags) {
+ServerProcess::ServerProcess(const std::string& built_binary, const std::vector<std::string>& flags) {
+  // GPUCOMPUTE_SERVER_BINARY runs a server copied elsewhere (e.g. a bundle).
+  const char* override_path = std::getenv("GPUCOMPUTE_SERVER_BINARY");
+  const std::string binary = override_path ? override_path : built_binary;
   int out[2];
   if (pipe(out) != 0) return;
   std::vector<std::string> args = {binary, "--listen=127.0.0.1:0"};

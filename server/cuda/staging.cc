@@ -1,0 +1,79 @@
+#include "server/cuda/staging.h"
+
+#include <algorithm>
+
+#include "server/cuda/cuda_status.h"
+
+namespace gpucompute::server::cuda {
+
+absl::StatusOr<std::unique_ptr<StagingBuffers>> StagingBuffers::Create(
+    std::atomic<int64_t>& host_alloc_calls) {
+  std::unique_ptr<StagingBuffers> s(new StagingBuffers);
+  for (int i = 0; i < 2; ++i) {
+    host_alloc_calls.fetch_add(1);
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaHostAlloc(&s->chunk_[i], kChunkBytes, cudaHostAllocDefault),
+                                    "cudaHostAlloc(staging)");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&s->done_[i], cudaEventDisableTiming),
+                                    "cudaEventCreate(staging)");
+  }
+  return s;
+}
+
+StagingBuffers::~StagingBuffers() {
+  for (int i = 0; i < 2; ++i) {
+    if (chunk_[i]) cudaFreeHost(chunk_[i]);
+    if (done_[i]) cudaEventDestroy(done_[i]);
+  }
+}
+
+absl::Status StagingBuffers::Upload(void* device_dst, const void* host_src, size_t bytes,
+                                    cudaStream_t stream, HostCopyPool& copier) {
+  const size_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  for (size_t i = 0; i < chunks; ++i) {
+    const int b = int(i % 2);
+    const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
+    // The DMA that last read this chunk buffer must be done before refilling it.
+    if (i >= 2) GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "upload wait");
+    copier.Copy(chunk_[b], static_cast<const char*>(host_src) + offset, len);
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, chunk_[b], len,
+                        cudaMemcpyHostToDevice, stream),
+        "upload cudaMemcpyAsync");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b], stream), "upload event");
+  }
+  if (chunks > 0) {
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[(chunks - 1) % 2]), "upload wait");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StagingBuffers::Download(void* host_dst, const void* device_src, size_t bytes,
+                                      cudaStream_t stream, HostCopyPool& copier) {
+  const size_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  auto enqueue = [&](size_t i) -> absl::Status {
+    const int b = int(i % 2);
+    const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(chunk_[b], static_cast<const char*>(device_src) + offset, len,
+                        cudaMemcpyDeviceToHost, stream),
+        "download cudaMemcpyAsync");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b], stream), "download event");
+    return absl::OkStatus();
+  };
+  if (chunks > 0) {
+    if (auto s = enqueue(0); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < chunks; ++i) {
+    // Chunk i+1 travels while chunk i is copied out of its staging buffer.
+    if (i + 1 < chunks) {
+      if (auto s = enqueue(i + 1); !s.ok()) return s;
+    }
+    const int b = int(i % 2);
+    const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "download wait");
+    copier.Copy(static_cast<char*>(host_dst) + offset, chunk_[b], len);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpucompute::server::cuda

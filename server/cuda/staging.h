@@ -1,0 +1,39 @@
+// Host <-> device copies of request payloads through pinned staging buffers,
+// chunked and double-buffered so that the host copy of one chunk overlaps the
+// DMA of the previous one (pageable cudaMemcpy would stage through a driver
+// buffer one piece at a time, far slower).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "server/cuda/host_copy.h"
+
+namespace gpucompute::server::cuda {
+
+class StagingBuffers {
+ public:
+  static constexpr size_t kChunkBytes = size_t{8} << 20;
+
+  // Two pinned chunks; counts the cudaHostAlloc calls in `host_alloc_calls`.
+  static absl::StatusOr<std::unique_ptr<StagingBuffers>> Create(std::atomic<int64_t>& host_alloc_calls);
+  ~StagingBuffers();
+
+  // Copies and waits until the data is on the device (or on the host).
+  absl::Status Upload(void* device_dst, const void* host_src, size_t bytes, cudaStream_t stream,
+                      HostCopyPool& copier);
+  absl::Status Download(void* host_dst, const void* device_src, size_t bytes, cudaStream_t stream,
+                        HostCopyPool& copier);
+
+ private:
+  StagingBuffers() = default;
+  void* chunk_[2] = {nullptr, nullptr};
+  cudaEvent_t done_[2] = {nullptr, nullptr};
+};
+
+}  // namespace gpucompute::server::cuda
