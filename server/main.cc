@@ -35,6 +35,8 @@ ABSL_FLAG(double, device_memory_fraction, 0.9,
           "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory");
 ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
 ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
+ABSL_FLAG(std::string, autotune_cache, "",
+          "file where \"auto\" keeps its measured choices across restarts (empty: memory only)");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
           "on SIGINT/SIGTERM, how long in-flight requests may take before they are cancelled");
 
@@ -104,6 +106,13 @@ int Run() {
   Scheduler scheduler(std::move(backend->devices), absl::GetFlag(FLAGS_max_queue_depth));
   const kernels::Registry& registry = kernels::DefaultRegistry();
   VariantSelector selector(registry, kind);
+  if (const std::string cache = absl::GetFlag(FLAGS_autotune_cache); !cache.empty()) {
+    if (auto s = selector.UseCacheFile(cache); !s.ok()) {
+      LogError(absl::StrCat("--autotune_cache: ", s.message()));
+      return 1;
+    }
+    LogInfo(absl::StrCat("autotune cache: ", cache));
+  }
 
   ServiceConfig config;
   config.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);

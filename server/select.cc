@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -61,6 +64,62 @@ const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
   return Preferred(p, allow_reduced_precision);
 }
 
+VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
+                                                bool allow_reduced_precision) {
+  Choice choice;
+  const std::string bucket = BucketKey(p);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = chosen_.find(Slot(bucket, allow_reduced_precision));
+    if (it != chosen_.end()) {
+      choice.variant = it->second;
+      return choice;
+    }
+    for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
+      if (v->Supports(p.dtype)) choice.candidates.push_back(v);
+    }
+    // One caller measures a new bucket; a single candidate needs no measuring.
+    choice.calibrate = choice.candidates.size() > 1 && calibrating_.insert(bucket).second;
+  }
+  choice.variant = Preferred(p, allow_reduced_precision);
+  return choice;
+}
+
+void VariantSelector::AbandonCalibration(const kernels::Problem& p) {
+  absl::MutexLock lock(&mu_);
+  calibrating_.erase(BucketKey(p));
+}
+
+absl::Status VariantSelector::UseCacheFile(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  cache_path_ = path;
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();  // first run: created on the first save
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    const std::string slot = line.substr(0, tab), name = line.substr(tab + 1);
+    const std::string op_name = slot.substr(0, slot.find('/'));
+    for (kernels::Op op : {kernels::Op::kMatMul, kernels::Op::kTranspose, kernels::Op::kReduce}) {
+      if (op_name != kernels::OpName(op)) continue;
+      if (const kernels::Variant* v = registry_.Find(op, backend_, name)) chosen_[slot] = v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void VariantSelector::SaveLocked() {
+  if (cache_path_.empty()) return;
+  const std::string tmp = cache_path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& [slot, v] : chosen_) out << slot << '\t' << v->name << '\n';
+    if (!out) return;
+  }
+  std::rename(tmp.c_str(), cache_path_.c_str());  // readers never see a half-written file
+}
+
 void VariantSelector::Record(const kernels::Problem& p,
                              const std::vector<VariantMeasurement>& measured) {
   const std::string bucket = BucketKey(p);
@@ -75,6 +134,9 @@ void VariantSelector::Record(const kernels::Problem& p,
       chosen_[Slot(bucket, reduced)] = best->variant;
     }
   }
+  absl::MutexLock lock(&mu_);
+  calibrating_.erase(bucket);
+  SaveLocked();
 }
 
 }  // namespace gpucompute::server

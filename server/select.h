@@ -5,10 +5,12 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/kernels/registry.h"
 #include "server/device.h"
@@ -19,7 +21,22 @@ class VariantSelector {
  public:
   VariantSelector(const kernels::Registry& registry, kernels::Backend backend);
 
+  // Loads earlier choices from `path` (if it exists) and saves every new
+  // measurement there. Unknown variant names in the file are ignored.
+  absl::Status UseCacheFile(const std::string& path);
+
   const kernels::Variant* Select(const kernels::Problem& p, bool allow_reduced_precision) const;
+
+  struct Choice {
+    const kernels::Variant* variant = nullptr;
+    // True for the one caller that should calibrate this unmeasured bucket
+    // (measure `candidates`, then Record); others get the fallback meanwhile.
+    bool calibrate = false;
+    std::vector<const kernels::Variant*> candidates;
+  };
+  Choice Choose(const kernels::Problem& p, bool allow_reduced_precision);
+  // Gives up a calibration claim (the measurement failed) so a later request retries.
+  void AbandonCalibration(const kernels::Problem& p);
   // Remembers the fastest correct variants measured for this problem's bucket.
   void Record(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured);
 
@@ -32,8 +49,12 @@ class VariantSelector {
   const kernels::Registry& registry_;
   const kernels::Backend backend_;
   mutable absl::Mutex mu_;
+  void SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // bucket key + ("exact" | "reduced") -> variant
   std::map<std::string, const kernels::Variant*> chosen_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> calibrating_ ABSL_GUARDED_BY(mu_);
+  std::string cache_path_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpucompute::server

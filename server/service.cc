@@ -53,8 +53,13 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
   if (!problem.ok()) return FinishNow(problem.status());
   auto named = ResolveVariant(registry_, config_.backend, *problem, variant_name, "variant");
   if (!named.ok()) return FinishNow(named.status());
-  const kernels::Variant* variant = *named ? *named : selector_.Select(*problem, allow_reduced);
-  if (variant == nullptr) {
+  VariantSelector::Choice choice;
+  if (*named) {
+    choice.variant = *named;
+  } else {
+    choice = selector_.Choose(*problem, allow_reduced);
+  }
+  if (choice.variant == nullptr) {
     return FinishNow(absl::InvalidArgumentError(absl::StrCat(
         "variant: no ", kernels::OpName(problem->op), " variant supports ",
         kernels::DTypeName(problem->dtype), " on this server")));
@@ -68,28 +73,46 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
 
   ComputeJob job;
   job.problem = *problem;
-  job.variant = variant;
+  job.variant = choice.variant;
   job.a = a.data().data();
   job.b = b ? b->data().data() : nullptr;
   job.out = out_data->data();
 
   auto* reactor = new CallReactor;
   auto times = std::make_shared<StageTimes>();
+  auto ran = std::make_shared<const kernels::Variant*>(choice.variant);
   Task task;
   task.deadline = DeadlineOf(ctx);
   task.cancelled = reactor->cancelled();
   const absl::Time deadline = task.deadline;
-  task.run = [job, times, cancelled = task.cancelled, deadline](Device& device) {
-    auto result = device.Execute(
-        job, [cancelled, deadline] { return cancelled->load() || absl::Now() > deadline; });
+  task.run = [this, job, choice, allow_reduced, times, ran, cancelled = task.cancelled,
+              deadline](Device& device) mutable {
+    const StopRequested stop = [cancelled, deadline] {
+      return cancelled->load() || absl::Now() > deadline;
+    };
+    if (choice.calibrate) {
+      // First request of this shape bucket: time every candidate on it once.
+      ProfileJob calibration{job.problem, choice.candidates, 1, 3, std::random_device{}()};
+      auto measured = device.Measure(calibration, stop);
+      if (measured.ok()) {
+        selector_.Record(job.problem, *measured);
+        if (const kernels::Variant* best = selector_.Select(job.problem, allow_reduced)) {
+          job.variant = best;
+        }
+      } else {
+        selector_.AbandonCalibration(job.problem);
+      }
+    }
+    *ran = job.variant;
+    auto result = device.Execute(job, stop);
     if (!result.ok()) return result.status();
     *times = *result;
     return absl::OkStatus();
   };
-  task.done = [reactor, report, times, received, variant](absl::Status status, Device* device,
-                                                          int64_t queue_us) {
+  task.done = [reactor, report, times, received, ran](absl::Status status, Device* device,
+                                                      int64_t queue_us) {
     if (status.ok()) {
-      report->set_variant(variant->name);
+      report->set_variant((*ran)->name);
       report->set_device(device->description().name);
       report->set_queue_us(queue_us);
       report->set_upload_us(times->upload_us);
