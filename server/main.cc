@@ -19,6 +19,7 @@
 #include "server/scheduler.h"
 #include "server/select.h"
 #include "server/service.h"
+#include "server/transport.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC address to listen on; port 0 picks a free port (printed at start-up)");
@@ -128,9 +129,7 @@ int Run() {
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  // Protobuf caps one message near 2 GiB; allow up to that.
-  builder.SetMaxReceiveMessageSize(std::numeric_limits<int>::max());
-  builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+  ApplyTransportOptions(builder);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
