@@ -404,6 +404,7 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
     }
   }
   std::printf("\nselected  %s\n", response->selected().c_str());
+  std::printf("seed      %" PRIu64 " (of the server-generated inputs)\n", response->seed());
   std::printf("device    %s\n", response->device().c_str());
   std::printf("peaks     %.1f GB/s, %.1f GFLOP/s\n", response->peak_gbytes_per_s(),
               response->peak_gflops());
@@ -422,9 +423,18 @@ int RunInfo(const ParsedArgs&, const Client& client) {
   for (int i = 0; i < info->devices_size(); ++i) {
     const v1::DeviceInfo& dev = info->devices(i);
     // DeviceInfo.multiprocessors holds cores on the CPU backend.
-    std::printf("%-11s %s  (%s, %d %s)\n", i == 0 ? "devices" : "", dev.name().c_str(),
+    std::printf("%-11s %s  (%s, %d %s)%s\n", i == 0 ? "devices" : "", dev.name().c_str(),
                 FormatBytes(dev.memory_bytes()).c_str(), dev.multiprocessors(),
-                info->backend() == "cpu" ? "cores" : "SMs");
+                info->backend() == "cpu" ? "cores" : "SMs",
+                dev.healthy() ? "" : "  OUT OF SERVICE");
+    std::printf("%-11s   peaks %.1f GB/s, %.1f GFLOP/s fp32, %.1f GFLOP/s fp64\n", "",
+                dev.peak_gbytes_per_s(), dev.peak_gflops_fp32(), dev.peak_gflops_fp64());
+    if (info->backend() == "cpu") continue;  // no device pool on the CPU backend
+    std::printf("%-11s   pool %s reserved, %s in use; %" PRId64 " device mallocs, %" PRId64
+                " pool growths, %" PRId64 " pinned host allocs\n",
+                "", FormatBytes(dev.pool_reserved_bytes()).c_str(),
+                FormatBytes(dev.pool_used_bytes()).c_str(), dev.device_malloc_calls(),
+                dev.pool_growths(), dev.host_alloc_calls());
   }
   std::printf("max matrix  %s (%" PRId64 " bytes)\n", FormatBytes(info->max_matrix_bytes()).c_str(),
               info->max_matrix_bytes());

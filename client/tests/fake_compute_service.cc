@@ -164,6 +164,7 @@ grpc::Status FakeComputeService::GetServerInfo(grpc::ServerContext* context,
   dev->set_name("fake");
   dev->set_memory_bytes(1LL << 30);
   dev->set_multiprocessors(4);
+  dev->set_healthy(true);
   v1::VariantInfo* v = response->add_variants();
   v->set_op(v1::OP_MATMUL);
   v->set_name("fake_naive");
