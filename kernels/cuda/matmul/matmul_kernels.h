@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gpucompute::kernels::cuda {
@@ -11,5 +12,34 @@ namespace gpucompute::kernels::cuda {
 template <typename T>
 cudaError_t LaunchNaiveMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
                               cudaStream_t stream);
+
+// Shared-memory tiling with square tiles of `tile` (16 or 32) elements;
+// `padded` adds one element to each tile row.
+template <typename T>
+cudaError_t LaunchTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+                              int tile, bool padded, cudaStream_t stream);
+
+// 128x128 block tile, 8x8 register tile per thread, warp tiling, 16-byte
+// loads and double-buffered shared memory.
+template <typename T>
+cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n,
+                                      int64_t k, cudaStream_t stream);
+
+// The same kernel with a chosen k-tile depth (8 or 16) and minimum resident
+// blocks per multiprocessor (1 or 2), for the benchmark's ablation.
+template <typename T>
+cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_t m, int64_t n,
+                                            int64_t k, int bk, int min_blocks,
+                                            cudaStream_t stream);
+
+// cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
+// workspace. `tf32` allows TF32 tensor cores (float only). Returns a
+// cudaError_t for CUDA failures; cuBLAS status codes come back through
+// `cublas_status` (0 on success).
+inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+template <typename T>
+cudaError_t LaunchCublasMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+                               bool tf32, void* cublas_handle, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream, int* cublas_status);
 
 }  // namespace gpucompute::kernels::cuda

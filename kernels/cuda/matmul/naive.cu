@@ -23,6 +23,7 @@ template <typename T>
 cudaError_t LaunchNaiveMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
                               cudaStream_t stream) {
   const dim3 block(32, 8);
+  if ((m + block.y - 1) / block.y > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(unsigned((n + block.x - 1) / block.x), unsigned((m + block.y - 1) / block.y));
   NaiveMatMulKernel<T><<<grid, block, 0, stream>>>(a, b, c, m, n, k);
   return cudaGetLastError();

@@ -1,0 +1,52 @@
+// cuBLAS GEMM for row-major operands: a row-major C = A*B is the column-major
+// C^T = B^T * A^T, so the call passes B first and swaps m and n.
+#include <cublas_v2.h>
+
+#include "cuda/matmul/matmul_kernels.h"
+
+namespace gpucompute::kernels::cuda {
+
+template <typename T>
+cudaError_t LaunchCublasMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+                               bool tf32, void* cublas_handle, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream, int* cublas_status) {
+  *cublas_status = CUBLAS_STATUS_SUCCESS;
+  auto handle = static_cast<cublasHandle_t>(cublas_handle);
+  if (handle == nullptr) {
+    *cublas_status = CUBLAS_STATUS_NOT_INITIALIZED;
+    return cudaSuccess;
+  }
+  // cuBLAS takes 32-bit dimensions here.
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
+    *cublas_status = CUBLAS_STATUS_INVALID_VALUE;
+    return cudaSuccess;
+  }
+  // Binding a stream resets the workspace, so the caller's workspace is set
+  // after it: cuBLAS then allocates nothing during the call.
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS && workspace != nullptr && workspace_bytes > 0) {
+    st = cublasSetWorkspace(handle, workspace, workspace_bytes);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    const T one = 1, zero = 0;
+    const cudaDataType_t type = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_64F;
+    // Plain FP32 compute never uses TF32 unless asked for; FP64 stays FP64.
+    const cublasComputeType_t compute = sizeof(T) == 8 ? CUBLAS_COMPUTE_64F
+                                        : tf32         ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                       : CUBLAS_COMPUTE_32F;
+    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, type,
+                      int(n), a, type, int(k), &zero, c, type, int(n), compute,
+                      CUBLAS_GEMM_DEFAULT);
+  }
+  *cublas_status = int(st);
+  return cudaGetLastError();
+}
+
+template cudaError_t LaunchCublasMatMul<float>(const float*, const float*, float*, int64_t,
+                                               int64_t, int64_t, bool, void*, void*, size_t,
+                                               cudaStream_t, int*);
+template cudaError_t LaunchCublasMatMul<double>(const double*, const double*, double*, int64_t,
+                                                int64_t, int64_t, bool, void*, void*, size_t,
+                                                cudaStream_t, int*);
+
+}  // namespace gpucompute::kernels::cuda

@@ -1,0 +1,82 @@
+// Device pieces shared by the reduction kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "gpucompute/kernels/problem.h"
+
+namespace gpucompute::kernels::cuda {
+
+enum class Combine { kSum, kMin, kMax };
+
+inline Combine CombineOf(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin: return Combine::kMin;
+    case ReduceOp::kMax: return Combine::kMax;
+    default: return Combine::kSum;  // SUM and MEAN
+  }
+}
+
+template <typename T, Combine C>
+struct Reducer {
+  __device__ __forceinline__ static T Identity() {
+    if constexpr (C == Combine::kSum) return T(0);
+    if constexpr (C == Combine::kMin) return T(INFINITY);
+    return T(-INFINITY);
+  }
+  __device__ __forceinline__ static T Apply(T a, T b) {
+    if constexpr (C == Combine::kSum) return a + b;
+    if constexpr (C == Combine::kMin) return b < a ? b : a;
+    return b > a ? b : a;
+  }
+};
+
+// The value written out: MEAN divides the sum by the element count
+// (mean_count > 0 only in a final pass of a MEAN).
+template <typename T>
+__device__ __forceinline__ T Finish(T acc, int64_t mean_count) {
+  return mean_count > 0 ? acc / T(mean_count) : acc;
+}
+
+// 16 bytes: 4 floats or 2 doubles.
+template <typename T>
+struct Vec16;
+template <>
+struct Vec16<float> {
+  using Type = float4;
+  static constexpr int kWidth = 4;
+};
+template <>
+struct Vec16<double> {
+  using Type = double2;
+  static constexpr int kWidth = 2;
+};
+
+template <typename T, Combine C>
+__device__ __forceinline__ T WarpReduce(T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = Reducer<T, C>::Apply(v, __shfl_down_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Reduces one value per thread of a block of kThreads; the result is valid in
+// thread 0. `scratch` holds kThreads / 32 values.
+template <typename T, Combine C, int kThreads>
+__device__ __forceinline__ T BlockReduce(T v, T* scratch) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = WarpReduce<T, C>(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kWarps ? scratch[lane] : Reducer<T, C>::Identity();
+    v = WarpReduce<T, C>(v);
+  }
+  return v;
+}
+
+}  // namespace gpucompute::kernels::cuda

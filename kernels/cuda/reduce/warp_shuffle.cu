@@ -1,0 +1,313 @@
+// Bandwidth-bound reductions: 16-byte loads, four independent loads in flight
+// per thread, warp shuffles, and partials combined by a second pass in a fixed
+// order (never float atomics), so the same input gives the same bits.
+#include <algorithm>
+#include <atomic>
+
+#include "cuda/cuda_util.h"
+#include "cuda/reduce/reduce_common.cuh"
+#include "cuda/reduce/reduce_kernels.h"
+
+namespace gpucompute::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerSm = 8;  // 2048 threads: a full multiprocessor
+constexpr int kUnroll = 4;
+
+template <typename T, Combine C, int W>
+__device__ __forceinline__ void Accumulate(T (&acc)[W], const typename Vec16<T>::Type& x) {
+  const T* e = reinterpret_cast<const T*>(&x);
+#pragma unroll
+  for (int j = 0; j < W; ++j) acc[j] = Reducer<T, C>::Apply(acc[j], e[j]);
+}
+
+// Reduces `count` contiguous values read with a stride of `stride` threads
+// starting at `first`; kVec means `in` is 16-byte aligned. Returns this
+// thread's partial.
+template <typename T, Combine C, bool kVec>
+__device__ __forceinline__ T StridedPartial(const T* __restrict__ in, int64_t count,
+                                            int64_t first, int64_t stride) {
+  using R = Reducer<T, C>;
+  using V = typename Vec16<T>::Type;
+  constexpr int W = Vec16<T>::kWidth;
+  T acc[W];
+#pragma unroll
+  for (int j = 0; j < W; ++j) acc[j] = R::Identity();
+  int64_t tail_start = 0;
+  if (kVec) {
+    const V* vin = reinterpret_cast<const V*>(in);
+    const int64_t nvec = count / W;
+    int64_t i = first;
+    for (; i + (kUnroll - 1) * stride < nvec; i += kUnroll * stride) {
+      V x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) x[u] = vin[i + u * stride];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) Accumulate<T, C, W>(acc, x[u]);
+    }
+    for (; i < nvec; i += stride) Accumulate<T, C, W>(acc, vin[i]);
+    tail_start = nvec * W;
+  }
+  for (int64_t i = tail_start + first; i < count; i += stride) acc[0] = R::Apply(acc[0], in[i]);
+  T v = acc[0];
+#pragma unroll
+  for (int j = 1; j < W; ++j) v = R::Apply(v, acc[j]);
+  return v;
+}
+
+// ALL: a grid-stride pass writing one partial per block (or, with one block,
+// the result).
+template <typename T, Combine C, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    GridStrideKernel(const T* __restrict__ in, int64_t count, T* __restrict__ out,
+                     int64_t mean_count) {
+  __shared__ T scratch[kThreads / 32];
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  T v = StridedPartial<T, C, kVec>(in, count, first, stride);
+  v = BlockReduce<T, C, kThreads>(v, scratch);
+  if (threadIdx.x == 0) out[blockIdx.x] = Finish(v, mean_count);
+}
+
+// PER_ROW: a group of kGroup threads (a warp, or the whole block for few long
+// rows) per row.
+template <typename T, Combine C, int kGroup, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    RowKernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t cols,
+              int64_t mean_count) {
+  __shared__ T scratch[kThreads / 32];
+  const int64_t row = int64_t(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup;
+  T v = Reducer<T, C>::Identity();
+  if (row < rows) v = StridedPartial<T, C, kVec>(in + row * cols, cols, threadIdx.x % kGroup, kGroup);
+  if (kGroup == 32) {
+    v = WarpReduce<T, C>(v);
+    if (threadIdx.x % 32 == 0 && row < rows) out[row] = Finish(v, mean_count);
+  } else {
+    v = BlockReduce<T, C, kThreads>(v, scratch);
+    if (threadIdx.x == 0 && row < rows) out[row] = Finish(v, mean_count);
+  }
+}
+
+// PER_COLUMN: lanes across columns (W per lane, so a warp reads 32 * 16
+// contiguous bytes of a row), warps across rows of one chunk of rows. Each
+// block writes one partial row for its chunk; combining the 8 warps happens in
+// shared memory in warp order.
+template <typename T, Combine C, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    ColumnKernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t cols,
+                 int64_t rows_per_chunk, int64_t col_blocks, int64_t mean_count) {
+  using R = Reducer<T, C>;
+  using V = typename Vec16<T>::Type;
+  constexpr int W = kVec ? Vec16<T>::kWidth : 1;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ __align__(16) T s[kWarps][32 * W];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t chunk = blockIdx.x / col_blocks, col_block = blockIdx.x % col_blocks;
+  const int64_t col = col_block * 32 * W + lane * W;
+  const int64_t r_begin = chunk * rows_per_chunk;
+  const int64_t r_end = min(rows, r_begin + rows_per_chunk);
+  T acc[W];
+#pragma unroll
+  for (int j = 0; j < W; ++j) acc[j] = R::Identity();
+  if (col < cols) {
+    const T* p = in + col;
+    int64_t r = r_begin + warp;
+    if (kVec) {
+      for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
+        V x[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) x[u] = *reinterpret_cast<const V*>(p + (r + u * kWarps) * cols);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) Accumulate<T, C, W>(acc, x[u]);
+      }
+      for (; r < r_end; r += kWarps) Accumulate<T, C, W>(acc, *reinterpret_cast<const V*>(p + r * cols));
+    } else {
+      for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
+        T x[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) x[u] = p[(r + u * kWarps) * cols];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) acc[0] = R::Apply(acc[0], x[u]);
+      }
+      for (; r < r_end; r += kWarps) acc[0] = R::Apply(acc[0], p[r * cols]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < W; ++j) s[warp][lane * W + j] = acc[j];
+  __syncthreads();
+  for (int c = threadIdx.x; c < 32 * W; c += kThreads) {
+    T v = s[0][c];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = R::Apply(v, s[w][c]);
+    const int64_t out_col = col_block * 32 * W + c;
+    if (out_col < cols) out[chunk * cols + out_col] = Finish(v, mean_count);
+  }
+}
+
+// Resident ColumnKernel blocks on the device (its register use, not the
+// thread count, limits them), cached per element type.
+int64_t ColumnSlots(DType dtype) {
+  static std::atomic<int> cached[2];
+  const int index = dtype == DType::kFloat32 ? 0 : 1;
+  int per_sm = cached[index].load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    const cudaError_t err =
+        dtype == DType::kFloat32
+            ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                  &per_sm, ColumnKernel<float, Combine::kSum, true>, kThreads, 0)
+            : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                  &per_sm, ColumnKernel<double, Combine::kSum, true>, kThreads, 0);
+    if (err != cudaSuccess || per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 4;
+    } else {
+      cached[index].store(per_sm, std::memory_order_relaxed);
+    }
+  }
+  return int64_t(DeviceSmCount()) * per_sm;
+}
+
+// How a problem is split. Everything here depends only on the shape and the
+// multiprocessor count, which fixes the combination order.
+struct Plan {
+  enum Kind { kAll, kRows, kColumns } kind = kAll;
+  int64_t count = 0;        // ALL: values reduced
+  int64_t blocks = 1;       // ALL: first-pass blocks
+  int64_t chunks = 1;       // PER_COLUMN: row chunks (partial rows)
+  int64_t rows_per_chunk = 0;
+  int64_t mean_count = 0;
+  size_t workspace_elems = 0;
+};
+
+Plan MakePlan(const Problem& p) {
+  Plan plan;
+  const int64_t slots = int64_t(DeviceSmCount()) * kBlocksPerSm;
+  const int64_t width = Vec16<float>::kWidth * 4 / ElementSize(p.dtype);  // elements per 16 bytes
+  const bool mean = p.reduce_op == ReduceOp::kMean;
+  if (p.reduce_axis == ReduceAxis::kPerRow && p.m > 1) {
+    plan.kind = Plan::kRows;
+    plan.mean_count = mean ? p.n : 0;
+    return plan;
+  }
+  if (p.reduce_axis == ReduceAxis::kPerColumn && p.n > 1) {
+    plan.kind = Plan::kColumns;
+    const int64_t col_blocks = CeilDiv(p.n, 32 * width);
+    // As many row chunks as fill the resident block slots once, each at least
+    // 64 rows; a partial wave would leave most of the machine idle at the end.
+    plan.chunks = std::max<int64_t>(1, std::min(ColumnSlots(p.dtype) / col_blocks, p.m / 64));
+    plan.rows_per_chunk = CeilDiv(p.m, plan.chunks);
+    plan.chunks = CeilDiv(p.m, plan.rows_per_chunk);
+    plan.mean_count = mean ? p.m : 0;
+    if (plan.chunks > 1) plan.workspace_elems = size_t(plan.chunks * p.n);
+    return plan;
+  }
+  plan.kind = Plan::kAll;
+  plan.count = p.m * p.n;
+  plan.blocks = std::min(slots, CeilDiv(plan.count, int64_t(kThreads) * width * kUnroll));
+  plan.mean_count = mean ? plan.count : 0;
+  if (plan.blocks > 1) plan.workspace_elems = size_t(plan.blocks);
+  return plan;
+}
+
+template <typename T, Combine C>
+cudaError_t LaunchAll(const T* in, T* out, int64_t count, int64_t blocks, int64_t mean_count,
+                      cudaStream_t stream) {
+  if (Aligned16(in)) {
+    GridStrideKernel<T, C, true><<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
+  } else {
+    GridStrideKernel<T, C, false><<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, Combine C>
+cudaError_t LaunchColumns(const T* in, T* out, int64_t rows, int64_t cols, int64_t chunks,
+                          int64_t rows_per_chunk, int64_t mean_count, cudaStream_t stream) {
+  constexpr int W = Vec16<T>::kWidth;
+  const bool vec = cols % W == 0 && Aligned16(in);
+  const int64_t col_blocks = CeilDiv(cols, 32 * (vec ? W : 1));
+  const int64_t blocks = col_blocks * chunks;
+  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  if (vec) {
+    ColumnKernel<T, C, true><<<unsigned(blocks), kThreads, 0, stream>>>(
+        in, out, rows, cols, rows_per_chunk, col_blocks, mean_count);
+  } else {
+    ColumnKernel<T, C, false><<<unsigned(blocks), kThreads, 0, stream>>>(
+        in, out, rows, cols, rows_per_chunk, col_blocks, mean_count);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, Combine C>
+cudaError_t LaunchRows(const T* in, T* out, int64_t rows, int64_t cols, int64_t mean_count,
+                       cudaStream_t stream) {
+  const bool vec = cols % Vec16<T>::kWidth == 0 && Aligned16(in);
+  // A warp per row keeps long-lived warps; only when rows are too few to give
+  // every multiprocessor eight warps does a whole block share a long row.
+  const bool block_per_row = cols >= 1024 && rows < int64_t(DeviceSmCount()) * 8;
+  if (block_per_row) {
+    if (rows > INT32_MAX) return cudaErrorInvalidConfiguration;
+    if (vec) RowKernel<T, C, kThreads, true><<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    else RowKernel<T, C, kThreads, false><<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+  } else {
+    const int64_t blocks = CeilDiv(rows, kThreads / 32);
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    if (vec) RowKernel<T, C, 32, true><<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    else RowKernel<T, C, 32, false><<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, Combine C>
+cudaError_t Run(const T* in, T* out, const Problem& p, const Plan& plan, void* workspace,
+                cudaStream_t stream) {
+  T* partials = static_cast<T*>(workspace);
+  switch (plan.kind) {
+    case Plan::kRows:
+      return LaunchRows<T, C>(in, out, p.m, p.n, plan.mean_count, stream);
+    case Plan::kColumns: {
+      if (plan.chunks == 1) {
+        return LaunchColumns<T, C>(in, out, p.m, p.n, 1, p.m, plan.mean_count, stream);
+      }
+      cudaError_t err = LaunchColumns<T, C>(in, partials, p.m, p.n, plan.chunks,
+                                            plan.rows_per_chunk, 0, stream);
+      if (err != cudaSuccess) return err;
+      return LaunchColumns<T, C>(partials, out, plan.chunks, p.n, 1, plan.chunks,
+                                 plan.mean_count, stream);
+    }
+    case Plan::kAll: {
+      if (plan.blocks == 1) return LaunchAll<T, C>(in, out, plan.count, 1, plan.mean_count, stream);
+      cudaError_t err = LaunchAll<T, C>(in, partials, plan.count, plan.blocks, 0, stream);
+      if (err != cudaSuccess) return err;
+      return LaunchAll<T, C>(partials, out, plan.blocks, 1, plan.mean_count, stream);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+size_t WarpShuffleReduceWorkspaceBytes(const Problem& p) {
+  return AlignBytes(MakePlan(p).workspace_elems * size_t(ElementSize(p.dtype)));
+}
+
+template <typename T>
+cudaError_t LaunchWarpShuffleReduce(const T* in, T* out, const Problem& p, void* workspace,
+                                    size_t workspace_bytes, cudaStream_t stream) {
+  const Plan plan = MakePlan(p);
+  if (workspace_bytes < plan.workspace_elems * sizeof(T)) return cudaErrorInvalidValue;
+  switch (CombineOf(p.reduce_op)) {
+    case Combine::kSum: return Run<T, Combine::kSum>(in, out, p, plan, workspace, stream);
+    case Combine::kMin: return Run<T, Combine::kMin>(in, out, p, plan, workspace, stream);
+    case Combine::kMax: return Run<T, Combine::kMax>(in, out, p, plan, workspace, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template cudaError_t LaunchWarpShuffleReduce<float>(const float*, float*, const Problem&, void*,
+                                                    size_t, cudaStream_t);
+template cudaError_t LaunchWarpShuffleReduce<double>(const double*, double*, const Problem&,
+                                                     void*, size_t, cudaStream_t);
+
+}  // namespace gpucompute::kernels::cuda

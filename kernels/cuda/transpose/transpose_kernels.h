@@ -1,0 +1,35 @@
+// Host-side launchers of the transpose kernels: out (n x m) = in (m x n)^T,
+// row-major. Each enqueues on `stream` and returns the launch error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gpucompute::kernels::cuda {
+
+enum class TransposeKind {
+  kNaive,          // one element per thread, coalesced reads, strided writes
+  kShared,         // 32x32 tile, column reads hit one bank
+  kSharedPadded,   // 32x33 tile
+  kSharedSwizzled, // 32x32 tile, column index XOR row
+  kTile64Vec16,    // 64x64 padded tile, 16-byte global loads and stores
+};
+
+template <typename T>
+cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
+                            cudaStream_t stream);
+
+// The 32x32 tiled kinds (shared, shared_padded, shared_swizzled) with 8, 4
+// or 2 rows of threads per block, for the benchmark's ablation.
+template <typename T>
+cudaError_t LaunchTransposeConfig(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
+                                  int block_rows, cudaStream_t stream);
+
+// cublas<t>geam with op(A) = A^T on the caller's handle bound to `stream`;
+// cuBLAS status through `cublas_status`.
+template <typename T>
+cudaError_t LaunchCublasTranspose(const T* in, T* out, int64_t m, int64_t n, void* cublas_handle,
+                                  cudaStream_t stream, int* cublas_status);
+
+}  // namespace gpucompute::kernels::cuda
