@@ -1,0 +1,16 @@
+"""Python client for gpucompute: GPU MatMul, Transpose, Reduce and Profile on
+NumPy arrays over gRPC.
+
+    import numpy as np, gpucompute
+    with gpucompute.Client("localhost:50051") as client:
+        c = client.matmul(np.ones((64, 32), np.float32), np.ones((32, 16), np.float32))
+
+gpucompute.aio.Client is the asyncio twin of gpucompute.Client.
+"""
+
+from gpucompute._common import ComputeError, ProfileResult, Report, Result
+from gpucompute.client import Client
+from gpucompute import aio
+
+__all__ = ["Client", "ComputeError", "ProfileResult", "Report", "Result", "aio"]
+__version__ = "0.1.0"

@@ -1,0 +1,250 @@
+"""What the sync and asyncio clients share: NumPy <-> wire conversion, channel
+options and credentials, errors, and the shape of results."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+
+import grpc
+import numpy as np
+
+from gpucompute.v1 import compute_pb2 as pb
+
+PathOrBytes = Union[str, Path, bytes, None]
+
+_WIRE_DTYPE = {4: pb.DTYPE_FLOAT32, 8: pb.DTYPE_FLOAT64}
+_NUMPY_DTYPE = {pb.DTYPE_FLOAT32: np.dtype("<f4"), pb.DTYPE_FLOAT64: np.dtype("<f8")}
+
+
+class ComputeError(Exception):
+    """A failed RPC: `code` is the grpc.StatusCode, `message` the server's text."""
+
+    def __init__(self, method: str, code: grpc.StatusCode, message: str):
+        self.method = method
+        self.code = code
+        self.message = message
+        super().__init__(f"{method} failed: {code.name}: {message}")
+
+
+def error_from_rpc(method: str, error: grpc.RpcError) -> ComputeError:
+    return ComputeError(method, error.code(), error.details() or "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """The server's timing of one request, in microseconds."""
+
+    variant: str
+    device: str
+    queue_us: int
+    upload_us: int
+    compute_us: int
+    download_us: int
+    total_us: int
+
+    @classmethod
+    def from_proto(cls, r: pb.ExecutionReport) -> "Report":
+        return cls(r.variant, r.device, r.queue_us, r.upload_us, r.compute_us, r.download_us,
+                   r.total_us)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A result array with the server's report, from calls made with report=True."""
+
+    output: np.ndarray
+    report: Report
+
+
+def to_matrix(array: Any, name: str) -> pb.Matrix:
+    """Row-major little-endian bytes of a 2-D float32/float64 array of any layout."""
+    a = np.asarray(array)
+    if a.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D array, got shape {a.shape}")
+    if a.dtype.kind != "f" or a.dtype.itemsize not in _WIRE_DTYPE:
+        raise TypeError(f"{name}: dtype {a.dtype} is neither float32 nor float64; "
+                        f"convert it first, e.g. {name}.astype(numpy.float32)")
+    # Copies only when the array is F-ordered, strided or big-endian.
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    return pb.Matrix(dtype=_WIRE_DTYPE[a.dtype.itemsize], rows=a.shape[0], cols=a.shape[1],
+                     data=a.tobytes())
+
+
+def from_matrix(m: pb.Matrix, method: str) -> np.ndarray:
+    """A read-only array over the message's bytes (no copy); .copy() to modify it."""
+    dtype = _NUMPY_DTYPE.get(m.dtype)
+    if dtype is None or len(m.data) != m.rows * m.cols * dtype.itemsize:
+        raise ComputeError(method, grpc.StatusCode.INTERNAL,
+                           f"malformed result matrix: dtype {m.dtype}, {m.rows} x {m.cols}, "
+                           f"{len(m.data)} bytes")
+    return np.frombuffer(m.data, dtype=dtype).reshape(m.rows, m.cols)
+
+
+def reduce_op(op: Union[str, int]) -> int:
+    if isinstance(op, str):
+        try:
+            return pb.ReduceOp.Value("REDUCE_OP_" + op.upper())
+        except ValueError:
+            raise ValueError(f"reduce op {op!r}: expected sum, min, max or mean") from None
+    return int(op)
+
+
+def reduce_axis(axis: Union[str, int, None]) -> int:
+    """'all'/None, 'per_row'/1 (numpy axis=1), 'per_column'/0 (numpy axis=0)."""
+    named = {None: pb.REDUCE_AXIS_ALL, "all": pb.REDUCE_AXIS_ALL,
+             "per_row": pb.REDUCE_AXIS_PER_ROW, 1: pb.REDUCE_AXIS_PER_ROW,
+             "per_column": pb.REDUCE_AXIS_PER_COLUMN, 0: pb.REDUCE_AXIS_PER_COLUMN}
+    if axis not in named:
+        raise ValueError(f"axis {axis!r}: expected 'all' (None), 'per_row' (1) or "
+                         f"'per_column' (0)")
+    return named[axis]
+
+
+def op_value(op: Union[str, int]) -> int:
+    if isinstance(op, str):
+        try:
+            return pb.Op.Value("OP_" + op.upper())
+        except ValueError:
+            raise ValueError(f"op {op!r}: expected matmul, transpose or reduce") from None
+    return int(op)
+
+
+def dtype_value(dtype: Any) -> int:
+    d = np.dtype(dtype)
+    if d.kind != "f" or d.itemsize not in _WIRE_DTYPE:
+        raise TypeError(f"dtype {d}: expected float32 or float64")
+    return _WIRE_DTYPE[d.itemsize]
+
+
+def matmul_request(a, b, variant: str, allow_tf32: bool) -> pb.MatMulRequest:
+    return pb.MatMulRequest(a=to_matrix(a, "a"), b=to_matrix(b, "b"), variant=variant,
+                            allow_tf32=allow_tf32)
+
+
+def transpose_request(x, variant: str) -> pb.TransposeRequest:
+    return pb.TransposeRequest(input=to_matrix(x, "x"), variant=variant)
+
+
+def reduce_request(x, op, axis, variant: str) -> pb.ReduceRequest:
+    return pb.ReduceRequest(input=to_matrix(x, "x"), op=reduce_op(op), axis=reduce_axis(axis),
+                            variant=variant)
+
+
+def result(method: str, response, matrix: pb.Matrix, with_report: bool):
+    out = from_matrix(matrix, method)
+    return Result(out, Report.from_proto(response.report)) if with_report else out
+
+
+def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis, warmup,
+                    repetitions) -> pb.ProfileRequest:
+    op_v = op_value(op)
+    shape = tuple(int(s) for s in shape)
+    if op_v == pb.OP_MATMUL:
+        if len(shape) != 3:
+            raise ValueError(f"matmul shape: expected (m, n, k), got {shape}")
+        m, n, k = shape
+    else:
+        if len(shape) != 2:
+            raise ValueError(f"{op} shape: expected (m, n), got {shape}")
+        (m, n), k = shape, 0
+    return pb.ProfileRequest(op=op_v, dtype=dtype_value(dtype), m=m, n=n, k=k,
+                             reduce_op=reduce_op(reduce_op_), reduce_axis=reduce_axis(axis),
+                             variants=list(variants or []), warmup=warmup,
+                             repetitions=repetitions)
+
+
+_PROFILE_COLUMNS = ("variant", "ok", "median_us", "min_us", "max_us", "gflops", "gbytes_per_s",
+                    "fraction_of_roofline", "max_rel_error", "error", "description")
+
+
+class ProfileResult:
+    """Rows of a Profile, fastest correct variant first.
+
+    print(result) shows a table; pandas.DataFrame(result.rows) loads it;
+    iterating yields one dict per variant.
+    """
+
+    def __init__(self, response: pb.ProfileResponse):
+        self.selected: str = response.selected
+        self.device: str = response.device
+        self.peak_gbytes_per_s: float = response.peak_gbytes_per_s
+        self.peak_gflops: float = response.peak_gflops
+        self.seed: int = response.seed
+        self.rows: list = [{c: getattr(v, c) for c in _PROFILE_COLUMNS}
+                           for v in response.variants]
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+    def to_json(self) -> str:
+        return json.dumps({"device": self.device, "selected": self.selected, "seed": self.seed,
+                           "peak_gbytes_per_s": self.peak_gbytes_per_s,
+                           "peak_gflops": self.peak_gflops, "variants": self.rows}, indent=2)
+
+    def __str__(self) -> str:
+        header = ("variant", "ok", "median_us", "GFLOP/s", "GB/s", "roofline", "max_rel_err")
+        body = [(r["variant"], "yes" if r["ok"] else "NO", f"{r['median_us']:.1f}",
+                 f"{r['gflops']:.1f}", f"{r['gbytes_per_s']:.1f}",
+                 f"{r['fraction_of_roofline']:.3f}", f"{r['max_rel_error']:.2e}")
+                for r in self.rows]
+        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+        lines = [f"device {self.device}; auto selects {self.selected or '-'}; "
+                 f"inputs seed {self.seed}"]
+        for row in [header, *body]:
+            lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                                   for i, (cell, w) in enumerate(zip(row, widths))))
+        lines += [f"  {r['variant']}: {r['error']}" for r in self.rows if r["error"]]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<ProfileResult {len(self.rows)} variants on {self.device!r}>"
+
+
+def _read(value: PathOrBytes) -> Optional[bytes]:
+    if value is None or isinstance(value, bytes):
+        return value
+    return Path(value).read_bytes()
+
+
+def channel_setup(target: str, *, tls: bool, root_certificates: PathOrBytes,
+                  certificate_chain: PathOrBytes, private_key: PathOrBytes,
+                  server_name: Optional[str], token: Optional[str], token_file: PathOrBytes,
+                  lb: Optional[str], options: Sequence[Tuple[str, Any]]):
+    """(credentials or None, channel options, call metadata) for a new channel."""
+    if token and token_file:
+        raise ValueError("give the bearer token as token= or token_file=, not both")
+    if (certificate_chain is None) != (private_key is None):
+        raise ValueError("mutual TLS needs both certificate_chain and private_key")
+    if token_file is not None:
+        token = _read(token_file).decode().strip()
+        if not token:
+            raise ValueError(f"bearer token file {token_file!s} is empty")
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    opts = {
+        # gRPC's default caps messages at 4 MiB; matrices are larger.
+        "grpc.max_send_message_length": -1,
+        "grpc.max_receive_message_length": -1,
+    }
+    if lb:
+        # Spreads calls over every address a dns:/// target resolves to.
+        opts["grpc.service_config"] = json.dumps({"loadBalancingConfig": [{lb: {}}]})
+    if server_name:
+        opts["grpc.ssl_target_name_override"] = server_name
+    opts.update(dict(options))
+
+    credentials = None
+    if tls or root_certificates is not None or certificate_chain is not None or server_name:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read(root_certificates), private_key=_read(private_key),
+            certificate_chain=_read(certificate_chain))
+    return credentials, list(opts.items()), metadata
