@@ -24,7 +24,9 @@ struct Ceilings {
   double gbytes_per_s = 0;  // copy bandwidth, bytes read + written
   double gflops = 0;        // FP32 arithmetic (cuBLAS SGEMM without TF32 on a GPU)
   double gflops_fp64 = 0;   // FP64 arithmetic (0: same as gflops)
-  double GFlopsFor(kernels::DType dtype) const {
+  double gflops_tf32 = 0;   // TF32 tensor cores, for reduced-precision variants (0: none)
+  double GFlopsFor(kernels::DType dtype, bool reduced_precision = false) const {
+    if (reduced_precision && gflops_tf32 > 0) return gflops_tf32;
     return dtype == kernels::DType::kFloat64 && gflops_fp64 > 0 ? gflops_fp64 : gflops;
   }
 };

@@ -4,13 +4,14 @@
 
 namespace gpucompute::server {
 
-double RooflineFraction(const kernels::Problem& p, const Ceilings& ceilings, double median_us) {
+double RooflineFraction(const kernels::Problem& p, const Ceilings& ceilings, double median_us,
+                        bool reduced_precision) {
   if (median_us <= 0) return 0;
   double bound_us = 0;
   if (ceilings.gbytes_per_s > 0) {
     bound_us = std::max(bound_us, kernels::MinimalBytes(p) / (ceilings.gbytes_per_s * 1e3));
   }
-  if (const double peak = ceilings.GFlopsFor(p.dtype); peak > 0) {
+  if (const double peak = ceilings.GFlopsFor(p.dtype, reduced_precision); peak > 0) {
     bound_us = std::max(bound_us, kernels::UsefulFlops(p) / (peak * 1e3));
   }
   return bound_us / median_us;
@@ -36,7 +37,8 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
       row.set_max_us(t.back());
       row.set_gflops(kernels::UsefulFlops(p) / (median * 1e3));
       row.set_gbytes_per_s(kernels::MinimalBytes(p) / (median * 1e3));
-      row.set_fraction_of_roofline(RooflineFraction(p, ceilings, median));
+      row.set_fraction_of_roofline(
+          RooflineFraction(p, ceilings, median, m.variant->reduced_precision));
     }
     rows.push_back(std::move(row));
   }
@@ -50,6 +52,7 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
   response->set_device(device.name);
   response->set_peak_gbytes_per_s(ceilings.gbytes_per_s);
   response->set_peak_gflops(ceilings.GFlopsFor(p.dtype));
+  response->set_peak_gflops_tf32(ceilings.gflops_tf32);
 }
 
 }  // namespace gpucompute::server

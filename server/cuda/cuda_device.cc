@@ -410,6 +410,14 @@ class CudaDevice final : public Device {
     });
     if (!sgemm.ok()) return sgemm.status();
     ceilings_.gflops = 2.0 * n * double(n) * n / *sgemm / 1e9;
+    if (auto s = CublasStatus(cublasSetMathMode(slot.cublas, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode"); !s.ok()) return s;
+    auto tf32 = timed([&] {
+      return CublasStatus(cublasSgemm(slot.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, n,
+                                      fa + size_t(n) * n, n, &f0, fc, n), "cublasSgemm(TF32)");
+    });
+    if (!tf32.ok()) return tf32.status();
+    ceilings_.gflops_tf32 = 2.0 * n * double(n) * n / *tf32 / 1e9;
+    if (auto s = CublasStatus(cublasSetMathMode(slot.cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"); !s.ok()) return s;
     double* da = static_cast<double*>(src);
     double* dc = static_cast<double*>(dst);
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(FillUniform(da, 2 * size_t(n) * n, 11, slot.stream), "fill");
