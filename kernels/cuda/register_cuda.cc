@@ -133,7 +133,8 @@ void RegisterMatMul(Registry& r) {
       Tiled<double>("tiled32_padded", 32, true));
   add("register_tiled",
       "128x128 block tile, 8x8 register tile per thread, 64x32 warp tiles, 16-byte loads, "
-      "transposed conflict-free A staging, double-buffered shared memory",
+      "transposed conflict-free A staging, double-buffered shared memory with register "
+      "prefetch",
       true, false, nullptr, RegisterTiled<float>("register_tiled"),
       RegisterTiled<double>("register_tiled"));
   add("cublas", "cuBLAS GEMM: FP32 without TF32, FP64 DGEMM", true, false, CublasWorkspace,
@@ -187,6 +188,10 @@ void RegisterTranspose(Registry& r) {
          "64x65 padded tile, 16-byte global loads and stores, conflict-free shared access "
          "(shapes not divisible into 16-byte vectors use shared_padded)",
          TransposeKind::kTile64Vec16);
+  kernel("shared_padded_wide",
+         "64x65 padded shared-memory tile, 16 elements per thread: each row is read and written "
+         "in 256-byte runs",
+         TransposeKind::kSharedPaddedWide);
 }
 
 // ---- Reduce ----

@@ -119,13 +119,17 @@ class CudaKernelsTest : public ::testing::Test {
                            const std::vector<char>& b) {
     const size_t out_bytes = size_t(OutputElements(p) * ElementSize(p.dtype));
     DeviceBuffer da(a.size()), db(b.size()), dout(out_bytes), dws(v.WorkspaceBytes(p));
-    EXPECT_EQ(cudaMemcpy(da.get(), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    // Everything is ordered on the test's stream: it does not synchronize
+    // with the legacy default stream.
+    EXPECT_EQ(cudaMemcpyAsync(da.get(), a.data(), a.size(), cudaMemcpyHostToDevice, stream_),
+              cudaSuccess);
     if (!b.empty()) {
-      EXPECT_EQ(cudaMemcpy(db.get(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaMemcpyAsync(db.get(), b.data(), b.size(), cudaMemcpyHostToDevice, stream_),
+                cudaSuccess);
     }
     // All-ones bytes are a NaN in both float and double.
-    EXPECT_EQ(cudaMemset(dout.get(), 0xFF, out_bytes), cudaSuccess);
-    if (dws.bytes() > 0) EXPECT_EQ(cudaMemset(dws.get(), 0xFF, dws.bytes()), cudaSuccess);
+    EXPECT_EQ(cudaMemsetAsync(dout.get(), 0xFF, out_bytes, stream_), cudaSuccess);
+    if (dws.bytes() > 0) EXPECT_EQ(cudaMemsetAsync(dws.get(), 0xFF, dws.bytes(), stream_), cudaSuccess);
     Buffers buf;
     buf.a = da.get();
     buf.b = b.empty() ? nullptr : db.get();
@@ -140,7 +144,9 @@ class CudaKernelsTest : public ::testing::Test {
     const cudaError_t sync = cudaStreamSynchronize(stream_);
     EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
     std::vector<char> out(out_bytes);
-    EXPECT_EQ(cudaMemcpy(out.data(), dout.get(), out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpyAsync(out.data(), dout.get(), out_bytes, cudaMemcpyDeviceToHost, stream_),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     if (!status.ok() || sync != cudaSuccess) return {};
     return out;
   }

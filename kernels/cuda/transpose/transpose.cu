@@ -49,13 +49,52 @@ __global__ void __launch_bounds__(kTile * kRows) TiledTransposeKernel(const T* _
   }
 }
 
+// A padded tile of (32 * kTY) x (32 * kTX + 1): with kTX = 2 a warp's
+// reads of one row cover 256 contiguous bytes over two instructions, with
+// kTY = 2 its writes do. Row pitch 32 * kTX + 1 keeps column reads on 32
+// distinct banks.
+template <typename T, int kTX, int kTY, int kRows>
+__global__ void __launch_bounds__(32 * kRows)
+    WideTiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
+                             int64_t n, int64_t tiles_x) {
+  constexpr int kH = 32 * kTY, kW = 32 * kTX;
+  __shared__ T tile[kH][kW + 1];
+  const int64_t row0 = (blockIdx.x / tiles_x) * kH, col0 = (blockIdx.x % tiles_x) * kW;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+#pragma unroll
+  for (int r = ty; r < kH; r += kRows)
+#pragma unroll
+    for (int i = 0; i < kTX; ++i) {
+      const int c = tx + 32 * i;
+      if (row0 + r < m && col0 + c < n) tile[r][c] = in[(row0 + r) * n + col0 + c];
+    }
+  __syncthreads();
+#pragma unroll
+  for (int oc = ty; oc < kW; oc += kRows)
+#pragma unroll
+    for (int i = 0; i < kTY; ++i) {
+      const int orow = tx + 32 * i;
+      if (col0 + oc < n && row0 + orow < m) out[(col0 + oc) * m + row0 + orow] = tile[orow][oc];
+    }
+}
+
+template <typename T, int kTX, int kTY, int kRows>
+cudaError_t LaunchWide(const T* in, T* out, int64_t m, int64_t n, cudaStream_t stream) {
+  const int64_t tiles_x = CeilDiv(n, 32 * kTX);
+  const int64_t blocks = tiles_x * CeilDiv(m, 32 * kTY);
+  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  WideTiledTransposeKernel<T, kTX, kTY, kRows>
+      <<<unsigned(blocks), dim3(32, kRows), 0, stream>>>(in, out, m, n, tiles_x);
+  return cudaGetLastError();
+}
+
 // 16 bytes per global access: V elements (4 float, 2 double). A warp covers
 // 32 columns of 4 (float) rows, reading whole 128-byte lines; with rows padded
 // by one element the scalar shared stores and loads of a float warp hit 32
 // distinct banks in both phases.
-// Rows of threads in the 32-wide blocks of the tiled kernels (see the
-// bench's ablation).
-constexpr int kDefaultRows = 8;
+// Rows of threads in the 32-wide blocks of the tiled kernels: 4 (8 elements
+// per thread) beat 8 and 2 on an H200 (see the bench's ablation).
+constexpr int kDefaultRows = 4;
 
 constexpr int kVecTile = 64;
 constexpr int kVecThreads = 256;
@@ -166,6 +205,8 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
       return LaunchTiled<T, 1, false>(in, out, m, n, stream);
     case TransposeKind::kSharedSwizzled:
       return LaunchTiled<T, 0, true>(in, out, m, n, stream);
+    case TransposeKind::kSharedPaddedWide:
+      return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
     case TransposeKind::kTile64Vec16: {
       constexpr int W = Vec16<T>::kWidth;
       // Shapes whose rows are not whole 16-byte vectors take the padded kernel.
@@ -193,6 +234,19 @@ cudaError_t LaunchTransposeConfig(const T* in, T* out, int64_t m, int64_t n, Tra
     default: return cudaErrorInvalidValue;
   }
 }
+
+template <typename T>
+cudaError_t LaunchWideTransposeConfig(const T* in, T* out, int64_t m, int64_t n, int tiles_x,
+                                      int tiles_y, int block_rows, cudaStream_t stream) {
+  if (tiles_x == 2 && tiles_y == 1 && block_rows == 8) return LaunchWide<T, 2, 1, 8>(in, out, m, n, stream);
+  if (tiles_x == 1 && tiles_y == 2 && block_rows == 8) return LaunchWide<T, 1, 2, 8>(in, out, m, n, stream);
+  if (tiles_x == 2 && tiles_y == 2 && block_rows == 8) return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
+  if (tiles_x == 2 && tiles_y == 2 && block_rows == 16) return LaunchWide<T, 2, 2, 16>(in, out, m, n, stream);
+  return cudaErrorInvalidValue;
+}
+
+template cudaError_t LaunchWideTransposeConfig<float>(const float*, float*, int64_t, int64_t, int,
+                                                      int, int, cudaStream_t);
 
 template cudaError_t LaunchTransposeConfig<float>(const float*, float*, int64_t, int64_t,
                                                   TransposeKind, int, cudaStream_t);

@@ -14,6 +14,7 @@ enum class TransposeKind {
   kSharedPadded,   // 32x33 tile
   kSharedSwizzled, // 32x32 tile, column index XOR row
   kTile64Vec16,    // 64x64 padded tile, 16-byte global loads and stores
+  kSharedPaddedWide,  // 64x65 padded tile, 16 elements per thread
 };
 
 template <typename T>
@@ -25,6 +26,12 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
 template <typename T>
 cudaError_t LaunchTransposeConfig(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
                                   int block_rows, cudaStream_t stream);
+
+// Larger padded tiles, (32 * tiles_y) x (32 * tiles_x + 1), for the
+// ablation (float; tiles 2x1, 1x2, 2x2 with 8 rows, 2x2 with 16 rows).
+template <typename T>
+cudaError_t LaunchWideTransposeConfig(const T* in, T* out, int64_t m, int64_t n, int tiles_x,
+                                      int tiles_y, int block_rows, cudaStream_t stream);
 
 // cublas<t>geam with op(A) = A^T on the caller's handle bound to `stream`;
 // cuBLAS status through `cublas_status`.
