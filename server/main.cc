@@ -4,18 +4,23 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "server/auth.h"
 #include "server/cpu_device.h"
+#include "server/credentials.h"
 #include "server/cuda_devices.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/select.h"
 #include "server/service.h"
@@ -40,11 +45,29 @@ ABSL_FLAG(std::string, autotune_cache, "",
           "file where \"auto\" keeps its measured choices across restarts (empty: memory only)");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
           "on SIGINT/SIGTERM, how long in-flight requests may take before they are cancelled");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:8002",
+          "HTTP address of the Prometheus endpoint /metrics; empty: off. Another address must "
+          "bind or the server exits; the default is best effort (several servers on one host, "
+          "as in tests, would collide on it): if taken, the server logs it and runs without");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server; with --tls_key turns on TLS (empty: plaintext)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (unencrypted)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates; when set, clients must present a certificate they signed "
+          "(mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file whose first line is a bearer token; when set, Compute calls without "
+          "\"authorization: Bearer <token>\" get UNAUTHENTICATED (health and reflection stay "
+          "open). Use with TLS: the token is otherwise sent in clear text");
+ABSL_FLAG(int32_t, max_concurrent_streams, 128,
+          "requests one client connection may have in flight at once; more wait in the client "
+          "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, unlimited)");
 
 namespace gpucompute::server {
 namespace {
 
 constexpr char kServiceName[] = "gpucompute.v1.Compute";
+constexpr char kDefaultMetricsListen[] = "0.0.0.0:8002";
 
 struct Backend {
   kernels::Backend kind = kernels::Backend::kCpu;
@@ -83,6 +106,37 @@ std::string WithPort(const std::string& address, int port) {
   return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
 }
 
+// A request carries at most two matrices (MatMul's a and b) plus a little
+// framing; refusing larger messages in the transport stops a client from
+// making the server buffer gigabytes it would reject anyway.
+int MaxReceiveMessageBytes(int64_t max_matrix_bytes) {
+  const int64_t limit = 2 * max_matrix_bytes + (int64_t{1} << 20);
+  return static_cast<int>(std::min<int64_t>(limit, std::numeric_limits<int>::max()));
+}
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetrics(const Metrics& metrics) {
+  const std::string address = absl::GetFlag(FLAGS_metrics_listen);
+  if (address.empty()) {
+    LogInfo("metrics: off (--metrics_listen is empty)");
+    return nullptr;
+  }
+  auto endpoint = MetricsEndpoint::Start(address, metrics);
+  if (!endpoint.ok()) {
+    if (address != kDefaultMetricsListen) return endpoint.status();
+    LogError(absl::StrCat(endpoint.status().message(), "; serving without metrics"));
+    return nullptr;
+  }
+  LogInfo(absl::StrCat("metrics: http://", (*endpoint)->address(), "/metrics"));
+  return endpoint;
+}
+
+// True when SIGINT or SIGTERM arrived while the server was starting.
+bool StopSignalPending() {
+  sigset_t pending;
+  sigpending(&pending);
+  return sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM);
+}
+
 int Run() {
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
@@ -93,9 +147,70 @@ int Run() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Configuration mistakes stop the server before anything slow starts.
+  auto security = MakeServerSecurity({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                                      absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!security.ok()) {
+    LogError(std::string(security.status().message()));
+    return 1;
+  }
+  std::optional<BearerTokenAuth> auth;
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    auto loaded = BearerTokenAuth::FromFile(path);
+    if (!loaded.ok()) {
+      LogError(std::string(loaded.status().message()));
+      return 1;
+    }
+    auth = std::move(*loaded);
+  }
+  const int32_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (max_streams < 0) {
+    LogError(absl::StrCat("--max_concurrent_streams: must be >= 0, got ", max_streams));
+    return 1;
+  }
+
+  Metrics metrics;
+  auto metrics_endpoint = StartMetrics(metrics);
+  if (!metrics_endpoint.ok()) {
+    LogError(std::string(metrics_endpoint.status().message()));
+    return 1;
+  }
+
+  ServiceConfig config;
+  config.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
+  config.version = GPUCOMPUTE_VERSION;
+  config.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
+  config.profile_repetitions = absl::GetFlag(FLAGS_profile_repetitions);
+  ComputeService service(kernels::DefaultRegistry(), config, metrics, auth ? &*auth : nullptr);
+
+  // The port opens before the devices do, answering health checks with
+  // NOT_SERVING (and Compute calls with UNAVAILABLE) until they are ready.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  builder.AddListeningPort(listen, security->credentials, &port);
+  ApplyTransportOptions(builder);
+  builder.SetMaxReceiveMessageSize(MaxReceiveMessageBytes(config.limits.max_matrix_bytes));
+  if (max_streams > 0) builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_streams);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    LogError(absl::StrCat("cannot listen on ", listen));
+    return 1;
+  }
+  // The default health service starts out SERVING for ""; correct it at once.
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
+  health->SetServingStatus(kServiceName, false);
+  LogInfo(absl::StrCat("gRPC on ", WithPort(listen, port), " (", security->description,
+                       auth ? ", bearer token" : "", "): NOT_SERVING while devices open"));
+
   auto backend = OpenBackend(absl::GetFlag(FLAGS_backend));
   if (!backend.ok()) {
     LogError(std::string(backend.status().message()));
+    server->Shutdown();
     return 1;
   }
   for (const auto& d : backend->devices) {
@@ -105,42 +220,26 @@ int Run() {
   }
   const kernels::Backend kind = backend->kind;
   Scheduler scheduler(std::move(backend->devices), absl::GetFlag(FLAGS_max_queue_depth));
-  const kernels::Registry& registry = kernels::DefaultRegistry();
-  VariantSelector selector(registry, kind);
+  VariantSelector selector(kernels::DefaultRegistry(), kind);
   if (const std::string cache = absl::GetFlag(FLAGS_autotune_cache); !cache.empty()) {
     if (auto s = selector.UseCacheFile(cache); !s.ok()) {
       LogError(absl::StrCat("--autotune_cache: ", s.message()));
+      server->Shutdown();
+      scheduler.Shutdown();
       return 1;
     }
     LogInfo(absl::StrCat("autotune cache: ", cache));
   }
+  service.Activate(scheduler, selector, kind);
+  metrics.AttachScheduler(&scheduler);
 
-  ServiceConfig config;
-  config.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
-  config.version = GPUCOMPUTE_VERSION;
-  config.backend = kind;
-  config.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
-  config.profile_repetitions = absl::GetFlag(FLAGS_profile_repetitions);
-  ComputeService service(registry, scheduler, selector, config);
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  ApplyTransportOptions(builder);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    LogError(absl::StrCat("cannot listen on ", listen));
-    return 1;
+  // A stop requested during start-up drains at once, never showing SERVING.
+  if (!StopSignalPending()) {
+    health->SetServingStatus(kServiceName, true);
+    health->SetServingStatus(true);
+    std::fprintf(stdout, "gpucompute-server listening on %s\n", WithPort(listen, port).c_str());
+    std::fflush(stdout);
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
-  std::fprintf(stdout, "gpucompute-server listening on %s\n", WithPort(listen, port).c_str());
-  std::fflush(stdout);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -151,6 +250,7 @@ int Run() {
   server->Shutdown(grace);  // stops accepting; waits for in-flight calls
   scheduler.Shutdown();
   server->Wait();
+  metrics.AttachScheduler(nullptr);  // the scheduler goes before the endpoint
   LogInfo("stopped");
   return 0;
 }

@@ -11,58 +11,100 @@
 namespace gpucompute::server {
 namespace {
 
-// A unary reactor that records cancellation so queued work can be abandoned.
-class CallReactor final : public grpc::ServerUnaryReactor {
- public:
-  void OnCancel() override { cancelled_->store(true); }
-  void OnDone() override { delete this; }
-  std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
-
- private:
-  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-};
-
 absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
   const auto deadline = ctx->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
   return absl::FromChrono(deadline);
 }
 
-CallReactor* FinishNow(const absl::Status& status) {
-  auto* reactor = new CallReactor;
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 }  // namespace
+
+// A unary reactor that records cancellation so queued work can be abandoned,
+// and counts its call in the metrics when it finishes.
+class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
+ public:
+  CallReactor(Metrics& metrics, RpcOp op) : metrics_(metrics), op_(op) {
+    metrics_.RequestStarted();
+  }
+  void OnCancel() override { cancelled_->store(true); }
+  void OnDone() override { delete this; }
+  std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
+  absl::Time received() const { return received_; }
+
+  // Records the outcome, then answers the client; called exactly once per
+  // call. `variant` is the one that ran or was chosen ("" when none was).
+  void Complete(const absl::Status& status, const std::string& variant = "",
+                StageLatencies latencies = {}) {
+    if (latencies.total_us < 0) {
+      latencies.total_us = absl::ToInt64Microseconds(absl::Now() - received_);
+    }
+    metrics_.RequestFinished(op_, variant, status.code(), latencies);
+    Finish(ToGrpcStatus(status));
+  }
+
+ private:
+  Metrics& metrics_;
+  const RpcOp op_;
+  const absl::Time received_ = absl::Now();
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+};
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-ComputeService::ComputeService(const kernels::Registry& registry, Scheduler& scheduler,
-                               VariantSelector& selector, ServiceConfig config)
-    : registry_(registry), scheduler_(scheduler), selector_(selector), config_(std::move(config)) {}
+ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig config,
+                               Metrics& metrics, const BearerTokenAuth* auth)
+    : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {}
+
+void ComputeService::Activate(Scheduler& scheduler, VariantSelector& selector,
+                              kernels::Backend backend) {
+  runtime_storage_ = Runtime{&scheduler, &selector, backend};
+  runtime_.store(&runtime_storage_, std::memory_order_release);
+}
+
+const ComputeService::Runtime* ComputeService::Admit(grpc::CallbackServerContext* ctx,
+                                                     CallReactor* reactor) const {
+  if (auth_ != nullptr) {
+    if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) {
+      reactor->Complete(s);
+      return nullptr;
+    }
+  }
+  const Runtime* runtime = runtime_.load(std::memory_order_acquire);
+  if (runtime == nullptr) {
+    reactor->Complete(absl::UnavailableError(
+        "server starting: its devices are not open yet (health reports NOT_SERVING until then)"));
+  }
+  return runtime;
+}
 
 grpc::ServerUnaryReactor* ComputeService::RunCompute(
-    grpc::CallbackServerContext* ctx, absl::StatusOr<kernels::Problem> problem,
-    const std::string& variant_name, bool allow_reduced, const v1::Matrix& a, const v1::Matrix* b,
-    v1::Matrix* out, v1::ExecutionReport* report) {
-  const absl::Time received = absl::Now();
-  if (!problem.ok()) return FinishNow(problem.status());
-  auto named = ResolveVariant(registry_, config_.backend, *problem, variant_name, "variant");
-  if (!named.ok()) return FinishNow(named.status());
+    grpc::CallbackServerContext* ctx, CallReactor* reactor, const Runtime& runtime,
+    absl::StatusOr<kernels::Problem> problem, const std::string& variant_name, bool allow_reduced,
+    const v1::Matrix& a, const v1::Matrix* b, v1::Matrix* out, v1::ExecutionReport* report) {
+  if (!problem.ok()) {
+    reactor->Complete(problem.status());
+    return reactor;
+  }
+  auto named = ResolveVariant(registry_, runtime.backend, *problem, variant_name, "variant");
+  if (!named.ok()) {
+    reactor->Complete(named.status());
+    return reactor;
+  }
+  VariantSelector& selector = *runtime.selector;
   VariantSelector::Choice choice;
   if (*named) {
     choice.variant = *named;
   } else {
-    choice = selector_.Choose(*problem, allow_reduced);
+    choice = selector.Choose(*problem, allow_reduced);
   }
   if (choice.variant == nullptr) {
-    return FinishNow(absl::InvalidArgumentError(absl::StrCat(
-        "variant: no ", kernels::OpName(problem->op), " variant supports ",
-        kernels::DTypeName(problem->dtype), " on this server")));
+    reactor->Complete(absl::InvalidArgumentError(
+        absl::StrCat("variant: no ", kernels::OpName(problem->op), " variant supports ",
+                     kernels::DTypeName(problem->dtype), " on this server")));
+    return reactor;
   }
 
   out->set_dtype(ToProto(problem->dtype));
@@ -78,14 +120,13 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
   job.b = b ? b->data().data() : nullptr;
   job.out = out_data->data();
 
-  auto* reactor = new CallReactor;
   auto times = std::make_shared<StageTimes>();
   auto ran = std::make_shared<const kernels::Variant*>(choice.variant);
   Task task;
   task.deadline = DeadlineOf(ctx);
   task.cancelled = reactor->cancelled();
   const absl::Time deadline = task.deadline;
-  task.run = [this, job, choice, allow_reduced, times, ran, cancelled = task.cancelled,
+  task.run = [&selector, job, choice, allow_reduced, times, ran, cancelled = task.cancelled,
               deadline](Device& device) mutable {
     const StopRequested stop = [cancelled, deadline] {
       return cancelled->load() || absl::Now() > deadline;
@@ -95,12 +136,12 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
       ProfileJob calibration{job.problem, choice.candidates, 1, 3, std::random_device{}()};
       auto measured = device.Measure(calibration, stop);
       if (measured.ok()) {
-        selector_.Record(job.problem, *measured);
-        if (const kernels::Variant* best = selector_.Select(job.problem, allow_reduced)) {
+        selector.Record(job.problem, *measured);
+        if (const kernels::Variant* best = selector.Select(job.problem, allow_reduced)) {
           job.variant = best;
         }
       } else {
-        selector_.AbandonCalibration(job.problem);
+        selector.AbandonCalibration(job.problem);
       }
     }
     *ran = job.variant;
@@ -109,71 +150,93 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
     *times = *result;
     return absl::OkStatus();
   };
-  task.done = [reactor, report, times, received, ran](absl::Status status, Device* device,
-                                                      int64_t queue_us) {
+  task.done = [reactor, report, times, ran](absl::Status status, Device* device, int64_t queue_us) {
+    StageLatencies latencies;
     if (status.ok()) {
+      latencies = {queue_us, times->upload_us, times->compute_us, times->download_us,
+                   absl::ToInt64Microseconds(absl::Now() - reactor->received())};
       report->set_variant((*ran)->name);
       report->set_device(device->description().name);
-      report->set_queue_us(queue_us);
-      report->set_upload_us(times->upload_us);
-      report->set_compute_us(times->compute_us);
-      report->set_download_us(times->download_us);
-      report->set_total_us(absl::ToInt64Microseconds(absl::Now() - received));
+      report->set_queue_us(latencies.queue_us);
+      report->set_upload_us(latencies.upload_us);
+      report->set_compute_us(latencies.compute_us);
+      report->set_download_us(latencies.download_us);
+      report->set_total_us(latencies.total_us);
     }
-    reactor->Finish(ToGrpcStatus(status));
+    reactor->Complete(status, (*ran)->name, latencies);
   };
-  scheduler_.Submit(std::move(task));
+  runtime.scheduler->Submit(std::move(task));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ComputeService::MatMul(grpc::CallbackServerContext* ctx,
                                                  const v1::MatMulRequest* req,
                                                  v1::MatMulResponse* resp) {
-  return RunCompute(ctx, ValidateMatMul(*req, config_.limits), req->variant(), req->allow_tf32(),
-                    req->a(), &req->b(), resp->mutable_c(), resp->mutable_report());
+  auto* reactor = new CallReactor(metrics_, RpcOp::kMatMul);
+  const Runtime* runtime = Admit(ctx, reactor);
+  if (runtime == nullptr) return reactor;
+  return RunCompute(ctx, reactor, *runtime, ValidateMatMul(*req, config_.limits), req->variant(),
+                    req->allow_tf32(), req->a(), &req->b(), resp->mutable_c(),
+                    resp->mutable_report());
 }
 
 grpc::ServerUnaryReactor* ComputeService::Transpose(grpc::CallbackServerContext* ctx,
                                                     const v1::TransposeRequest* req,
                                                     v1::TransposeResponse* resp) {
-  return RunCompute(ctx, ValidateTranspose(*req, config_.limits), req->variant(), false,
-                    req->input(), nullptr, resp->mutable_output(), resp->mutable_report());
+  auto* reactor = new CallReactor(metrics_, RpcOp::kTranspose);
+  const Runtime* runtime = Admit(ctx, reactor);
+  if (runtime == nullptr) return reactor;
+  return RunCompute(ctx, reactor, *runtime, ValidateTranspose(*req, config_.limits), req->variant(),
+                    false, req->input(), nullptr, resp->mutable_output(), resp->mutable_report());
 }
 
 grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ctx,
                                                  const v1::ReduceRequest* req,
                                                  v1::ReduceResponse* resp) {
-  return RunCompute(ctx, ValidateReduce(*req, config_.limits), req->variant(), false,
-                    req->input(), nullptr, resp->mutable_output(), resp->mutable_report());
+  auto* reactor = new CallReactor(metrics_, RpcOp::kReduce);
+  const Runtime* runtime = Admit(ctx, reactor);
+  if (runtime == nullptr) return reactor;
+  return RunCompute(ctx, reactor, *runtime, ValidateReduce(*req, config_.limits), req->variant(),
+                    false, req->input(), nullptr, resp->mutable_output(), resp->mutable_report());
 }
 
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,
                                                   const v1::ProfileRequest* req,
                                                   v1::ProfileResponse* resp) {
+  auto* reactor = new CallReactor(metrics_, RpcOp::kProfile);
+  const Runtime* runtime = Admit(ctx, reactor);
+  if (runtime == nullptr) return reactor;
   auto problem = ValidateProfile(*req, config_.limits);
-  if (!problem.ok()) return FinishNow(problem.status());
+  if (!problem.ok()) {
+    reactor->Complete(problem.status());
+    return reactor;
+  }
   ProfileJob job;
   job.problem = *problem;
   job.warmup = req->warmup() > 0 ? req->warmup() : config_.profile_warmup;
   job.repetitions = req->repetitions() > 0 ? req->repetitions() : config_.profile_repetitions;
   job.seed = std::random_device{}();
   for (int i = 0; i < req->variants_size(); ++i) {
-    auto v = ResolveVariant(registry_, config_.backend, *problem, req->variants(i),
+    auto v = ResolveVariant(registry_, runtime->backend, *problem, req->variants(i),
                             absl::StrCat("variants[", i, "]"));
-    if (!v.ok()) return FinishNow(v.status());
+    if (!v.ok()) {
+      reactor->Complete(v.status());
+      return reactor;
+    }
     if (*v == nullptr) {
-      return FinishNow(absl::InvalidArgumentError(absl::StrCat(
-          "variants[", i, "]: \"", req->variants(i), "\" is not a variant; list names, or none for all")));
+      reactor->Complete(absl::InvalidArgumentError(
+          absl::StrCat("variants[", i, "]: \"", req->variants(i),
+                       "\" is not a variant; list names, or none for all")));
+      return reactor;
     }
     job.variants.push_back(*v);
   }
   if (job.variants.empty()) {
-    for (const kernels::Variant* v : registry_.List(problem->op, config_.backend)) {
+    for (const kernels::Variant* v : registry_.List(problem->op, runtime->backend)) {
       if (v->Supports(problem->dtype)) job.variants.push_back(v);
     }
   }
 
-  auto* reactor = new CallReactor;
   auto measured = std::make_shared<std::vector<VariantMeasurement>>();
   auto cancelled = reactor->cancelled();
   const absl::Time deadline = DeadlineOf(ctx);
@@ -187,26 +250,33 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
     *measured = std::move(*result);
     return absl::OkStatus();
   };
-  task.done = [this, reactor, resp, measured, job](absl::Status status, Device* device, int64_t) {
+  VariantSelector& selector = *runtime->selector;
+  task.done = [&selector, reactor, resp, measured, job](absl::Status status, Device* device,
+                                                        int64_t queue_us) {
+    StageLatencies latencies;
     if (status.ok()) {
-      selector_.Record(job.problem, *measured);
-      const kernels::Variant* selected = selector_.Select(job.problem, false);
+      latencies.queue_us = queue_us;
+      selector.Record(job.problem, *measured);
+      const kernels::Variant* selected = selector.Select(job.problem, false);
       FillProfileResponse(job.problem, *measured, device->description(), device->ceilings(),
                           selected ? selected->name : "", resp);
       resp->set_seed(job.seed);
     }
-    reactor->Finish(ToGrpcStatus(status));
+    reactor->Complete(status, "", latencies);
   };
-  scheduler_.Submit(std::move(task));
+  runtime->scheduler->Submit(std::move(task));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                         const v1::ServerInfoRequest*,
                                                         v1::ServerInfo* resp) {
+  auto* reactor = new CallReactor(metrics_, RpcOp::kServerInfo);
+  const Runtime* runtime = Admit(ctx, reactor);
+  if (runtime == nullptr) return reactor;
   resp->set_version(config_.version);
-  resp->set_backend(kernels::BackendName(config_.backend));
-  for (const auto& device : scheduler_.devices()) {
+  resp->set_backend(kernels::BackendName(runtime->backend));
+  for (const auto& device : runtime->scheduler->devices()) {
     v1::DeviceInfo* info = resp->add_devices();
     info->set_name(device->description().name);
     info->set_memory_bytes(device->description().memory_bytes);
@@ -222,7 +292,7 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     info->set_peak_gflops_fp32(device->ceilings().gflops);
     info->set_peak_gflops_fp64(device->ceilings().GFlopsFor(kernels::DType::kFloat64));
   }
-  for (const kernels::Variant* v : registry_.List(config_.backend)) {
+  for (const kernels::Variant* v : registry_.List(runtime->backend)) {
     v1::VariantInfo* info = resp->add_variants();
     info->set_op(ToProto(v->op));
     info->set_name(v->name);
@@ -231,7 +301,8 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     info->set_reduced_precision(v->reduced_precision);
   }
   resp->set_max_matrix_bytes(config_.limits.max_matrix_bytes);
-  return FinishNow(absl::OkStatus());
+  reactor->Complete(absl::OkStatus());
+  return reactor;
 }
 
 }  // namespace gpucompute::server

@@ -1,11 +1,16 @@
 // The gRPC Compute service (callback API). Handlers validate on the gRPC
 // thread, hand the work to the scheduler, and finish the call from the
-// device worker: no gRPC thread ever waits for compute.
+// device worker: no gRPC thread ever waits for compute. Every call is
+// counted in the metrics exactly once, with the status it finished with.
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include "gpucompute/v1/compute.grpc.pb.h"
+#include "server/auth.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/select.h"
 #include "server/validate.h"
@@ -15,15 +20,20 @@ namespace gpucompute::server {
 struct ServiceConfig {
   Limits limits;
   std::string version;
-  kernels::Backend backend = kernels::Backend::kCpu;
   int profile_warmup = 2;
   int profile_repetitions = 10;
 };
 
 class ComputeService final : public v1::Compute::CallbackService {
  public:
-  ComputeService(const kernels::Registry& registry, Scheduler& scheduler,
-                 VariantSelector& selector, ServiceConfig config);
+  // `auth` (optional) must outlive the service. Until Activate, every call
+  // gets UNAVAILABLE: the server listens while its devices are opened so
+  // that health checks can report NOT_SERVING.
+  ComputeService(const kernels::Registry& registry, ServiceConfig config, Metrics& metrics,
+                 const BearerTokenAuth* auth);
+
+  // Starts serving on opened devices; call once. Both must outlive the server.
+  void Activate(Scheduler& scheduler, VariantSelector& selector, kernels::Backend backend);
 
   grpc::ServerUnaryReactor* MatMul(grpc::CallbackServerContext* ctx, const v1::MatMulRequest* req,
                                    v1::MatMulResponse* resp) override;
@@ -40,17 +50,31 @@ class ComputeService final : public v1::Compute::CallbackService {
                                           v1::ServerInfo* resp) override;
 
  private:
-  // Shared path of MatMul, Transpose and Reduce.
-  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx,
+  struct Runtime {
+    Scheduler* scheduler = nullptr;
+    VariantSelector* selector = nullptr;
+    kernels::Backend backend = kernels::Backend::kCpu;
+  };
+  class CallReactor;
+
+  // Checks the token, then readiness. Returns the runtime, or null after
+  // finishing the call with the reason.
+  const Runtime* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
+
+  // Shared path of MatMul, Transpose and Reduce, after Admit.
+  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, CallReactor* reactor,
+                                       const Runtime& runtime,
                                        absl::StatusOr<kernels::Problem> problem,
                                        const std::string& variant_name, bool allow_reduced,
                                        const v1::Matrix& a, const v1::Matrix* b,
                                        v1::Matrix* out, v1::ExecutionReport* report);
 
   const kernels::Registry& registry_;
-  Scheduler& scheduler_;
-  VariantSelector& selector_;
   const ServiceConfig config_;
+  Metrics& metrics_;
+  const BearerTokenAuth* const auth_;
+  Runtime runtime_storage_;
+  std::atomic<const Runtime*> runtime_{nullptr};
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
