@@ -200,45 +200,8 @@ TEST_F(GpuServerTest, SixtyFourConcurrentClientsMixedOpsAndSizes) {
       auto stub = v1::Compute::NewStub(Connect(server_->target()));
       std::mt19937_64 rng(base + c);
       for (int i = 0; i < 5; ++i) {
-        const int64_t m = 1 + rng() % 300, n = 1 + rng() % 300, k = 1 + rng() % 300;
-        grpc::ClientContext ctx;
-        grpc::Status s;
-        double err = 0, tol = 1e-4;
-        switch ((c + i) % 3) {
-          case 0: {
-            v1::MatMulRequest req;
-            *req.mutable_a() = RandomMatrix<float>(m, k, rng);
-            *req.mutable_b() = RandomMatrix<float>(k, n, rng);
-            v1::MatMulResponse resp;
-            s = stub->MatMul(&ctx, req, &resp);
-            err = MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
-                                                              req.a().data().data(), req.b().data().data()));
-            break;
-          }
-          case 1: {
-            v1::TransposeRequest req;
-            *req.mutable_input() = RandomMatrix<double>(m, n, rng);
-            v1::TransposeResponse resp;
-            s = stub->Transpose(&ctx, req, &resp);
-            err = MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
-                                                                   req.input().data().data(), nullptr));
-            tol = 0;
-            break;
-          }
-          default: {
-            v1::ReduceRequest req;
-            *req.mutable_input() = RandomMatrix<float>(m, n, rng);
-            req.set_axis(static_cast<v1::ReduceAxis>(i % 3));
-            v1::ReduceResponse resp;
-            s = stub->Reduce(&ctx, req, &resp);
-            kernels::Problem p = ProblemOf(kernels::Op::kReduce, req.input(), nullptr);
-            p.reduce_axis = static_cast<kernels::ReduceAxis>(i % 3);
-            err = MaxError(resp.output(), kernels::ReferenceResult(p, req.input().data().data(), nullptr));
-            tol = 1e-5 * double(m * n);
-          }
-        }
-        if (!s.ok()) return "client " + std::to_string(c) + ": " + s.error_message();
-        if (err > tol) return "client " + std::to_string(c) + ": error " + std::to_string(err);
+        const std::string error = testing::CheckedRandomRequest(*stub, (c + i) % 3, 300, i % 3, rng);
+        if (!error.empty()) return "client " + std::to_string(c) + ": " + error;
       }
       return std::string();
     }));

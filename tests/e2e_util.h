@@ -9,6 +9,7 @@
 #include <random>
 
 #include "gpucompute/kernels/problem.h"
+#include "gpucompute/kernels/reference.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/convert.h"
 #include "test_util.h"
@@ -64,6 +65,49 @@ inline double MaxError(const v1::Matrix& got, const std::vector<double>& ref) {
     err = std::max(err, std::isfinite(g) ? std::fabs(g - ref[i]) / scale : INFINITY);
   }
   return err;
+}
+
+
+// One request of a mixed load, checked against the float64 reference: kind 0
+// is a float32 MatMul, 1 a float64 Transpose, 2 a float32 SUM Reduce over
+// `axis`, each dimension random in [1, max_dim]. Returns "" or what went wrong.
+inline std::string CheckedRandomRequest(v1::Compute::Stub& stub, int kind, int64_t max_dim,
+                                        int axis, std::mt19937_64& rng) {
+  const int64_t m = 1 + rng() % max_dim, n = 1 + rng() % max_dim, k = 1 + rng() % max_dim;
+  grpc::ClientContext ctx;
+  grpc::Status s;
+  double err = 0, tol = 1e-4;
+  if (kind == 0) {
+    v1::MatMulRequest req;
+    *req.mutable_a() = RandomMatrix<float>(m, k, rng);
+    *req.mutable_b() = RandomMatrix<float>(k, n, rng);
+    v1::MatMulResponse resp;
+    s = stub.MatMul(&ctx, req, &resp);
+    err = MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
+                                                      req.a().data().data(), req.b().data().data()));
+  } else if (kind == 1) {
+    v1::TransposeRequest req;
+    *req.mutable_input() = RandomMatrix<double>(m, n, rng);
+    v1::TransposeResponse resp;
+    s = stub.Transpose(&ctx, req, &resp);
+    err = MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
+                                                           req.input().data().data(), nullptr));
+    tol = 0;
+  } else {
+    v1::ReduceRequest req;
+    *req.mutable_input() = RandomMatrix<float>(m, n, rng);
+    req.set_axis(static_cast<v1::ReduceAxis>(axis));
+    v1::ReduceResponse resp;
+    s = stub.Reduce(&ctx, req, &resp);
+    kernels::Problem p = ProblemOf(kernels::Op::kReduce, req.input(), nullptr);
+    p.reduce_axis = static_cast<kernels::ReduceAxis>(axis);
+    err = MaxError(resp.output(), kernels::ReferenceResult(p, req.input().data().data(), nullptr));
+    tol = 1e-5 * double(m * n);  // the contract's 1e-5 * sum|x|, with |x| <= 1
+  }
+  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  if (!s.ok()) return "op " + std::to_string(kind) + " " + shape + ": " + s.error_message();
+  if (err > tol) return "op " + std::to_string(kind) + " " + shape + ": error " + std::to_string(err);
+  return "";
 }
 
 }  // namespace gpucompute::testing
