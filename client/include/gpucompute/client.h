@@ -22,6 +22,7 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/status.h>
 #include "gpucompute/matrix.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -49,7 +50,21 @@ struct ClientOptions {
 
   // gRPC's default is 4 MiB; protobuf messages cap at 2 GiB.
   int max_message_bytes = INT_MAX;
+
+  // How calls spread over the addresses the target resolves to: "" or
+  // "pick_first" (gRPC's default: one connection), or "round_robin" (with a
+  // dns:/// target, a connection to every address and calls spread over the
+  // ready ones: the way to use several GPU hosts or pods from one client).
+  std::string lb_policy;
+
+  // HTTP/2 frames, flow-control window and socket reads sized for
+  // multi-MiB matrices (ApplyLargeMessageTransport); false: gRPC's defaults.
+  bool large_message_transport = true;
 };
+
+// The channel arguments behind ClientOptions::large_message_transport; the
+// server applies the same ones to its port.
+void ApplyLargeMessageTransport(grpc::ChannelArguments* args);
 
 // A result matrix with the server's timing of the request.
 struct OpResult {
@@ -89,6 +104,9 @@ class Client {
 
   const std::string& target() const { return target_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // "Bearer <token>" or empty: the metadata to send with calls made directly
+  // on channel() (the load test's generic calls).
+  const std::string& authorization() const { return authorization_; }
 
  private:
   Client() = default;

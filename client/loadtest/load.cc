@@ -1,0 +1,563 @@
+#include "load.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include <grpcpp/client_context.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include "gpucompute/client.h"
+
+namespace gpucompute::loadtest {
+namespace {
+
+template <typename Message>
+absl::Status Serialize(const Message& message, grpc::ByteBuffer* out) {
+  bool own = false;
+  grpc::Status st = grpc::SerializationTraits<Message>::Serialize(message, out, &own);
+  if (!st.ok()) return absl::InternalError(absl::StrCat("serializing: ", st.error_message()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Matrix> RandomInput(const Workload& w, int64_t rows, int64_t cols, uint64_t salt) {
+  return Matrix::Random(w.dtype, rows, cols, w.seed * 1000003 + salt);
+}
+
+absl::Status CheckOutput(const Workload& w, const v1::Matrix& out) {
+  const int64_t bytes = w.ResponsePayloadBytes();
+  if (out.rows() != w.OutputRows() || out.cols() != w.OutputCols() ||
+      static_cast<int64_t>(out.data().size()) != bytes) {
+    return absl::InternalError(absl::StrFormat(
+        "response holds a %dx%d matrix of %d bytes, expected %dx%d of %d bytes", out.rows(),
+        out.cols(), out.data().size(), w.OutputRows(), w.OutputCols(), bytes));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Response>
+absl::Status ParseAs(const Workload& w, grpc::ByteBuffer* buffer, google::protobuf::Message* message,
+                     v1::ExecutionReport* report, const v1::Matrix& (Response::*output)() const) {
+  auto* response = static_cast<Response*>(message);
+  grpc::Status st = grpc::SerializationTraits<Response>::Deserialize(buffer, response);
+  if (!st.ok()) return absl::InternalError(absl::StrCat("parsing: ", st.error_message()));
+  if (absl::Status s = CheckOutput(w, (response->*output)()); !s.ok()) return s;
+  *report = response->report();
+  return absl::OkStatus();
+}
+
+void SetUpContext(grpc::ClientContext* context, const CallSettings& settings) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + settings.deadline));
+  if (!settings.authorization.empty()) context->AddMetadata("authorization", settings.authorization);
+}
+
+// One RPC in flight: its context and buffers live until the callback.
+struct InFlight {
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  Clock::time_point start;
+};
+
+// Shared by both gRPC drivers: issue one call, record it when it completes.
+class GrpcCaller {
+ public:
+  GrpcCaller(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
+             CallSettings settings)
+      : channel_(std::move(channel)), stub_(channel_), call_(call), settings_(std::move(settings)) {}
+
+  // `start` is when the request counts as issued; `done` runs after recording.
+  void Issue(Recorder* recorder, Clock::time_point start, std::function<void()> done) {
+    auto* f = new InFlight;
+    SetUpContext(&f->context, settings_);
+    f->request = call_->request();  // a new reference to the same slices
+    f->start = start;
+    in_flight_.fetch_add(1);
+    stub_.UnaryCall(&f->context, call_->method(), grpc::StubOptions(), &f->request, &f->response,
+                    [this, f, recorder, done = std::move(done)](grpc::Status status) {
+                      Complete(f, recorder, status);
+                      // Before the count drops, so that a follow-up call is
+                      // counted before WaitIdle can see zero.
+                      done();
+                      if (in_flight_.fetch_sub(1) == 1) {
+                        std::lock_guard<std::mutex> lock(mu_);
+                        idle_.notify_all();
+                      }
+                    });
+  }
+
+  int in_flight() const { return in_flight_.load(); }
+
+  void WaitIdle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [this] { return in_flight_.load() == 0; });
+  }
+
+ private:
+  std::unique_ptr<google::protobuf::Message> TakeResponse() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (spare_.empty()) return call_->NewResponse();
+    std::unique_ptr<google::protobuf::Message> m = std::move(spare_.back());
+    spare_.pop_back();
+    return m;
+  }
+
+  void ReturnResponse(std::unique_ptr<google::protobuf::Message> m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spare_.push_back(std::move(m));
+  }
+
+  void Complete(InFlight* f, Recorder* recorder, const grpc::Status& status) {
+    if (status.ok()) {
+      v1::ExecutionReport report;
+      std::unique_ptr<google::protobuf::Message> message = TakeResponse();
+      absl::Status parsed = call_->ParseResponse(&f->response, message.get(), &report);
+      ReturnResponse(std::move(message));
+      const Clock::duration latency = Clock::now() - f->start;  // parsing included
+      if (parsed.ok()) {
+        recorder->Ok(latency, &report);
+      } else {
+        recorder->Error("MALFORMED_RESPONSE");
+      }
+    } else {
+      recorder->Error(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
+    }
+    delete f;
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  grpc::GenericStub stub_;
+  const PreparedCall* call_;
+  CallSettings settings_;
+  std::atomic<int> in_flight_{0};
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::vector<std::unique_ptr<google::protobuf::Message>> spare_;  // parsed-into before
+};
+
+class ClosedLoop final : public Driver {
+ public:
+  ClosedLoop(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
+             CallSettings settings, int concurrency)
+      : caller_(std::move(channel), call, std::move(settings)), concurrency_(concurrency) {}
+
+  void Start(Recorder* recorder) override {
+    recorder_ = recorder;
+    stopping_ = false;
+    for (int i = 0; i < concurrency_; ++i) Next();
+  }
+
+  void Stop() override {
+    stopping_ = true;
+    caller_.WaitIdle();
+  }
+
+ private:
+  void Next() {
+    caller_.Issue(recorder_, Clock::now(), [this] {
+      if (!stopping_.load()) Next();
+    });
+  }
+
+  GrpcCaller caller_;
+  const int concurrency_;
+  Recorder* recorder_ = nullptr;
+  std::atomic<bool> stopping_{false};
+};
+
+class OpenLoop final : public Driver {
+ public:
+  OpenLoop(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
+           CallSettings settings, double rate, int max_outstanding, uint64_t seed)
+      : caller_(std::move(channel), call, std::move(settings)),
+        rate_(rate),
+        max_outstanding_(max_outstanding),
+        seed_(seed) {}
+
+  void Start(Recorder* recorder) override {
+    stopping_ = false;
+    dispatcher_ = std::thread([this, recorder] { Dispatch(recorder); });
+  }
+
+  void Stop() override {
+    stopping_ = true;
+    dispatcher_.join();
+    caller_.WaitIdle();
+  }
+
+ private:
+  void Dispatch(Recorder* recorder) {
+    std::mt19937_64 rng(seed_);
+    std::exponential_distribution<double> gap(rate_);
+    Clock::time_point next = Clock::now();
+    while (!stopping_.load()) {
+      next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+      std::this_thread::sleep_until(next);
+      if (caller_.in_flight() >= max_outstanding_) {
+        recorder->Dropped();
+        continue;
+      }
+      caller_.Issue(recorder, next, [] {});
+    }
+  }
+
+  GrpcCaller caller_;
+  const double rate_;
+  const int max_outstanding_;
+  const uint64_t seed_;
+  std::thread dispatcher_;
+  std::atomic<bool> stopping_{false};
+};
+
+bool SendAll(int fd, const char* data, int64_t size) {
+  while (size > 0) {
+    ssize_t n = send(fd, data, static_cast<size_t>(std::min<int64_t>(size, 1 << 30)), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= n;
+  }
+  return true;
+}
+
+bool ReceiveAll(int fd, char* data, int64_t size) {
+  while (size > 0) {
+    ssize_t n = recv(fd, data, static_cast<size_t>(std::min<int64_t>(size, 1 << 30)), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= n;
+  }
+  return true;
+}
+
+int ConnectLoopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+class TcpEcho final : public Driver {
+ public:
+  TcpEcho(int port, int64_t request_bytes, int64_t response_bytes, int concurrency)
+      : port_(port),
+        request_bytes_(request_bytes),
+        response_bytes_(response_bytes),
+        concurrency_(concurrency),
+        request_(static_cast<size_t>(request_bytes), '\x5a') {}
+
+  void Start(Recorder* recorder) override {
+    stopping_ = false;
+    for (int i = 0; i < concurrency_; ++i) {
+      workers_.emplace_back([this, recorder] { Work(recorder); });
+    }
+  }
+
+  void Stop() override {
+    stopping_ = true;
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  void Work(Recorder* recorder) {
+    const int fd = ConnectLoopback(port_);
+    if (fd < 0) {
+      recorder->Error("TCP_CONNECT_FAILED");
+      return;
+    }
+    std::string response(static_cast<size_t>(response_bytes_), '\0');
+    const int64_t header[2] = {request_bytes_, response_bytes_};
+    while (!stopping_.load()) {
+      const Clock::time_point start = Clock::now();
+      if (!SendAll(fd, reinterpret_cast<const char*>(header), sizeof header) ||
+          !SendAll(fd, request_.data(), request_bytes_) ||
+          !ReceiveAll(fd, response.data(), response_bytes_)) {
+        recorder->Error("TCP_IO_FAILED");
+        break;
+      }
+      recorder->Ok(Clock::now() - start, nullptr);
+    }
+    close(fd);
+  }
+
+  const int port_;
+  const int64_t request_bytes_, response_bytes_;
+  const int concurrency_;
+  const std::string request_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> stopping_{false};
+};
+
+// Whether every value lies within +-tolerance of their mean.
+bool WithinOfMean(const std::vector<double>& values, double tolerance) {
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= values.size();
+  if (mean <= 0) return false;
+  for (double v : values) {
+    if (std::abs(v - mean) > tolerance * mean) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string Workload::ShapeText() const {
+  if (op == v1::OP_MATMUL) return absl::StrCat(m, "x", n, "x", k);
+  return absl::StrCat(m, "x", n);
+}
+
+int64_t Workload::OutputRows() const {
+  switch (op) {
+    case v1::OP_MATMUL: return m;
+    case v1::OP_TRANSPOSE: return n;
+    default: return axis == v1::REDUCE_AXIS_PER_ROW ? m : 1;
+  }
+}
+
+int64_t Workload::OutputCols() const {
+  switch (op) {
+    case v1::OP_MATMUL: return n;
+    case v1::OP_TRANSPOSE: return m;
+    default: return axis == v1::REDUCE_AXIS_PER_COLUMN ? n : 1;
+  }
+}
+
+int64_t Workload::RequestPayloadBytes() const {
+  const int64_t size = DTypeSize(dtype);
+  return op == v1::OP_MATMUL ? (m * k + k * n) * size : m * n * size;
+}
+
+int64_t Workload::ResponsePayloadBytes() const {
+  return OutputRows() * OutputCols() * DTypeSize(dtype);
+}
+
+absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::string& variant) {
+  PreparedCall call;
+  call.workload_ = w;
+  absl::Status st;
+  switch (w.op) {
+    case v1::OP_MATMUL: {
+      auto a = RandomInput(w, w.m, w.k, 1);
+      if (!a.ok()) return a.status();
+      auto b = RandomInput(w, w.k, w.n, 2);
+      if (!b.ok()) return b.status();
+      v1::MatMulRequest request;
+      MoveToProto(std::move(*a), request.mutable_a());
+      MoveToProto(std::move(*b), request.mutable_b());
+      request.set_variant(variant);
+      request.set_allow_tf32(w.allow_tf32);
+      call.method_ = "/gpucompute.v1.Compute/MatMul";
+      st = Serialize(request, &call.request_);
+      break;
+    }
+    case v1::OP_TRANSPOSE: {
+      auto input = RandomInput(w, w.m, w.n, 1);
+      if (!input.ok()) return input.status();
+      v1::TransposeRequest request;
+      MoveToProto(std::move(*input), request.mutable_input());
+      request.set_variant(variant);
+      call.method_ = "/gpucompute.v1.Compute/Transpose";
+      st = Serialize(request, &call.request_);
+      break;
+    }
+    case v1::OP_REDUCE: {
+      auto input = RandomInput(w, w.m, w.n, 1);
+      if (!input.ok()) return input.status();
+      v1::ReduceRequest request;
+      MoveToProto(std::move(*input), request.mutable_input());
+      request.set_op(w.reduce_op);
+      request.set_axis(w.axis);
+      request.set_variant(variant);
+      call.method_ = "/gpucompute.v1.Compute/Reduce";
+      st = Serialize(request, &call.request_);
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("load test: op must be matmul, transpose or reduce");
+  }
+  if (!st.ok()) return st;
+  return call;
+}
+
+std::unique_ptr<google::protobuf::Message> PreparedCall::NewResponse() const {
+  switch (workload_.op) {
+    case v1::OP_MATMUL: return std::make_unique<v1::MatMulResponse>();
+    case v1::OP_TRANSPOSE: return std::make_unique<v1::TransposeResponse>();
+    default: return std::make_unique<v1::ReduceResponse>();
+  }
+}
+
+absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
+                                         google::protobuf::Message* response,
+                                         v1::ExecutionReport* report) const {
+  switch (workload_.op) {
+    case v1::OP_MATMUL:
+      return ParseAs<v1::MatMulResponse>(workload_, buffer, response, report,
+                                         &v1::MatMulResponse::c);
+    case v1::OP_TRANSPOSE:
+      return ParseAs<v1::TransposeResponse>(workload_, buffer, response, report,
+                                            &v1::TransposeResponse::output);
+    default:
+      return ParseAs<v1::ReduceResponse>(workload_, buffer, response, report,
+                                         &v1::ReduceResponse::output);
+  }
+}
+
+void WindowStats::Merge(const WindowStats& other) {
+  duration += other.duration;
+  latencies_ns.insert(latencies_ns.end(), other.latencies_ns.begin(), other.latencies_ns.end());
+  for (const auto& [code, count] : other.errors) errors[code] += count;
+  dropped += other.dropped;
+  has_server_report = has_server_report || other.has_server_report;
+  queue_us += other.queue_us;
+  upload_us += other.upload_us;
+  compute_us += other.compute_us;
+  download_us += other.download_us;
+  server_total_us += other.server_total_us;
+}
+
+double WindowStats::Throughput() const {
+  const double seconds = std::chrono::duration<double>(duration).count();
+  return seconds > 0 ? latencies_ns.size() / seconds : 0;
+}
+
+int64_t WindowStats::Percentile(double p) const {
+  if (latencies_ns.empty()) return 0;
+  // Nearest rank: the smallest sample with at least p% of samples at or below it.
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * latencies_ns.size()));
+  return latencies_ns[std::clamp<size_t>(rank, 1, latencies_ns.size()) - 1];
+}
+
+Recorder::Recorder() : since_(Clock::now()) {}
+
+void Recorder::Ok(Clock::duration latency, const v1::ExecutionReport* report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_.latencies_ns.push_back(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count());
+  if (report != nullptr) {
+    current_.has_server_report = true;
+    current_.queue_us += report->queue_us();
+    current_.upload_us += report->upload_us();
+    current_.compute_us += report->compute_us();
+    current_.download_us += report->download_us();
+    current_.server_total_us += report->total_us();
+  }
+}
+
+void Recorder::Error(const std::string& code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++current_.errors[code];
+}
+
+void Recorder::Dropped() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++current_.dropped;
+}
+
+int64_t Recorder::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t n = static_cast<int64_t>(current_.latencies_ns.size());
+  for (const auto& [code, count] : current_.errors) n += count;
+  return n;
+}
+
+WindowStats Recorder::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  WindowStats out = std::move(current_);
+  current_ = WindowStats();
+  out.duration = now - since_;
+  since_ = now;
+  return out;
+}
+
+std::unique_ptr<Driver> MakeClosedLoop(std::shared_ptr<grpc::Channel> channel,
+                                       const PreparedCall* call, CallSettings settings,
+                                       int concurrency) {
+  return std::make_unique<ClosedLoop>(std::move(channel), call, std::move(settings), concurrency);
+}
+
+std::unique_ptr<Driver> MakeOpenLoop(std::shared_ptr<grpc::Channel> channel,
+                                     const PreparedCall* call, CallSettings settings,
+                                     double rate, int max_outstanding, uint64_t seed) {
+  return std::make_unique<OpenLoop>(std::move(channel), call, std::move(settings), rate,
+                                    max_outstanding, seed);
+}
+
+std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,
+                                    int concurrency) {
+  return std::make_unique<TcpEcho>(port, request_bytes, response_bytes, concurrency);
+}
+
+Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickFn& on_tick) {
+  Recorder recorder;
+  const Clock::time_point begin = Clock::now();
+  const Clock::time_point give_up = begin + absl::ToChronoNanoseconds(settings.max_time);
+  const auto tick = std::chrono::milliseconds(100);
+  auto elapsed = [&] { return absl::FromChrono(Clock::now() - begin); };
+
+  driver.Start(&recorder);
+  const Clock::time_point warm = begin + absl::ToChronoNanoseconds(settings.warmup);
+  // Warm-up lasts its time and at least one completion (connections, the
+  // server's first calibration of a shape).
+  while ((Clock::now() < warm || recorder.count() == 0) && Clock::now() < give_up) {
+    std::this_thread::sleep_for(tick);
+    on_tick(elapsed(), 0, nullptr);
+  }
+  recorder.Take();
+
+  std::vector<WindowStats> windows;
+  bool stable = false;
+  while (!stable && Clock::now() < give_up) {
+    const Clock::time_point window_end = Clock::now() + absl::ToChronoNanoseconds(settings.window);
+    while ((Clock::now() < window_end || recorder.count() < settings.min_requests_per_window) &&
+           Clock::now() < give_up) {
+      std::this_thread::sleep_for(tick);
+      on_tick(elapsed(), static_cast<int>(windows.size()), windows.empty() ? nullptr : &windows.back());
+    }
+    windows.push_back(recorder.Take());
+    std::sort(windows.back().latencies_ns.begin(), windows.back().latencies_ns.end());
+    const int n = settings.stable_windows;
+    if (static_cast<int>(windows.size()) >= n) {
+      std::vector<double> throughput, p95;
+      for (auto w = windows.end() - n; w != windows.end(); ++w) {
+        throughput.push_back(w->Throughput());
+        p95.push_back(static_cast<double>(w->Percentile(95)));
+      }
+      stable = WithinOfMean(throughput, settings.stability) && WithinOfMean(p95, settings.stability);
+    }
+  }
+  driver.Stop();
+
+  Measurement result;
+  result.windows = static_cast<int>(windows.size());
+  result.stable = stable;
+  const size_t keep = std::min<size_t>(windows.size(), settings.stable_windows);
+  for (auto w = windows.end() - keep; w != windows.end(); ++w) result.stats.Merge(*w);
+  std::sort(result.stats.latencies_ns.begin(), result.stats.latencies_ns.end());
+  return result;
+}
+
+}  // namespace gpucompute::loadtest

@@ -1,0 +1,151 @@
+// The load generator: a workload serialized once, drivers that keep it in
+// flight (closed loop at a fixed concurrency, open loop at a Poisson rate, and
+// a plain TCP echo as the transport ceiling), and the measurement loop that
+// runs windows until throughput and p95 are stable.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include <grpcpp/channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <google/protobuf/message.h>
+#include "gpucompute/matrix.h"
+#include "gpucompute/v1/compute.pb.h"
+
+namespace gpucompute::loadtest {
+
+using Clock = std::chrono::steady_clock;
+
+struct Workload {
+  v1::Op op = v1::OP_MATMUL;
+  DType dtype = DType::kFloat32;
+  // MATMUL: a is m x k, b is k x n. TRANSPOSE/REDUCE: the input is m x n.
+  int64_t m = 0, n = 0, k = 0;
+  v1::ReduceOp reduce_op = v1::REDUCE_OP_SUM;
+  v1::ReduceAxis axis = v1::REDUCE_AXIS_ALL;
+  bool allow_tf32 = false;
+  uint64_t seed = 1;
+
+  std::string ShapeText() const;        // "1024x1024x1024" (MxNxK) or "4096x4096"
+  int64_t RequestPayloadBytes() const;  // matrix bytes sent
+  int64_t ResponsePayloadBytes() const; // matrix bytes received
+  int64_t OutputRows() const;
+  int64_t OutputCols() const;
+};
+
+// One RPC of the workload for one variant, serialized once: every call sends
+// the same reference-counted slices, so no payload byte is copied per request.
+class PreparedCall {
+ public:
+  static absl::StatusOr<PreparedCall> Create(const Workload& workload, const std::string& variant);
+
+  const std::string& method() const { return method_; }
+  const grpc::ByteBuffer& request() const { return request_; }
+  // An empty response message of the RPC's type.
+  std::unique_ptr<google::protobuf::Message> NewResponse() const;
+  // Parses `buffer` into `response` (from NewResponse; reusing one keeps its
+  // matrix buffer, so a 64 MiB result is not a fresh allocation every time)
+  // and checks the result's shape.
+  absl::Status ParseResponse(grpc::ByteBuffer* buffer, google::protobuf::Message* response,
+                             v1::ExecutionReport* report) const;
+
+ private:
+  Workload workload_;
+  std::string method_;
+  grpc::ByteBuffer request_;
+};
+
+// Completions of one measurement window.
+struct WindowStats {
+  Clock::duration duration{};
+  std::vector<int64_t> latencies_ns;  // successful requests
+  std::map<std::string, int64_t> errors;  // status code name -> count
+  int64_t dropped = 0;                // open loop: arrivals over --max_outstanding
+  bool has_server_report = false;
+  int64_t queue_us = 0, upload_us = 0, compute_us = 0, download_us = 0, server_total_us = 0;
+
+  void Merge(const WindowStats& other);
+  double Throughput() const;  // successful requests per second
+  int64_t Percentile(double p) const;  // nanoseconds; latencies_ns must be sorted
+};
+
+// Collects completions from many threads; the measurement loop takes one
+// window at a time.
+class Recorder {
+ public:
+  Recorder();
+  void Ok(Clock::duration latency, const v1::ExecutionReport* report);
+  void Error(const std::string& code);
+  void Dropped();
+  int64_t count() const;
+  // The completions since the last Take, and their wall-clock span.
+  WindowStats Take();
+
+ private:
+  mutable std::mutex mu_;
+  WindowStats current_;
+  Clock::time_point since_;
+};
+
+// Keeps requests in flight until Stop, reporting each completion.
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual void Start(Recorder* recorder) = 0;
+  // Stops issuing and waits for the requests in flight.
+  virtual void Stop() = 0;
+};
+
+struct CallSettings {
+  absl::Duration deadline = absl::Seconds(60);
+  std::string authorization;  // "Bearer <token>", or empty
+};
+
+// `concurrency` requests always in flight on one channel.
+std::unique_ptr<Driver> MakeClosedLoop(std::shared_ptr<grpc::Channel> channel,
+                                       const PreparedCall* call, CallSettings settings,
+                                       int concurrency);
+// Poisson arrivals at `rate` per second, whatever the completions do;
+// latency counts from the scheduled arrival, so a stalled server cannot hide
+// its backlog. At most `max_outstanding` in flight; further arrivals are
+// counted as dropped.
+std::unique_ptr<Driver> MakeOpenLoop(std::shared_ptr<grpc::Channel> channel,
+                                     const PreparedCall* call, CallSettings settings,
+                                     double rate, int max_outstanding, uint64_t seed);
+// `concurrency` connections to a loopback TCP echo server, each sending the
+// request payload and reading the response payload back.
+std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,
+                                    int concurrency);
+
+struct MeasureSettings {
+  absl::Duration warmup = absl::Seconds(1);
+  absl::Duration window = absl::Seconds(1);
+  int min_requests_per_window = 20;
+  int stable_windows = 3;        // consecutive windows that must agree
+  double stability = 0.10;       // within +-10% of their mean
+  absl::Duration max_time = absl::Seconds(30);  // per row, warm-up included
+};
+
+struct Measurement {
+  WindowStats stats;  // the last `stable_windows` windows merged, latencies sorted
+  int windows = 0;    // measured after warm-up
+  bool stable = false;
+};
+
+// `on_tick(elapsed, windows so far, last window)` is called about every 100 ms
+// for progress display.
+using TickFn = std::function<void(absl::Duration elapsed, int windows, const WindowStats* last)>;
+Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickFn& on_tick);
+
+}  // namespace gpucompute::loadtest

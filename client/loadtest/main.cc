@@ -1,0 +1,408 @@
+// gpucompute-loadtest: runs one workload against a gpucompute server once per
+// kernel variant, under closed-loop concurrency sweeps and open-loop Poisson
+// rates, and reports throughput, latency percentiles, errors and the server's
+// own time breakdown next to the client-seen latency.
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gpucompute/client.h"
+#include "load.h"
+#include "report.h"
+#include "tcp_echo.h"
+
+ABSL_FLAG(std::string, server, "localhost:50051", "server address (any gRPC target, e.g. dns:///name:port)");
+ABSL_FLAG(std::string, op, "matmul", "matmul, transpose or reduce");
+ABSL_FLAG(std::string, shape, "1024x1024x1024",
+          "matmul: MxNxK, a is M x K times b K x N (result M x N); transpose/reduce: MxN");
+ABSL_FLAG(std::string, dtype, "float32", "float32 or float64");
+ABSL_FLAG(std::string, axis, "all", "reduce: all, per_row or per_column");
+ABSL_FLAG(std::string, reduce_op, "sum", "reduce: sum, min, max or mean");
+ABSL_FLAG(std::string, variants, "auto",
+          "comma-separated variant names (auto: the server chooses), or all: auto and every "
+          "variant of the op that GetServerInfo lists for the dtype");
+ABSL_FLAG(bool, allow_tf32, false, "let auto pick reduced-precision variants");
+ABSL_FLAG(std::string, concurrency, "",
+          "closed loop: comma-separated requests in flight, e.g. 1,4,16,64 (default 1,4,16 "
+          "unless --rate is given)");
+ABSL_FLAG(std::string, rate, "",
+          "open loop: comma-separated Poisson arrival rates in requests/s, e.g. 100,500");
+ABSL_FLAG(int32_t, max_outstanding, 1024,
+          "open loop: requests in flight at most; arrivals beyond are counted as dropped");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1), "warm-up per row, not measured");
+ABSL_FLAG(absl::Duration, window, absl::Seconds(1), "length of one measurement window");
+ABSL_FLAG(int32_t, min_requests, 20, "a window lasts until it has at least this many completions");
+ABSL_FLAG(int32_t, stable_windows, 3,
+          "consecutive windows whose throughput and p95 must agree; the row reports them merged");
+ABSL_FLAG(double, stability, 0.10, "agreement: each within this fraction of their mean");
+ABSL_FLAG(absl::Duration, max_time, absl::Seconds(30),
+          "time limit per row, warm-up included; an unstable row is reported as such");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(60), "deadline of each request");
+ABSL_FLAG(std::string, baseline, "",
+          "tcp: also echo the same payload over a loopback TCP socket at each concurrency, as "
+          "the transport ceiling (meaningful when the server runs on this host)");
+ABSL_FLAG(std::string, csv, "", "write the rows as CSV to this file");
+ABSL_FLAG(std::string, json, "", "write the run and its rows as JSON to this file");
+ABSL_FLAG(std::string, html, "",
+          "write a self-contained HTML report (latency-vs-throughput curves per variant)");
+ABSL_FLAG(std::string, progress, "auto", "progress bar on stderr: auto (when a terminal), always, never");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the random input matrices and open-loop arrivals");
+ABSL_FLAG(std::string, tls_ca, "", "PEM root CA; turns TLS on");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for mutual TLS (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_server_name, "", "name to check in the server certificate; turns TLS on");
+ABSL_FLAG(bool, tls, false, "use TLS with the system's root CAs");
+ABSL_FLAG(std::string, token_file, "", "send the file's content as 'authorization: Bearer <token>'");
+ABSL_FLAG(bool, grpc_defaults, false,
+          "use gRPC's stock frame, window and read sizes instead of those for large messages "
+          "(to measure what the tuning buys)");
+ABSL_FLAG(std::string, lb, "",
+          "round_robin: spread requests over every address a dns:/// target resolves to");
+
+namespace gpucompute::loadtest {
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "gpucompute-loadtest: %s\n", message.c_str());
+  return 2;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseDims(const std::string& text, size_t count) {
+  std::vector<int64_t> dims;
+  for (absl::string_view part : absl::StrSplit(text, 'x')) {
+    int64_t d;
+    if (!absl::SimpleAtoi(part, &d) || d < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--shape: \"", text, "\" is not positive dimensions"));
+    }
+    dims.push_back(d);
+  }
+  if (dims.size() != count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shape: \"", text, "\": expected ", count == 3 ? "MxNxK for matmul" : "MxN", ""));
+  }
+  return dims;
+}
+
+template <typename T>
+absl::StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text) {
+  std::vector<T> values;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    T v;
+    bool ok;
+    if constexpr (std::is_same_v<T, int>) {
+      ok = absl::SimpleAtoi(part, &v);
+    } else {
+      ok = absl::SimpleAtod(part, &v);
+    }
+    if (!ok || v <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": \"", std::string(part), "\" is not a positive number"));
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+absl::StatusOr<Workload> WorkloadFromFlags() {
+  Workload w;
+  const std::string op = absl::GetFlag(FLAGS_op);
+  if (op == "matmul") {
+    w.op = v1::OP_MATMUL;
+  } else if (op == "transpose") {
+    w.op = v1::OP_TRANSPOSE;
+  } else if (op == "reduce") {
+    w.op = v1::OP_REDUCE;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--op: \"", op, "\": expected matmul, transpose or reduce"));
+  }
+  auto dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return dtype.status();
+  w.dtype = *dtype;
+  auto dims = ParseDims(absl::GetFlag(FLAGS_shape), w.op == v1::OP_MATMUL ? 3 : 2);
+  if (!dims.ok()) return dims.status();
+  w.m = (*dims)[0];
+  w.n = (*dims)[1];
+  if (w.op == v1::OP_MATMUL) w.k = (*dims)[2];
+  const std::string axis = absl::GetFlag(FLAGS_axis);
+  if (!v1::ReduceAxis_Parse(absl::StrCat("REDUCE_AXIS_", absl::AsciiStrToUpper(axis)), &w.axis)) {
+    return absl::InvalidArgumentError(absl::StrCat("--axis: \"", axis, "\": expected all, per_row or per_column"));
+  }
+  const std::string reduce_op = absl::GetFlag(FLAGS_reduce_op);
+  if (!v1::ReduceOp_Parse(absl::StrCat("REDUCE_OP_", absl::AsciiStrToUpper(reduce_op)), &w.reduce_op)) {
+    return absl::InvalidArgumentError(absl::StrCat("--reduce_op: \"", reduce_op, "\": expected sum, min, max or mean"));
+  }
+  w.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
+  w.seed = absl::GetFlag(FLAGS_seed);
+  return w;
+}
+
+// "all" expands to auto plus the server's variants of the op for the dtype;
+// named variants are checked against the server's list.
+absl::StatusOr<std::vector<std::string>> ResolveVariants(const std::string& flag,
+                                                         const v1::ServerInfo& info,
+                                                         const Workload& w) {
+  const v1::DType dtype = ToProto(w.dtype);
+  std::vector<std::string> available;
+  for (const v1::VariantInfo& v : info.variants()) {
+    if (v.op() != w.op) continue;
+    for (int d : v.dtypes()) {
+      if (d == dtype) available.push_back(v.name());
+    }
+  }
+  if (flag == "all") {
+    std::vector<std::string> all = {"auto"};
+    all.insert(all.end(), available.begin(), available.end());
+    return all;
+  }
+  std::vector<std::string> chosen;
+  for (absl::string_view name : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    const std::string n(name);
+    if (n != "auto" && std::find(available.begin(), available.end(), n) == available.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--variants: the server has no ", OpName(w.op), " variant \"", n, "\" for ",
+          DTypeName(w.dtype), "; it has: auto, ", absl::StrJoin(available, ", ")));
+    }
+    chosen.push_back(n);
+  }
+  if (chosen.empty()) return absl::InvalidArgumentError("--variants: name at least one variant");
+  return chosen;
+}
+
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled) {}
+
+  void Show(int row, int rows, const std::string& what, absl::Duration elapsed,
+            absl::Duration limit, int windows, const WindowStats* last) {
+    if (!enabled_) return;
+    constexpr int kWidth = 24;
+    const double done = (row + std::min(1.0, absl::FDivDuration(elapsed, limit))) / rows;
+    const int filled = static_cast<int>(done * kWidth);
+    std::string bar = std::string(filled, '=') + (filled < kWidth ? ">" : "") +
+                      std::string(std::max(0, kWidth - filled - 1), ' ');
+    std::string status = absl::StrFormat("warm-up %.0fs", absl::ToDoubleSeconds(elapsed));
+    if (last != nullptr) {
+      status = absl::StrFormat("window %d: %.1f req/s, p95 %s", windows, last->Throughput(),
+                               FormatMicros(last->Percentile(95) / 1000.0));
+    } else if (windows > 0) {
+      status = absl::StrFormat("window %d", windows + 1);
+    }
+    std::fprintf(stderr, "\r\033[K[%s] %d/%d %s  %s", bar.c_str(), row + 1, rows, what.c_str(),
+                 status.c_str());
+    std::fflush(stderr);
+  }
+
+  void Clear() {
+    if (enabled_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+};
+
+std::string NowRfc3339() {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%S%Ez", absl::Now(), absl::LocalTimeZone());
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+struct Plan {
+  std::string variant;  // "tcp_echo" for the baseline
+  int concurrency = 0;
+  double rate = 0;
+};
+
+int Run() {
+  auto workload = WorkloadFromFlags();
+  if (!workload.ok()) return Fail(std::string(workload.status().message()));
+  const Workload& w = *workload;
+
+  auto rates = ParseList<double>("rate", absl::GetFlag(FLAGS_rate));
+  if (!rates.ok()) return Fail(std::string(rates.status().message()));
+  std::string concurrency_text = absl::GetFlag(FLAGS_concurrency);
+  if (concurrency_text.empty() && rates->empty()) concurrency_text = "1,4,16";
+  auto levels = ParseList<int>("concurrency", concurrency_text);
+  if (!levels.ok()) return Fail(std::string(levels.status().message()));
+  const std::string baseline = absl::GetFlag(FLAGS_baseline);
+  if (!baseline.empty() && baseline != "tcp") return Fail("--baseline: only tcp is known");
+  const std::string progress_flag = absl::GetFlag(FLAGS_progress);
+  if (progress_flag != "auto" && progress_flag != "always" && progress_flag != "never") {
+    return Fail("--progress: expected auto, always or never");
+  }
+
+  ClientOptions options;
+  options.target = absl::GetFlag(FLAGS_server);
+  options.deadline = absl::Seconds(30);  // GetServerInfo only; requests use --deadline
+  options.use_tls = absl::GetFlag(FLAGS_tls);
+  options.tls_root_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  options.bearer_token_file = absl::GetFlag(FLAGS_token_file);
+  options.lb_policy = absl::GetFlag(FLAGS_lb);
+  options.large_message_transport = !absl::GetFlag(FLAGS_grpc_defaults);
+  auto client = Client::Create(options);
+  if (!client.ok()) return Fail(std::string(client.status().message()));
+  auto info = client->GetServerInfo();
+  if (!info.ok()) return Fail(std::string(info.status().message()));
+  auto variants = ResolveVariants(absl::GetFlag(FLAGS_variants), *info, w);
+  if (!variants.ok()) return Fail(std::string(variants.status().message()));
+
+  CallSettings call_settings;
+  call_settings.deadline = absl::GetFlag(FLAGS_deadline);
+  call_settings.authorization = client->authorization();
+
+  MeasureSettings measure;
+  measure.warmup = absl::GetFlag(FLAGS_warmup);
+  measure.window = absl::GetFlag(FLAGS_window);
+  measure.min_requests_per_window = absl::GetFlag(FLAGS_min_requests);
+  measure.stable_windows = std::max(1, absl::GetFlag(FLAGS_stable_windows));
+  measure.stability = absl::GetFlag(FLAGS_stability);
+  measure.max_time = absl::GetFlag(FLAGS_max_time);
+
+  RunInfo run;
+  run.server = options.target;
+  run.server_version = info->version();
+  run.backend = info->backend();
+  for (const v1::DeviceInfo& d : info->devices()) run.devices.push_back(d.name());
+  run.op = OpName(w.op);
+  run.dtype = DTypeName(w.dtype);
+  run.shape = w.ShapeText();
+  run.shape_meaning = w.op == v1::OP_MATMUL
+                          ? absl::StrFormat("%dx%d times %dx%d", w.m, w.k, w.k, w.n)
+                          : absl::StrFormat("%dx%d", w.m, w.n);
+  if (w.op == v1::OP_REDUCE) run.reduce = absl::StrCat(ReduceOpName(w.reduce_op), " ", ReduceAxisName(w.axis));
+  run.request_payload_bytes = w.RequestPayloadBytes();
+  run.response_payload_bytes = w.ResponsePayloadBytes();
+  run.started = NowRfc3339();
+  run.settings = absl::StrFormat(
+      "warm-up %s, windows of %s and >= %d requests until %d in a row agree within %.0f%% on "
+      "throughput and p95 (at most %s per row); deadline %s; %s",
+      absl::FormatDuration(measure.warmup), absl::FormatDuration(measure.window),
+      measure.min_requests_per_window, measure.stable_windows, measure.stability * 100,
+      absl::FormatDuration(measure.max_time), absl::FormatDuration(call_settings.deadline),
+      options.large_message_transport ? "client transport sized for large messages"
+                                      : "client transport: gRPC defaults");
+  const int64_t payload = w.RequestPayloadBytes() + w.ResponsePayloadBytes();
+
+  std::printf("gpucompute-loadtest: %s %s %s (%s%s) against %s (%s, %s backend, %s)\n",
+              run.op.c_str(), run.shape.c_str(), run.dtype.c_str(), run.shape_meaning.c_str(),
+              run.reduce.empty() ? "" : (", " + run.reduce).c_str(), run.server.c_str(),
+              run.server_version.c_str(), run.backend.c_str(),
+              absl::StrJoin(run.devices, "; ").c_str());
+  std::printf("payload per request: %lld bytes sent, %lld received; %s\n\n",
+              static_cast<long long>(w.RequestPayloadBytes()),
+              static_cast<long long>(w.ResponsePayloadBytes()), run.settings.c_str());
+
+  std::vector<Plan> plan;
+  if (baseline == "tcp") {
+    for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({"tcp_echo", c, 0});
+  }
+  for (const std::string& v : *variants) {
+    for (int c : *levels) plan.push_back({v, c, 0});
+    for (double r : *rates) plan.push_back({v, 0, r});
+  }
+
+  std::unique_ptr<TcpEchoServer> echo;
+  if (baseline == "tcp") {
+    auto started = TcpEchoServer::Start();
+    if (!started.ok()) return Fail(std::string(started.status().message()));
+    echo = std::move(*started);
+  }
+
+  Progress progress(progress_flag == "always" || (progress_flag == "auto" && isatty(STDERR_FILENO)));
+  std::printf("%s\n", FormatTableHeader().c_str());
+  std::fflush(stdout);
+  std::vector<Row> rows;
+  std::map<int, double> tcp_gbytes_per_s;  // concurrency -> GB/s
+  std::string prepared_variant;
+  std::optional<PreparedCall> call;
+  int64_t failed_rows = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Plan& p = plan[i];
+    std::unique_ptr<Driver> driver;
+    if (p.variant == "tcp_echo") {
+      driver = MakeTcpEcho(echo->port(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
+    } else {
+      if (prepared_variant != p.variant) {
+        auto prepared = PreparedCall::Create(w, p.variant == "auto" ? "" : p.variant);
+        if (!prepared.ok()) return Fail(std::string(prepared.status().message()));
+        call.emplace(std::move(*prepared));
+        prepared_variant = p.variant;
+      }
+      driver = p.concurrency > 0
+                   ? MakeClosedLoop(client->channel(), &*call, call_settings, p.concurrency)
+                   : MakeOpenLoop(client->channel(), &*call, call_settings, p.rate,
+                                  absl::GetFlag(FLAGS_max_outstanding), w.seed + i);
+    }
+    const std::string what = absl::StrCat(p.variant, " ",
+                                          p.concurrency > 0 ? absl::StrCat("c=", p.concurrency)
+                                                            : absl::StrFormat("r=%g/s", p.rate));
+    Measurement m = Measure(*driver, measure, [&](absl::Duration elapsed, int windows, const WindowStats* last) {
+      progress.Show(static_cast<int>(i), static_cast<int>(plan.size()), what, elapsed,
+                    measure.max_time, windows, last);
+    });
+    progress.Clear();
+    Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
+                      payload, m);
+    if (p.variant == "tcp_echo") {
+      tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
+    } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
+      row.vs_tcp = row.gbytes_per_s / tcp_gbytes_per_s[p.concurrency];
+    }
+    if (row.requests == 0) ++failed_rows;
+    std::printf("%s\n", FormatTableRow(row).c_str());
+    std::fflush(stdout);
+    rows.push_back(std::move(row));
+  }
+
+  for (const auto& [flag, render] :
+       std::vector<std::pair<std::string, std::function<std::string()>>>{
+           {absl::GetFlag(FLAGS_csv), [&] { return ToCsv(rows); }},
+           {absl::GetFlag(FLAGS_json), [&] { return ToJson(run, rows); }},
+           {absl::GetFlag(FLAGS_html), [&] { return ToHtml(run, rows); }}}) {
+    if (flag.empty()) continue;
+    if (absl::Status st = WriteFile(flag, render()); !st.ok()) return Fail(std::string(st.message()));
+    std::printf("wrote %s\n", flag.c_str());
+  }
+  // A row without a single successful request means the comparison is void.
+  return failed_rows > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace gpucompute::loadtest
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "runs one workload against a gpucompute server once per kernel variant.\n"
+      "  gpucompute-loadtest --server=HOST:PORT --op=matmul --shape=1024x1024x1024 \\\n"
+      "      --variants=auto,tiled32,cublas --concurrency=1,4,16,64 --html=report.html\n"
+      "  gpucompute-loadtest --op=transpose --shape=4096x4096 --variants=all --rate=50,100 "
+      "--baseline=tcp\n"
+      "--shape for matmul is MxNxK: a is M x K, b is K x N, the result M x N.");
+  absl::ParseCommandLine(argc, argv);
+  return gpucompute::loadtest::Run();
+}

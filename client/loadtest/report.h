@@ -1,0 +1,66 @@
+// Rows of a load test and their renderings: a terminal table, CSV, JSON and
+// a self-contained HTML report with latency-vs-throughput curves.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "load.h"
+
+namespace gpucompute::loadtest {
+
+struct Row {
+  std::string variant;       // kernel variant, or "tcp_echo" for the baseline
+  std::string mode;          // "closed" (fixed concurrency) or "open" (Poisson rate)
+  int concurrency = 0;       // closed loop
+  double rate = 0;           // open loop: target arrivals per second
+  int64_t payload_bytes = 0; // per request, request and response matrices together
+
+  int64_t requests = 0;      // successful, in the measured windows
+  double seconds = 0;        // length of the measured windows
+  double requests_per_s = 0;
+  double gbytes_per_s = 0;   // payload both ways
+  double avg_us = 0, p50_us = 0, p90_us = 0, p95_us = 0, p99_us = 0, max_us = 0;
+  bool has_server_report = false;
+  // Server's ExecutionReport averages; client_other_us = avg_us - server_total_us:
+  // transport, serialization and client work.
+  double queue_us = 0, upload_us = 0, compute_us = 0, download_us = 0, server_total_us = 0;
+  double client_other_us = 0;
+  std::map<std::string, int64_t> errors;
+  int64_t dropped = 0;
+  int windows = 0;
+  bool stable = false;
+  double vs_tcp = 0;         // gbytes_per_s / the TCP echo's at the same concurrency; 0: none
+
+  std::string LoadText() const;  // "c=16" or "r=200/s"
+  std::string ErrorsText() const;  // "UNAVAILABLE:3 DEADLINE_EXCEEDED:1" or "0"
+};
+
+Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
+            int64_t payload_bytes, const Measurement& m);
+
+struct RunInfo {
+  std::string server;
+  std::string server_version;
+  std::string backend;
+  std::vector<std::string> devices;
+  std::string op, dtype, shape, shape_meaning, reduce;  // reduce: "sum per_row" or ""
+  int64_t request_payload_bytes = 0, response_payload_bytes = 0;
+  std::string started;  // RFC 3339
+  std::string settings; // the measurement settings in words
+};
+
+// One aligned line per row (with a header line when `header`).
+std::string FormatTableHeader();
+std::string FormatTableRow(const Row& row);
+
+std::string ToCsv(const std::vector<Row>& rows);
+std::string ToJson(const RunInfo& info, const std::vector<Row>& rows);
+std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows);
+
+// "85 us", "1.23 ms", "2.50 s".
+std::string FormatMicros(double us);
+
+}  // namespace gpucompute::loadtest
