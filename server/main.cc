@@ -162,6 +162,9 @@ int Run() {
       return 1;
     }
     auth = std::move(*loaded);
+    if (absl::GetFlag(FLAGS_tls_cert).empty()) {
+      LogError("warning: --auth_token_file without TLS: tokens cross the network in clear text");
+    }
   }
   const int32_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   if (max_streams < 0) {
