@@ -27,7 +27,18 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
     metrics_.RequestStarted();
   }
   void OnCancel() override { cancelled_->store(true); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // The response has been sent: its payload buffer can serve another call.
+    if (pooled_output_ != nullptr) {
+      buffers_->Release(std::unique_ptr<std::string>(pooled_output_->release_data()));
+    }
+    delete this;
+  }
+  // Hands `output`'s data buffer back to `buffers` once the call is done.
+  void ReturnOutputOnDone(v1::Matrix* output, ResponseBufferPool* buffers) {
+    pooled_output_ = output;
+    buffers_ = buffers;
+  }
   std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
   absl::Time received() const { return received_; }
 
@@ -47,6 +58,8 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
   const RpcOp op_;
   const absl::Time received_ = absl::Now();
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  v1::Matrix* pooled_output_ = nullptr;
+  ResponseBufferPool* buffers_ = nullptr;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -110,15 +123,20 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
   out->set_dtype(ToProto(problem->dtype));
   out->set_rows(kernels::OutputRows(*problem));
   out->set_cols(kernels::OutputCols(*problem));
-  std::string* out_data = out->mutable_data();
-  out_data->resize(kernels::OutputElements(*problem) * kernels::ElementSize(problem->dtype));
+  // A reused buffer: a fresh one would page-fault and zero-fill every byte.
+  std::unique_ptr<std::string> out_buffer = response_buffers_.Acquire(
+      size_t(kernels::OutputElements(*problem) * kernels::ElementSize(problem->dtype)));
+  out->set_allocated_data(out_buffer.release());
+  // Taken after the hand-over: protobuf may move the string into a new object.
+  char* out_data = out->mutable_data()->data();
+  reactor->ReturnOutputOnDone(out, &response_buffers_);
 
   ComputeJob job;
   job.problem = *problem;
   job.variant = choice.variant;
   job.a = a.data().data();
   job.b = b ? b->data().data() : nullptr;
-  job.out = out_data->data();
+  job.out = out_data;
 
   auto times = std::make_shared<StageTimes>();
   auto ran = std::make_shared<const kernels::Variant*>(choice.variant);

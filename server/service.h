@@ -11,6 +11,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/auth.h"
 #include "server/metrics.h"
+#include "server/response_buffers.h"
 #include "server/scheduler.h"
 #include "server/select.h"
 #include "server/validate.h"
@@ -22,6 +23,8 @@ struct ServiceConfig {
   std::string version;
   int profile_warmup = 2;
   int profile_repetitions = 10;
+  // Host memory kept for reuse by large response payloads.
+  int64_t response_buffer_pool_bytes = int64_t{2} << 30;
 };
 
 class ComputeService final : public v1::Compute::CallbackService {
@@ -72,6 +75,7 @@ class ComputeService final : public v1::Compute::CallbackService {
   const kernels::Registry& registry_;
   const ServiceConfig config_;
   Metrics& metrics_;
+  ResponseBufferPool response_buffers_{config_.response_buffer_pool_bytes};
   const BearerTokenAuth* const auth_;
   Runtime runtime_storage_;
   std::atomic<const Runtime*> runtime_{nullptr};
