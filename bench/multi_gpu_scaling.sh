@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Throughput of a compute-bound load on one GPU and on all GPUs of the host,
 # through the real server: CONCURRENCY clients each send ROUNDS Profile
-# requests (MatMul SIZE^3 FP32 on server-generated data, cuBLAS, 20 timed
+# requests (MatMul SIZE^3 FP32 on server-generated data, cuBLAS, REPS timed
 # runs), so no payload crosses the network and the GPUs do the work.
-# Usage: bench/multi_gpu_scaling.sh SERVER_BINARY CLI_BINARY [CONCURRENCY] [ROUNDS] [SIZE]
+# Usage: bench/multi_gpu_scaling.sh SERVER_BINARY CLI_BINARY [CONCURRENCY] [ROUNDS] [SIZE] [REPS]
 set -euo pipefail
-server=$1 cli=$2 concurrency=${3:-8} rounds=${4:-4} size=${5:-8192}
+server=$1 cli=$2 concurrency=${3:-8} rounds=${4:-2} size=${5:-8192} reps=${6:-50}
 
 run() {  # $1: --devices value; prints requests per second
   local log port pid start end
@@ -22,7 +22,7 @@ run() {  # $1: --devices value; prints requests per second
   for c in $(seq "$concurrency"); do
     (for _ in $(seq "$rounds"); do
        "$cli" profile --server "127.0.0.1:$port" --op matmul --shape "${size}x${size}x${size}" \
-         --variants cublas --warmup 2 --repetitions 20 >/dev/null
+         --variants cublas --warmup 2 --repetitions "$reps" >/dev/null
      done) &
   done
   wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true

@@ -16,6 +16,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "server/auth.h"
+#include "gpucompute/host_memory.h"
 #include "server/cpu_device.h"
 #include "server/credentials.h"
 #include "server/cuda_devices.h"
@@ -138,6 +139,7 @@ bool StopSignalPending() {
 }
 
 int Run() {
+  RetainLargeHostAllocations();
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
   sigset_t signals;

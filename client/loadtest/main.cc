@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "gpucompute/host_memory.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -404,5 +405,6 @@ int main(int argc, char** argv) {
       "--baseline=tcp\n"
       "--shape for matmul is MxNxK: a is M x K, b is K x N, the result M x N.");
   absl::ParseCommandLine(argc, argv);
+  gpucompute::RetainLargeHostAllocations();
   return gpucompute::loadtest::Run();
 }
