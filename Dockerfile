@@ -58,7 +58,6 @@ RUN apt-get update \
         libprotobuf32t64 \
         libabsl20220623t64 \
         libprometheus-cpp-core1.0 \
-        libprometheus-cpp-pull1.0 \
         libssl3t64 \
  && rm -rf /var/lib/apt/lists/*
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/client_metric.h"
-#include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
+#include "prometheus/text_serializer.h"
 #include "server/scheduler.h"
 
 namespace gpucompute::server {
@@ -212,23 +212,14 @@ void Metrics::AttachScheduler(const Scheduler* scheduler) {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         const Metrics& metrics) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics_listen: expected HOST:PORT, got \"", address, "\""));
-  }
+  std::shared_ptr<prometheus::Collectable> collectable = metrics.collectable();
+  auto http = MetricsHttpServer::Start(address, [collectable] {
+    return prometheus::TextSerializer().Serialize(collectable->Collect());
+  });
+  if (!http.ok()) return http.status();
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint);
-  try {
-    // The HTTP server (civetweb) throws when it cannot bind.
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("--metrics_listen: cannot listen on ", address,
-                                               " (address in use or not local?): ", e.what()));
-  }
-  endpoint->exposer_->RegisterCollectable(metrics.collectable(), "/metrics");
-  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
-  endpoint->address_ =
-      ports.empty() ? address : absl::StrCat(address.substr(0, colon), ":", ports.front());
+  endpoint->address_ = absl::StrCat(address.substr(0, address.rfind(':')), ":", (*http)->port());
+  endpoint->http_ = std::move(*http);
   return endpoint;
 }
 

@@ -14,15 +14,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/collectable.h"
+#include "server/metrics_http.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-
-namespace prometheus {
-class Exposer;
-}
 
 namespace gpucompute::server {
 
@@ -63,7 +60,7 @@ class Metrics {
   // outlive its attachment.
   void AttachScheduler(const Scheduler* scheduler);
 
-  // Everything above, for an exposer (or a test) to collect.
+  // Everything above, for the /metrics endpoint (or a test) to collect.
   std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
 
  private:
@@ -92,7 +89,7 @@ class MetricsEndpoint {
 
  private:
   MetricsEndpoint() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> http_;
   std::string address_;
 };
 
