@@ -526,7 +526,12 @@ Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickF
     std::this_thread::sleep_for(tick);
     on_tick(elapsed(), 0, nullptr);
   }
-  recorder.Take();
+  Measurement result;
+  auto count_answers = [&result](const WindowStats& w) {
+    result.answered_ok += int64_t(w.latencies_ns.size());
+    for (const auto& [code, n] : w.errors) result.answered_errors[code] += n;
+  };
+  count_answers(recorder.Take());
 
   std::vector<WindowStats> windows;
   bool stable = false;
@@ -538,6 +543,7 @@ Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickF
       on_tick(elapsed(), static_cast<int>(windows.size()), windows.empty() ? nullptr : &windows.back());
     }
     windows.push_back(recorder.Take());
+    count_answers(windows.back());
     std::sort(windows.back().latencies_ns.begin(), windows.back().latencies_ns.end());
     const int n = settings.stable_windows;
     if (static_cast<int>(windows.size()) >= n) {
@@ -550,8 +556,8 @@ Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickF
     }
   }
   driver.Stop();
+  count_answers(recorder.Take());  // requests that were in flight at the end
 
-  Measurement result;
   result.windows = static_cast<int>(windows.size());
   result.stable = stable;
   const size_t keep = std::min<size_t>(windows.size(), settings.stable_windows);

@@ -141,6 +141,10 @@ struct Measurement {
   WindowStats stats;  // the last `stable_windows` windows merged, latencies sorted
   int windows = 0;    // measured after warm-up
   bool stable = false;
+  // Every answer the row received, warm-up and earlier windows included:
+  // what the server's request counters see.
+  int64_t answered_ok = 0;
+  std::map<std::string, int64_t> answered_errors;
 };
 
 // `on_tick(elapsed, windows so far, last window)` is called about every 100 ms

@@ -380,6 +380,16 @@ int Run() {
     rows.push_back(std::move(row));
   }
 
+  // What a scrape of the server's gpucompute_requests_total should show moving
+  // by: every answer, warm-up and discarded windows included.
+  std::printf("\nanswered in total (warm-up included; compare with the server's request counters):\n");
+  for (const Row& r : rows) {
+    if (r.variant == "tcp_echo") continue;
+    std::string codes = absl::StrCat("OK ", r.answered_ok);
+    for (const auto& [code, n] : r.answered_errors) absl::StrAppend(&codes, ", ", code, " ", n);
+    std::printf("  %-16s %-8s %s\n", r.variant.c_str(), r.LoadText().c_str(), codes.c_str());
+  }
+
   for (const auto& [flag, render] :
        std::vector<std::pair<std::string, std::function<std::string()>>>{
            {absl::GetFlag(FLAGS_csv), [&] { return ToCsv(rows); }},

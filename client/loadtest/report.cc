@@ -319,6 +319,8 @@ Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
   r.dropped = s.dropped;
   r.windows = m.windows;
   r.stable = m.stable;
+  r.answered_ok = m.answered_ok;
+  r.answered_errors = m.answered_errors;
   return r;
 }
 
@@ -381,8 +383,11 @@ std::string ToJson(const RunInfo& info, const std::vector<Row>& rows) {
       JsonString(info.settings));
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::vector<std::string> errors;
+    std::vector<std::string> errors, answered_errors;
     for (const auto& [code, count] : r.errors) errors.push_back(absl::StrCat(JsonString(code), ": ", count));
+    for (const auto& [code, count] : r.answered_errors) {
+      answered_errors.push_back(absl::StrCat(JsonString(code), ": ", count));
+    }
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string("null"); };
     absl::StrAppendFormat(
         &out,
@@ -391,14 +396,15 @@ std::string ToJson(const RunInfo& info, const std::vector<Row>& rows) {
         "\"gbytes_per_s\": %s, \"latency_us\": {\"avg\": %s, \"p50\": %s, \"p90\": %s, "
         "\"p95\": %s, \"p99\": %s, \"max\": %s}, \"server_us\": {\"queue\": %s, \"upload\": %s, "
         "\"compute\": %s, \"download\": %s, \"total\": %s}, \"client_other_us\": %s, "
-        "\"vs_tcp\": %s, \"errors\": {%s}, \"dropped\": %d, \"windows\": %d, \"stable\": %s}",
+        "\"vs_tcp\": %s, \"errors\": {%s}, \"dropped\": %d, \"windows\": %d, \"stable\": %s, "
+        "\"answered\": {\"ok\": %d, \"errors\": {%s}}}",
         i == 0 ? "" : ",", JsonString(r.variant), JsonString(r.mode), r.concurrency, Num(r.rate),
         r.payload_bytes, r.requests, Num(r.seconds), Num(r.requests_per_s), Num(r.gbytes_per_s),
         Num(r.avg_us), Num(r.p50_us), Num(r.p90_us), Num(r.p95_us), Num(r.p99_us), Num(r.max_us),
         server(r.queue_us), server(r.upload_us), server(r.compute_us), server(r.download_us),
         server(r.server_total_us), server(r.client_other_us),
         r.vs_tcp > 0 ? Num(r.vs_tcp) : "null", absl::StrJoin(errors, ", "), r.dropped, r.windows,
-        r.stable ? "true" : "false");
+        r.stable ? "true" : "false", r.answered_ok, absl::StrJoin(answered_errors, ", "));
   }
   return out + "\n  ]\n}\n";
 }

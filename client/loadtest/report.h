@@ -30,6 +30,9 @@ struct Row {
   double client_other_us = 0;
   std::map<std::string, int64_t> errors;
   int64_t dropped = 0;
+  // All answers of the row, warm-up included (compare with server metrics).
+  int64_t answered_ok = 0;
+  std::map<std::string, int64_t> answered_errors;
   int windows = 0;
   bool stable = false;
   double vs_tcp = 0;         // gbytes_per_s / the TCP echo's at the same concurrency; 0: none
