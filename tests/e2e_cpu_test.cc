@@ -291,20 +291,9 @@ TEST_F(CpuServerTest, ReflectionListsServices) {
 }
 
 TEST_F(CpuServerTest, ThirtyTwoConcurrentClientsWithMixedRequests) {
-  const uint64_t base_seed = seed_;
-  std::vector<std::future<std::string>> clients;
-  for (int c = 0; c < 32; ++c) {
-    clients.push_back(std::async(std::launch::async, [c, base_seed] {
-      auto stub = v1::Compute::NewStub(Connect(server_->target()));
-      std::mt19937_64 rng(base_seed + c);
-      for (int i = 0; i < 6; ++i) {
-        const std::string error = testing::CheckedRandomRequest(*stub, (c + i) % 3, 70, i % 3, rng);
-        if (!error.empty()) return "client " + std::to_string(c) + ": " + error;
-      }
-      return std::string();
-    }));
-  }
-  for (auto& f : clients) EXPECT_EQ(f.get(), "") << SeedNote();
+  const auto failures = testing::RunMixedClients(server_->target(), 32, 6, 70, seed_);
+  EXPECT_TRUE(failures.empty()) << failures.front() << " (" << failures.size() << " clients failed, "
+                                << SeedNote() << ")";
 }
 
 // A server with one worker and a queue of one: a burst overflows it.

@@ -193,20 +193,9 @@ TEST_F(GpuServerTest, ReportBreaksDownALargeRequest) {
 }
 
 TEST_F(GpuServerTest, SixtyFourConcurrentClientsMixedOpsAndSizes) {
-  const uint64_t base = seed_;
-  std::vector<std::future<std::string>> clients;
-  for (int c = 0; c < 64; ++c) {
-    clients.push_back(std::async(std::launch::async, [c, base] {
-      auto stub = v1::Compute::NewStub(Connect(server_->target()));
-      std::mt19937_64 rng(base + c);
-      for (int i = 0; i < 5; ++i) {
-        const std::string error = testing::CheckedRandomRequest(*stub, (c + i) % 3, 300, i % 3, rng);
-        if (!error.empty()) return "client " + std::to_string(c) + ": " + error;
-      }
-      return std::string();
-    }));
-  }
-  for (auto& f : clients) EXPECT_EQ(f.get(), "") << SeedNote();
+  const auto failures = testing::RunMixedClients(server_->target(), 64, 5, 300, seed_);
+  EXPECT_TRUE(failures.empty()) << failures.front() << " (" << failures.size() << " clients failed, "
+                                << SeedNote() << ")";
 }
 
 TEST_F(GpuServerTest, PooledMemoryStaysFlatOverAThousandRequests) {

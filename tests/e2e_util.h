@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <future>
+#include <vector>
 #include <random>
 
 #include "gpucompute/kernels/problem.h"
@@ -108,6 +110,32 @@ inline std::string CheckedRandomRequest(v1::Compute::Stub& stub, int kind, int64
   if (!s.ok()) return "op " + std::to_string(kind) + " " + shape + ": " + s.error_message();
   if (err > tol) return "op " + std::to_string(kind) + " " + shape + ": error " + std::to_string(err);
   return "";
+}
+
+
+// `clients` concurrent clients, each with its own channel, each sending
+// `requests_each` checked requests of mixed ops and sizes. Returns the
+// failures, one line per failing client (empty when all were right).
+inline std::vector<std::string> RunMixedClients(const std::string& target, int clients,
+                                                int requests_each, int64_t max_dim,
+                                                uint64_t seed) {
+  std::vector<std::future<std::string>> running;
+  for (int c = 0; c < clients; ++c) {
+    running.push_back(std::async(std::launch::async, [=] {
+      auto stub = v1::Compute::NewStub(Connect(target));
+      std::mt19937_64 rng(seed + c);
+      for (int i = 0; i < requests_each; ++i) {
+        const std::string error = CheckedRandomRequest(*stub, (c + i) % 3, max_dim, i % 3, rng);
+        if (!error.empty()) return "client " + std::to_string(c) + ": " + error;
+      }
+      return std::string();
+    }));
+  }
+  std::vector<std::string> failures;
+  for (auto& f : running) {
+    if (std::string error = f.get(); !error.empty()) failures.push_back(error);
+  }
+  return failures;
 }
 
 }  // namespace gpucompute::testing
