@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/cuda_util.h"
 #include "gpucompute/kernels/problem.h"
 
 namespace gpucompute::kernels::cuda {
@@ -40,20 +41,6 @@ template <typename T>
 __device__ __forceinline__ T Finish(T acc, int64_t mean_count) {
   return mean_count > 0 ? acc / T(mean_count) : acc;
 }
-
-// 16 bytes: 4 floats or 2 doubles.
-template <typename T>
-struct Vec16;
-template <>
-struct Vec16<float> {
-  using Type = float4;
-  static constexpr int kWidth = 4;
-};
-template <>
-struct Vec16<double> {
-  using Type = double2;
-  static constexpr int kWidth = 2;
-};
 
 template <typename T, Combine C>
 __device__ __forceinline__ T WarpReduce(T v) {

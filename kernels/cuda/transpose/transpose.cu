@@ -100,19 +100,6 @@ constexpr int kVecTile = 64;
 constexpr int kVecThreads = 256;
 
 template <typename T>
-struct Vec16;
-template <>
-struct Vec16<float> {
-  using Type = float4;
-  static constexpr int kWidth = 4;
-};
-template <>
-struct Vec16<double> {
-  using Type = double2;
-  static constexpr int kWidth = 2;
-};
-
-template <typename T>
 __global__ void __launch_bounds__(kVecThreads)
     Tile64Vec16TransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
                                int64_t n, int64_t tiles_x) {
