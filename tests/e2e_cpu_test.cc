@@ -31,7 +31,7 @@ using testing::ServerProcess;
 
 constexpr int64_t kMaxMatrixBytes = 80 << 20;
 
-class CpuServerTest : public ::testing::Test {
+class CpuServerTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServerProcess(GPUCOMPUTE_SERVER_PATH,
@@ -44,16 +44,10 @@ class CpuServerTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::Compute::NewStub(Connect(server_->target()));
-    seed_ = FreshSeed();
-    rng_.seed(seed_);
+    ConnectTo(server_->target());
   }
-  std::string SeedNote() const { return "seed " + std::to_string(seed_); }
 
   static ServerProcess* server_;
-  std::unique_ptr<v1::Compute::Stub> stub_;
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
 };
 ServerProcess* CpuServerTest::server_ = nullptr;
 

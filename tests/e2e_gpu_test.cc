@@ -41,7 +41,7 @@ v1::ServerInfo Info(v1::Compute::Stub& stub) {
   return info;
 }
 
-class GpuServerTest : public ::testing::Test {
+class GpuServerTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
     if (GpuCount() == 0) return;
@@ -55,16 +55,10 @@ class GpuServerTest : public ::testing::Test {
   void SetUp() override {
     SKIP_WITHOUT_GPU();
     ASSERT_TRUE(server_ && server_->started()) << "server did not start on the GPU";
-    stub_ = v1::Compute::NewStub(Connect(server_->target()));
-    seed_ = FreshSeed();
-    rng_.seed(seed_);
+    ConnectTo(server_->target());
   }
-  std::string SeedNote() const { return "seed " + std::to_string(seed_); }
 
   static ServerProcess* server_;
-  std::unique_ptr<v1::Compute::Stub> stub_;
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
 };
 ServerProcess* GpuServerTest::server_ = nullptr;
 

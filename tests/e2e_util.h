@@ -3,6 +3,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
@@ -112,6 +113,21 @@ inline std::string CheckedRandomRequest(v1::Compute::Stub& stub, int kind, int64
   return "";
 }
 
+
+// A fixture's per-test state: a stub on the suite's server and a fresh seed.
+class SeededStubTest : public ::testing::Test {
+ protected:
+  void ConnectTo(const std::string& target) {
+    stub_ = v1::Compute::NewStub(Connect(target));
+    seed_ = FreshSeed();
+    rng_.seed(seed_);
+  }
+  std::string SeedNote() const { return "seed " + std::to_string(seed_); }
+
+  std::unique_ptr<v1::Compute::Stub> stub_;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
 
 // `clients` concurrent clients, each with its own channel, each sending
 // `requests_each` checked requests of mixed ops and sizes. Returns the
