@@ -39,6 +39,14 @@ std::string VariantSelector::BucketKey(const kernels::Problem& p) {
   return key;
 }
 
+kernels::Problem VariantSelector::CalibrationProblem(const kernels::Problem& p) {
+  kernels::Problem capped = p;
+  capped.m = std::min(p.m, kCalibrationMaxDim);
+  capped.n = std::min(p.n, kCalibrationMaxDim);
+  capped.k = std::min(p.k, kCalibrationMaxDim);
+  return capped;
+}
+
 const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
                                                    bool allow_reduced) const {
   static const char* const kOrder[] = {"cublas_tf32", "cublas",       "cub",

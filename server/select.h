@@ -43,6 +43,14 @@ class VariantSelector {
   // Stable text key of the problem's bucket, e.g. "matmul/float32/m1024/n1024/k1024".
   static std::string BucketKey(const kernels::Problem& p);
 
+  // The shape a calibration measures for `p`: each dimension capped at
+  // kCalibrationMaxDim. Checking every variant of a 16384^2 request against a
+  // float64 reference would hold that first request for seconds; 4096^2
+  // (64 MiB of float32 in, 64 MiB out) still dwarfs the L2 cache, so the
+  // ranking of bandwidth-bound variants carries over.
+  static constexpr int64_t kCalibrationMaxDim = 4096;
+  static kernels::Problem CalibrationProblem(const kernels::Problem& p);
+
  private:
   const kernels::Variant* Preferred(const kernels::Problem& p, bool allow_reduced) const;
 

@@ -151,7 +151,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
     };
     if (choice.calibrate) {
       // First request of this shape bucket: time every candidate on it once.
-      ProfileJob calibration{job.problem, choice.candidates, 1, 3, std::random_device{}()};
+      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates,
+                             1, 3, std::random_device{}()};
       auto measured = device.Measure(calibration, stop);
       if (measured.ok()) {
         selector.Record(job.problem, *measured);

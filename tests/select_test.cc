@@ -69,6 +69,19 @@ TEST_F(SelectTest, FastestCorrectExactVariantUnlessReducedAllowed) {
   EXPECT_FALSE(selector.Choose(problem_, false).calibrate);
 }
 
+TEST_F(SelectTest, CalibrationShapeIsCappedButKeepsTheRest) {
+  kernels::Problem big = problem_;
+  big.op = kernels::Op::kReduce;
+  big.m = 16384;
+  big.n = 300;
+  big.reduce_axis = kernels::ReduceAxis::kPerColumn;
+  const kernels::Problem c = VariantSelector::CalibrationProblem(big);
+  EXPECT_EQ(c.m, VariantSelector::kCalibrationMaxDim);
+  EXPECT_EQ(c.n, 300);
+  EXPECT_EQ(c.reduce_axis, kernels::ReduceAxis::kPerColumn);
+  EXPECT_EQ(c.op, kernels::Op::kReduce);
+}
+
 TEST_F(SelectTest, CacheFileRoundTrip) {
   const std::string path = ::testing::TempDir() + "/autotune_" + std::to_string(getpid()) + ".tsv";
   std::remove(path.c_str());
