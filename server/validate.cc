@@ -47,19 +47,18 @@ absl::Status CheckSize(int64_t rows, int64_t cols, DType dtype, const std::strin
 }
 
 // Checks one input matrix and returns its dtype.
-absl::StatusOr<DType> CheckMatrix(const v1::Matrix& m, const std::string& name,
+absl::StatusOr<DType> CheckMatrix(const MatrixShape& m, const std::string& name,
                                   const Limits& limits) {
-  if (auto s = CheckDType(m.dtype(), name + ".dtype"); !s.ok()) return s;
-  const DType dtype = *FromProto(m.dtype());
-  if (auto s = CheckDim(m.rows(), name + ".rows"); !s.ok()) return s;
-  if (auto s = CheckDim(m.cols(), name + ".cols"); !s.ok()) return s;
-  if (auto s = CheckSize(m.rows(), m.cols(), dtype, name, limits); !s.ok()) return s;
-  const int64_t want = MatrixBytes(m.rows(), m.cols(), dtype);
-  const int64_t got = static_cast<int64_t>(m.data().size());
-  if (got != want) {
+  if (auto s = CheckDType(m.dtype, name + ".dtype"); !s.ok()) return s;
+  const DType dtype = *FromProto(static_cast<v1::DType>(m.dtype));
+  if (auto s = CheckDim(m.rows, name + ".rows"); !s.ok()) return s;
+  if (auto s = CheckDim(m.cols, name + ".cols"); !s.ok()) return s;
+  if (auto s = CheckSize(m.rows, m.cols, dtype, name, limits); !s.ok()) return s;
+  const int64_t want = MatrixBytes(m.rows, m.cols, dtype);
+  if (m.data_bytes != want) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ".data: ", Shape(m.rows(), m.cols(), dtype), " needs ", want, " bytes (",
-        m.rows(), " * ", m.cols(), " * ", kernels::ElementSize(dtype), "), got ", got));
+        name, ".data: ", Shape(m.rows, m.cols, dtype), " needs ", want, " bytes (", m.rows,
+        " * ", m.cols, " * ", kernels::ElementSize(dtype), "), got ", m.data_bytes));
   }
   return dtype;
 }
@@ -71,66 +70,83 @@ absl::Status CheckOutputSize(const Problem& p, const std::string& name, const Li
 
 }  // namespace
 
-absl::StatusOr<Problem> ValidateMatMul(const v1::MatMulRequest& req, const Limits& limits) {
-  auto a_dtype = CheckMatrix(req.a(), "a", limits);
+MatrixShape MatrixShape::Of(const v1::Matrix& m) {
+  return MatrixShape{m.dtype(), m.rows(), m.cols(), int64_t(m.data().size())};
+}
+
+absl::StatusOr<Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& b,
+                                       const Limits& limits) {
+  auto a_dtype = CheckMatrix(a, "a", limits);
   if (!a_dtype.ok()) return a_dtype.status();
-  auto b_dtype = CheckMatrix(req.b(), "b", limits);
+  auto b_dtype = CheckMatrix(b, "b", limits);
   if (!b_dtype.ok()) return b_dtype.status();
   if (*a_dtype != *b_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("b.dtype: ", ProtoDTypeName(req.b().dtype()),
+    return absl::InvalidArgumentError(absl::StrCat("b.dtype: ", ProtoDTypeName(b.dtype),
                                                    " differs from a.dtype ",
-                                                   ProtoDTypeName(req.a().dtype())));
+                                                   ProtoDTypeName(a.dtype)));
   }
-  if (req.a().cols() != req.b().rows()) {
+  if (a.cols != b.rows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "b.rows: inner dimensions differ: a is ", req.a().rows(), " x ", req.a().cols(),
-        " (a.cols = ", req.a().cols(), ") but b is ", req.b().rows(), " x ", req.b().cols(),
-        " (b.rows = ", req.b().rows(), ")"));
+        "b.rows: inner dimensions differ: a is ", a.rows, " x ", a.cols, " (a.cols = ", a.cols,
+        ") but b is ", b.rows, " x ", b.cols, " (b.rows = ", b.rows, ")"));
   }
   Problem p;
   p.op = kernels::Op::kMatMul;
   p.dtype = *a_dtype;
-  p.m = req.a().rows();
-  p.k = req.a().cols();
-  p.n = req.b().cols();
+  p.m = a.rows;
+  p.k = a.cols;
+  p.n = b.cols;
   if (auto s = CheckOutputSize(p, "c", limits); !s.ok()) return s;
   return p;
 }
 
-absl::StatusOr<Problem> ValidateTranspose(const v1::TransposeRequest& req, const Limits& limits) {
-  auto dtype = CheckMatrix(req.input(), "input", limits);
+absl::StatusOr<Problem> ValidateTranspose(const MatrixShape& input, const Limits& limits) {
+  auto dtype = CheckMatrix(input, "input", limits);
   if (!dtype.ok()) return dtype.status();
   Problem p;
   p.op = kernels::Op::kTranspose;
   p.dtype = *dtype;
-  p.m = req.input().rows();
-  p.n = req.input().cols();
+  p.m = input.rows;
+  p.n = input.cols;
   return p;
 }
 
-absl::StatusOr<Problem> ValidateReduce(const v1::ReduceRequest& req, const Limits& limits) {
-  auto dtype = CheckMatrix(req.input(), "input", limits);
+absl::StatusOr<Problem> ValidateReduce(const MatrixShape& input, int reduce_op, int reduce_axis,
+                                       const Limits& limits) {
+  auto dtype = CheckMatrix(input, "input", limits);
   if (!dtype.ok()) return dtype.status();
-  const auto op = FromProto(req.op());
+  const auto op = FromProto(static_cast<v1::ReduceOp>(reduce_op));
   if (!op) {
     return absl::InvalidArgumentError(absl::StrCat(
         "op: must be REDUCE_OP_SUM, REDUCE_OP_MIN, REDUCE_OP_MAX or REDUCE_OP_MEAN, got ",
-        static_cast<int>(req.op())));
+        reduce_op));
   }
-  const auto axis = FromProto(req.axis());
+  const auto axis = FromProto(static_cast<v1::ReduceAxis>(reduce_axis));
   if (!axis) {
     return absl::InvalidArgumentError(absl::StrCat(
         "axis: must be REDUCE_AXIS_ALL, REDUCE_AXIS_PER_ROW or REDUCE_AXIS_PER_COLUMN, got ",
-        static_cast<int>(req.axis())));
+        reduce_axis));
   }
   Problem p;
   p.op = kernels::Op::kReduce;
   p.dtype = *dtype;
-  p.m = req.input().rows();
-  p.n = req.input().cols();
+  p.m = input.rows;
+  p.n = input.cols;
   p.reduce_op = *op;
   p.reduce_axis = *axis;
   return p;
+}
+
+absl::StatusOr<Problem> ValidateMatMul(const v1::MatMulRequest& req, const Limits& limits) {
+  return ValidateMatMul(MatrixShape::Of(req.a()), MatrixShape::Of(req.b()), limits);
+}
+
+absl::StatusOr<Problem> ValidateTranspose(const v1::TransposeRequest& req, const Limits& limits) {
+  return ValidateTranspose(MatrixShape::Of(req.input()), limits);
+}
+
+absl::StatusOr<Problem> ValidateReduce(const v1::ReduceRequest& req, const Limits& limits) {
+  return ValidateReduce(MatrixShape::Of(req.input()), req.op(), req.axis(), limits);
 }
 
 absl::StatusOr<Problem> ValidateProfile(const v1::ProfileRequest& req, const Limits& limits) {

@@ -17,6 +17,23 @@ struct Limits {
   int32_t max_profile_repetitions = 1000;
 };
 
+// What validation reads of a Matrix; its payload may live outside a proto
+// (the service reads it straight from the received gRPC slices).
+struct MatrixShape {
+  int dtype = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t data_bytes = 0;
+  static MatrixShape Of(const v1::Matrix& m);
+};
+
+absl::StatusOr<kernels::Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& b,
+                                                const Limits& limits);
+absl::StatusOr<kernels::Problem> ValidateTranspose(const MatrixShape& input, const Limits& limits);
+absl::StatusOr<kernels::Problem> ValidateReduce(const MatrixShape& input, int reduce_op,
+                                                int reduce_axis, const Limits& limits);
+
+// The same on whole request messages.
 absl::StatusOr<kernels::Problem> ValidateMatMul(const v1::MatMulRequest& req, const Limits& limits);
 absl::StatusOr<kernels::Problem> ValidateTranspose(const v1::TransposeRequest& req,
                                                    const Limits& limits);
