@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/profile.h"
+#include "server/wire.h"
 
 namespace gpucompute::server {
 namespace {
@@ -27,18 +28,7 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
     metrics_.RequestStarted();
   }
   void OnCancel() override { cancelled_->store(true); }
-  void OnDone() override {
-    // The response has been sent: its payload buffer can serve another call.
-    if (pooled_output_ != nullptr) {
-      buffers_->Release(std::unique_ptr<std::string>(pooled_output_->release_data()));
-    }
-    delete this;
-  }
-  // Hands `output`'s data buffer back to `buffers` once the call is done.
-  void ReturnOutputOnDone(v1::Matrix* output, ResponseBufferPool* buffers) {
-    pooled_output_ = output;
-    buffers_ = buffers;
-  }
+  void OnDone() override { delete this; }
   std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
   absl::Time received() const { return received_; }
 
@@ -58,8 +48,6 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
   const RpcOp op_;
   const absl::Time received_ = absl::Now();
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-  v1::Matrix* pooled_output_ = nullptr;
-  ResponseBufferPool* buffers_ = nullptr;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -93,19 +81,70 @@ const ComputeService::Runtime* ComputeService::Admit(grpc::CallbackServerContext
   return runtime;
 }
 
-grpc::ServerUnaryReactor* ComputeService::RunCompute(
-    grpc::CallbackServerContext* ctx, CallReactor* reactor, const Runtime& runtime,
-    absl::StatusOr<kernels::Problem> problem, const std::string& variant_name, bool allow_reduced,
-    const v1::Matrix& a, const v1::Matrix* b, v1::Matrix* out, v1::ExecutionReport* report) {
+// What one compute call keeps until it is answered: the request's slices
+// (the payload spans point into them), inputs gathered when a payload spans
+// several slices, the result buffer, and what ran.
+struct ComputeService::ComputeState {
+  std::vector<grpc::Slice> slices;
+  WireRequest wire;
+  kernels::Problem problem;
+  std::unique_ptr<std::string> a_copy, b_copy, out;
+  StageTimes times;
+  const kernels::Variant* ran = nullptr;
+};
+
+namespace {
+
+// The payload as one block: in place when it arrived in one slice, else
+// gathered into a pooled buffer kept in `copy`.
+const void* Contiguous(const WireMatrix& m, std::unique_ptr<std::string>& copy,
+                       HostBufferPool& buffers) {
+  if (m.data.size() == 1) return m.data.front().data();
+  copy = buffers.Acquire(size_t(m.shape.data_bytes));
+  Gather(m.data, copy->data());
+  return copy->data();
+}
+
+absl::StatusOr<kernels::Problem> Validate(kernels::Op op, const WireRequest& r,
+                                          const Limits& limits) {
+  switch (op) {
+    case kernels::Op::kMatMul: return ValidateMatMul(r.a.shape, r.b.shape, limits);
+    case kernels::Op::kTranspose: return ValidateTranspose(r.a.shape, limits);
+    case kernels::Op::kReduce: return ValidateReduce(r.a.shape, r.reduce_op, r.reduce_axis, limits);
+  }
+  return absl::InternalError("unknown op");
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx,
+                                                     CallReactor* reactor, const Runtime& runtime,
+                                                     kernels::Op op,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  auto state = std::make_shared<ComputeState>();
+  if (!request->Dump(&state->slices).ok()) {
+    reactor->Complete(absl::InternalError("request: the received message could not be read"));
+    return reactor;
+  }
+  auto wire = ParseComputeRequest(op, state->slices);
+  if (!wire.ok()) {
+    reactor->Complete(wire.status());
+    return reactor;
+  }
+  state->wire = std::move(*wire);
+  auto problem = Validate(op, state->wire, config_.limits);
   if (!problem.ok()) {
     reactor->Complete(problem.status());
     return reactor;
   }
-  auto named = ResolveVariant(registry_, runtime.backend, *problem, variant_name, "variant");
+  state->problem = *problem;
+  auto named = ResolveVariant(registry_, runtime.backend, *problem, state->wire.variant, "variant");
   if (!named.ok()) {
     reactor->Complete(named.status());
     return reactor;
   }
+  const bool allow_reduced = op == kernels::Op::kMatMul && state->wire.allow_tf32;
   VariantSelector& selector = *runtime.selector;
   VariantSelector::Choice choice;
   if (*named) {
@@ -119,38 +158,22 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
                      kernels::DTypeName(problem->dtype), " on this server")));
     return reactor;
   }
+  state->ran = choice.variant;
 
-  out->set_dtype(ToProto(problem->dtype));
-  out->set_rows(kernels::OutputRows(*problem));
-  out->set_cols(kernels::OutputCols(*problem));
-  // A reused buffer: a fresh one would page-fault and zero-fill every byte.
-  std::unique_ptr<std::string> out_buffer = response_buffers_.Acquire(
-      size_t(kernels::OutputElements(*problem) * kernels::ElementSize(problem->dtype)));
-  out->set_allocated_data(out_buffer.release());
-  // Taken after the hand-over: protobuf may move the string into a new object.
-  char* out_data = out->mutable_data()->data();
-  reactor->ReturnOutputOnDone(out, &response_buffers_);
-
-  ComputeJob job;
-  job.problem = *problem;
-  job.variant = choice.variant;
-  job.a = a.data().data();
-  job.b = b ? b->data().data() : nullptr;
-  job.out = out_data;
-
-  auto times = std::make_shared<StageTimes>();
-  auto ran = std::make_shared<const kernels::Variant*>(choice.variant);
   Task task;
   task.deadline = DeadlineOf(ctx);
   task.cancelled = reactor->cancelled();
   const absl::Time deadline = task.deadline;
-  task.run = [&selector, job, choice, allow_reduced, times, ran, cancelled = task.cancelled,
-              deadline](Device& device) mutable {
+  task.run = [this, &selector, state, choice, allow_reduced, cancelled = task.cancelled,
+              deadline](Device& device) {
     const StopRequested stop = [cancelled, deadline] {
       return cancelled->load() || absl::Now() > deadline;
     };
+    ComputeJob job;
+    job.problem = state->problem;
+    job.variant = choice.variant;
     if (choice.calibrate) {
-      // First request of this shape bucket: time every candidate on it once.
+      // First request of this shape bucket: time every candidate once.
       ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates,
                              1, 3, std::random_device{}()};
       auto measured = device.Measure(calibration, stop);
@@ -163,60 +186,76 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(
         selector.AbandonCalibration(job.problem);
       }
     }
-    *ran = job.variant;
+    state->ran = job.variant;
+    job.a = Contiguous(state->wire.a, state->a_copy, buffers_);
+    if (job.problem.op == kernels::Op::kMatMul) {
+      job.b = Contiguous(state->wire.b, state->b_copy, buffers_);
+    }
+    // A reused buffer: a fresh one would page-fault and zero-fill every byte.
+    state->out = buffers_.Acquire(
+        size_t(kernels::OutputElements(job.problem) * kernels::ElementSize(job.problem.dtype)));
+    job.out = state->out->data();
     auto result = device.Execute(job, stop);
     if (!result.ok()) return result.status();
-    *times = *result;
+    state->times = *result;
     return absl::OkStatus();
   };
-  task.done = [reactor, report, times, ran](absl::Status status, Device* device, int64_t queue_us) {
+  task.done = [this, reactor, response, state](absl::Status status, Device* device,
+                                               int64_t queue_us) {
     StageLatencies latencies;
     if (status.ok()) {
-      latencies = {queue_us, times->upload_us, times->compute_us, times->download_us,
+      const StageTimes& t = state->times;
+      latencies = {queue_us, t.upload_us, t.compute_us, t.download_us,
                    absl::ToInt64Microseconds(absl::Now() - reactor->received())};
-      report->set_variant((*ran)->name);
-      report->set_device(device->description().name);
-      report->set_queue_us(latencies.queue_us);
-      report->set_upload_us(latencies.upload_us);
-      report->set_compute_us(latencies.compute_us);
-      report->set_download_us(latencies.download_us);
-      report->set_total_us(latencies.total_us);
+      v1::ExecutionReport report;
+      report.set_variant(state->ran->name);
+      report.set_device(device->description().name);
+      report.set_queue_us(latencies.queue_us);
+      report.set_upload_us(latencies.upload_us);
+      report.set_compute_us(latencies.compute_us);
+      report.set_download_us(latencies.download_us);
+      report.set_total_us(latencies.total_us);
+      const kernels::Problem& p = state->problem;
+      *response = EncodeComputeResponse(
+          ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
+          SliceOwning(std::move(state->out),
+                      [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
+          report);
     }
-    reactor->Complete(status, (*ran)->name, latencies);
+    buffers_.Release(std::move(state->a_copy));
+    buffers_.Release(std::move(state->b_copy));
+    buffers_.Release(std::move(state->out));
+    reactor->Complete(status, state->ran->name, latencies);
   };
   runtime.scheduler->Submit(std::move(task));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ComputeService::MatMul(grpc::CallbackServerContext* ctx,
-                                                 const v1::MatMulRequest* req,
-                                                 v1::MatMulResponse* resp) {
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
   auto* reactor = new CallReactor(metrics_, RpcOp::kMatMul);
   const Runtime* runtime = Admit(ctx, reactor);
   if (runtime == nullptr) return reactor;
-  return RunCompute(ctx, reactor, *runtime, ValidateMatMul(*req, config_.limits), req->variant(),
-                    req->allow_tf32(), req->a(), &req->b(), resp->mutable_c(),
-                    resp->mutable_report());
+  return RunCompute(ctx, reactor, *runtime, kernels::Op::kMatMul, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Transpose(grpc::CallbackServerContext* ctx,
-                                                    const v1::TransposeRequest* req,
-                                                    v1::TransposeResponse* resp) {
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   auto* reactor = new CallReactor(metrics_, RpcOp::kTranspose);
   const Runtime* runtime = Admit(ctx, reactor);
   if (runtime == nullptr) return reactor;
-  return RunCompute(ctx, reactor, *runtime, ValidateTranspose(*req, config_.limits), req->variant(),
-                    false, req->input(), nullptr, resp->mutable_output(), resp->mutable_report());
+  return RunCompute(ctx, reactor, *runtime, kernels::Op::kTranspose, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ctx,
-                                                 const v1::ReduceRequest* req,
-                                                 v1::ReduceResponse* resp) {
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
   auto* reactor = new CallReactor(metrics_, RpcOp::kReduce);
   const Runtime* runtime = Admit(ctx, reactor);
   if (runtime == nullptr) return reactor;
-  return RunCompute(ctx, reactor, *runtime, ValidateReduce(*req, config_.limits), req->variant(),
-                    false, req->input(), nullptr, resp->mutable_output(), resp->mutable_report());
+  return RunCompute(ctx, reactor, *runtime, kernels::Op::kReduce, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,

@@ -11,7 +11,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/auth.h"
 #include "server/metrics.h"
-#include "server/response_buffers.h"
+#include "server/host_buffers.h"
 #include "server/scheduler.h"
 #include "server/select.h"
 #include "server/validate.h"
@@ -24,10 +24,12 @@ struct ServiceConfig {
   int profile_warmup = 2;
   int profile_repetitions = 10;
   // Host memory kept for reuse by large response payloads.
-  int64_t response_buffer_pool_bytes = int64_t{2} << 30;
+  int64_t host_buffer_pool_bytes = int64_t{2} << 30;
 };
 
-class ComputeService final : public v1::Compute::CallbackService {
+class ComputeService final
+    : public v1::Compute::WithRawCallbackMethod_MatMul<v1::Compute::WithRawCallbackMethod_Transpose<
+          v1::Compute::WithRawCallbackMethod_Reduce<v1::Compute::CallbackService>>> {
  public:
   // `auth` (optional) must outlive the service. Until Activate, every call
   // gets UNAVAILABLE: the server listens while its devices are opened so
@@ -38,13 +40,18 @@ class ComputeService final : public v1::Compute::CallbackService {
   // Starts serving on opened devices; call once. Both must outlive the server.
   void Activate(Scheduler& scheduler, VariantSelector& selector, kernels::Backend backend);
 
-  grpc::ServerUnaryReactor* MatMul(grpc::CallbackServerContext* ctx, const v1::MatMulRequest* req,
-                                   v1::MatMulResponse* resp) override;
+  // MatMul, Transpose and Reduce take their messages as raw bytes (see
+  // server/wire.h): the payloads are read from and written to the transport's
+  // buffers without protobuf copies.
+  grpc::ServerUnaryReactor* MatMul(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Transpose(grpc::CallbackServerContext* ctx,
-                                      const v1::TransposeRequest* req,
-                                      v1::TransposeResponse* resp) override;
-  grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* ctx, const v1::ReduceRequest* req,
-                                   v1::ReduceResponse* resp) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx,
                                     const v1::ProfileRequest* req,
                                     v1::ProfileResponse* resp) override;
@@ -59,6 +66,7 @@ class ComputeService final : public v1::Compute::CallbackService {
     kernels::Backend backend = kernels::Backend::kCpu;
   };
   class CallReactor;
+  struct ComputeState;
 
   // Checks the token, then readiness. Returns the runtime, or null after
   // finishing the call with the reason.
@@ -66,16 +74,14 @@ class ComputeService final : public v1::Compute::CallbackService {
 
   // Shared path of MatMul, Transpose and Reduce, after Admit.
   grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, CallReactor* reactor,
-                                       const Runtime& runtime,
-                                       absl::StatusOr<kernels::Problem> problem,
-                                       const std::string& variant_name, bool allow_reduced,
-                                       const v1::Matrix& a, const v1::Matrix* b,
-                                       v1::Matrix* out, v1::ExecutionReport* report);
+                                       const Runtime& runtime, kernels::Op op,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response);
 
   const kernels::Registry& registry_;
   const ServiceConfig config_;
   Metrics& metrics_;
-  ResponseBufferPool response_buffers_{config_.response_buffer_pool_bytes};
+  HostBufferPool buffers_{config_.host_buffer_pool_bytes};
   const BearerTokenAuth* const auth_;
   Runtime runtime_storage_;
   std::atomic<const Runtime*> runtime_{nullptr};

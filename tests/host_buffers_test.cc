@@ -1,14 +1,14 @@
 #include <gtest/gtest.h>
 
-#include "server/response_buffers.h"
+#include "server/host_buffers.h"
 
 namespace gpucompute::server {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-TEST(ResponseBufferPool, ReusesTheSameMemoryForLargeBuffers) {
-  ResponseBufferPool pool(64 * kMiB);
+TEST(HostBufferPool, ReusesTheSameMemoryForLargeBuffers) {
+  HostBufferPool pool(64 * kMiB);
   auto first = pool.Acquire(8 * kMiB);
   ASSERT_EQ(first->size(), 8 * kMiB);
   const char* memory = first->data();
@@ -20,8 +20,8 @@ TEST(ResponseBufferPool, ReusesTheSameMemoryForLargeBuffers) {
   EXPECT_EQ(pool.retained_bytes(), 0);
 }
 
-TEST(ResponseBufferPool, SmallBuffersAndTheLimitAreNotPooled) {
-  ResponseBufferPool pool(10 * kMiB);
+TEST(HostBufferPool, SmallBuffersAndTheLimitAreNotPooled) {
+  HostBufferPool pool(10 * kMiB);
   pool.Release(pool.Acquire(1000));
   EXPECT_EQ(pool.retained_bytes(), 0);
   pool.Release(pool.Acquire(8 * kMiB));

@@ -1,8 +1,8 @@
-// Reusable host buffers for large response payloads. A fresh 64 MiB
-// std::string costs a page fault per 4 KiB page plus a zero fill before the
-// device writes it: tens of milliseconds, more than the copies themselves.
-// Buffers handed back after a response is sent keep their pages, so steady
-// serving of similar shapes touches no new memory.
+// Reusable host buffers for large payloads (results, and inputs that arrive
+// split over several slices). A fresh 64 MiB std::string costs a page fault
+// per 4 KiB page plus a zero fill before it is written: tens of
+// milliseconds, more than the copies themselves. Buffers handed back keep
+// their pages, so steady serving of similar shapes touches no new memory.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +14,12 @@
 
 namespace gpucompute::server {
 
-class ResponseBufferPool {
+class HostBufferPool {
  public:
   // Buffers below this size are not worth pooling.
   static constexpr size_t kMinPooledBytes = size_t{1} << 20;
 
-  explicit ResponseBufferPool(int64_t max_retained_bytes)
+  explicit HostBufferPool(int64_t max_retained_bytes)
       : max_retained_bytes_(max_retained_bytes) {}
 
   // A string of exactly `size` bytes with unspecified contents.

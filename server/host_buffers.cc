@@ -1,8 +1,8 @@
-#include "server/response_buffers.h"
+#include "server/host_buffers.h"
 
 namespace gpucompute::server {
 
-std::unique_ptr<std::string> ResponseBufferPool::Acquire(size_t size) {
+std::unique_ptr<std::string> HostBufferPool::Acquire(size_t size) {
   if (size >= kMinPooledBytes) {
     absl::MutexLock lock(&mu_);
     // Smallest buffer at least this large; shrinking a string never writes.
@@ -20,7 +20,7 @@ std::unique_ptr<std::string> ResponseBufferPool::Acquire(size_t size) {
   return buffer;
 }
 
-void ResponseBufferPool::Release(std::unique_ptr<std::string> buffer) {
+void HostBufferPool::Release(std::unique_ptr<std::string> buffer) {
   if (!buffer || buffer->capacity() < kMinPooledBytes) return;
   // Grow to the full capacity once, so a later larger request that fits
   // writes no zeros.
@@ -32,7 +32,7 @@ void ResponseBufferPool::Release(std::unique_ptr<std::string> buffer) {
   free_.emplace(size, std::move(buffer));
 }
 
-int64_t ResponseBufferPool::retained_bytes() const {
+int64_t HostBufferPool::retained_bytes() const {
   absl::MutexLock lock(&mu_);
   return retained_;
 }
