@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/profile.h"
-#include "server/wire.h"
+#include "wire/compute_wire.h"
 
 namespace gpucompute::server {
 namespace {
@@ -86,7 +86,7 @@ const ComputeService::Runtime* ComputeService::Admit(grpc::CallbackServerContext
 // several slices, the result buffer, and what ran.
 struct ComputeService::ComputeState {
   std::vector<grpc::Slice> slices;
-  WireRequest wire;
+  wire::ComputeRequest wire;
   kernels::Problem problem;
   std::unique_ptr<std::string> a_copy, b_copy, out;
   StageTimes times;
@@ -97,20 +97,23 @@ namespace {
 
 // The payload as one block: in place when it arrived in one slice, else
 // gathered into a pooled buffer kept in `copy`.
-const void* Contiguous(const WireMatrix& m, std::unique_ptr<std::string>& copy,
+const void* Contiguous(const wire::Matrix& m, std::unique_ptr<std::string>& copy,
                        HostBufferPool& buffers) {
   if (m.data.size() == 1) return m.data.front().data();
-  copy = buffers.Acquire(size_t(m.shape.data_bytes));
-  Gather(m.data, copy->data());
+  copy = buffers.Acquire(size_t(m.data_bytes));
+  wire::Gather(m.data, copy->data());
   return copy->data();
 }
 
-absl::StatusOr<kernels::Problem> Validate(kernels::Op op, const WireRequest& r,
+MatrixShape ShapeOf(const wire::Matrix& m) { return {m.dtype, m.rows, m.cols, m.data_bytes}; }
+
+absl::StatusOr<kernels::Problem> Validate(kernels::Op op, const wire::ComputeRequest& r,
                                           const Limits& limits) {
   switch (op) {
-    case kernels::Op::kMatMul: return ValidateMatMul(r.a.shape, r.b.shape, limits);
-    case kernels::Op::kTranspose: return ValidateTranspose(r.a.shape, limits);
-    case kernels::Op::kReduce: return ValidateReduce(r.a.shape, r.reduce_op, r.reduce_axis, limits);
+    case kernels::Op::kMatMul: return ValidateMatMul(ShapeOf(r.a), ShapeOf(r.b), limits);
+    case kernels::Op::kTranspose: return ValidateTranspose(ShapeOf(r.a), limits);
+    case kernels::Op::kReduce:
+      return ValidateReduce(ShapeOf(r.a), r.reduce_op, r.reduce_axis, limits);
   }
   return absl::InternalError("unknown op");
 }
@@ -127,12 +130,13 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     reactor->Complete(absl::InternalError("request: the received message could not be read"));
     return reactor;
   }
-  auto wire = ParseComputeRequest(op, state->slices);
-  if (!wire.ok()) {
-    reactor->Complete(wire.status());
+  auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);
+  if (!parsed.ok()) {
+    reactor->Complete(absl::InvalidArgumentError(
+        absl::StrCat("request: ", parsed.status().message())));
     return reactor;
   }
-  state->wire = std::move(*wire);
+  state->wire = std::move(*parsed);
   auto problem = Validate(op, state->wire, config_.limits);
   if (!problem.ok()) {
     reactor->Complete(problem.status());
@@ -216,9 +220,9 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       report.set_download_us(latencies.download_us);
       report.set_total_us(latencies.total_us);
       const kernels::Problem& p = state->problem;
-      *response = EncodeComputeResponse(
+      *response = wire::EncodeComputeResponse(
           ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
-          SliceOwning(std::move(state->out),
+          wire::SliceOwning(std::move(state->out),
                       [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
           report);
     }

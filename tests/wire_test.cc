@@ -5,10 +5,10 @@
 
 #include <random>
 
-#include "server/wire.h"
+#include "wire/compute_wire.h"
 #include "test_util.h"
 
-namespace gpucompute::server {
+namespace gpucompute::wire {
 namespace {
 
 // `bytes` cut at random points into slices, some of them empty.
@@ -51,18 +51,18 @@ TEST(Wire, RequestsMatchProtobufAtAnySplit) {
     mm.set_allow_tf32(trial % 3 == 0);
     const std::string bytes = mm.SerializeAsString();
     const auto slices = RandomSlices(bytes, rng);
-    auto req = ParseComputeRequest(kernels::Op::kMatMul, slices);
+    auto req = ParseComputeRequest(v1::OP_MATMUL, slices);
     ASSERT_TRUE(req.ok()) << req.status();
-    EXPECT_EQ(req->a.shape.rows, mm.a().rows());
-    EXPECT_EQ(req->a.shape.cols, mm.a().cols());
-    EXPECT_EQ(req->a.shape.dtype, int(mm.a().dtype()));
-    EXPECT_EQ(req->a.shape.data_bytes, int64_t(mm.a().data().size()));
+    EXPECT_EQ(req->a.rows, mm.a().rows());
+    EXPECT_EQ(req->a.cols, mm.a().cols());
+    EXPECT_EQ(req->a.dtype, int(mm.a().dtype()));
+    EXPECT_EQ(req->a.data_bytes, int64_t(mm.a().data().size()));
     EXPECT_EQ(Joined(req->a.data), mm.a().data());
     EXPECT_EQ(Joined(req->b.data), mm.b().data());
-    EXPECT_EQ(req->b.shape.cols, mm.b().cols());
+    EXPECT_EQ(req->b.cols, mm.b().cols());
     EXPECT_EQ(req->variant, mm.variant());
     EXPECT_EQ(req->allow_tf32, mm.allow_tf32());
-    std::string gathered(size_t(req->a.shape.data_bytes), '\0');
+    std::string gathered(size_t(req->a.data_bytes), '\0');
     Gather(req->a.data, gathered.data());
     EXPECT_EQ(gathered, mm.a().data());
   }
@@ -77,7 +77,7 @@ TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   r.set_variant("cub");
   // A field this server does not know (number 15, varint) is skipped.
   const std::string bytes = r.SerializeAsString() + std::string("\x78\x2a", 2);
-  auto req = ParseComputeRequest(kernels::Op::kReduce, RandomSlices(bytes, rng));
+  auto req = ParseComputeRequest(v1::OP_REDUCE, RandomSlices(bytes, rng));
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->reduce_op, int(v1::REDUCE_OP_MAX));
   EXPECT_EQ(req->reduce_axis, int(v1::REDUCE_AXIS_PER_COLUMN));
@@ -88,9 +88,9 @@ TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   *t.mutable_input() = RandomMatrix(3, 5, rng);
   t.mutable_input()->set_rows(-4);  // negative int64: a ten-byte varint
   t.set_variant("shared");
-  auto treq = ParseComputeRequest(kernels::Op::kTranspose, RandomSlices(t.SerializeAsString(), rng));
+  auto treq = ParseComputeRequest(v1::OP_TRANSPOSE, RandomSlices(t.SerializeAsString(), rng));
   ASSERT_TRUE(treq.ok()) << treq.status();
-  EXPECT_EQ(treq->a.shape.rows, -4);
+  EXPECT_EQ(treq->a.rows, -4);
   EXPECT_EQ(treq->variant, "shared");
 }
 
@@ -100,12 +100,12 @@ TEST(Wire, MalformedRequestsAreRefused) {
   *t.mutable_input() = RandomMatrix(10, 10, rng);
   const std::string bytes = t.SerializeAsString();
   for (size_t cut : {size_t(1), size_t(5), bytes.size() / 2, bytes.size() - 1}) {
-    auto req = ParseComputeRequest(kernels::Op::kTranspose, {grpc::Slice(bytes.data(), cut)});
+    auto req = ParseComputeRequest(v1::OP_TRANSPOSE, {grpc::Slice(bytes.data(), cut)});
     EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument) << "cut at " << cut;
   }
   const std::string group = "\x0b";  // field 1 as a start-group: not in proto3
-  EXPECT_FALSE(ParseComputeRequest(kernels::Op::kTranspose, {grpc::Slice(group)}).ok());
-  EXPECT_TRUE(ParseComputeRequest(kernels::Op::kTranspose, {}).ok()) << "an empty message is valid";
+  EXPECT_FALSE(ParseComputeRequest(v1::OP_TRANSPOSE, {grpc::Slice(group)}).ok());
+  EXPECT_TRUE(ParseComputeRequest(v1::OP_TRANSPOSE, {}).ok()) << "an empty message is valid";
 }
 
 TEST(Wire, ResponsesParseAsProtobufAndReleaseTheirPayload) {
@@ -139,10 +139,18 @@ TEST(Wire, ResponsesParseAsProtobufAndReleaseTheirPayload) {
     EXPECT_EQ(resp.output().data(), expected);
     EXPECT_EQ(resp.report().variant(), "cublas");
     EXPECT_EQ(resp.report().total_us(), 1234);
+    auto read = ParseComputeResponse(slices);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->output.rows, 6);
+    EXPECT_EQ(read->output.data_bytes, int64_t(expected.size()));
+    std::string gathered(expected.size(), '\0');
+    Gather(read->output.data, gathered.data());
+    EXPECT_EQ(gathered, expected);
+    EXPECT_EQ(read->report.device(), "cuda:0 NVIDIA H200");
     EXPECT_EQ(released, 0) << "released while still referenced";
   }
   EXPECT_EQ(released, 1);
 }
 
 }  // namespace
-}  // namespace gpucompute::server
+}  // namespace gpucompute::wire

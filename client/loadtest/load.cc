@@ -18,6 +18,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include "gpucompute/client.h"
+#include "wire/compute_wire.h"
 
 namespace gpucompute::loadtest {
 namespace {
@@ -34,25 +35,13 @@ absl::StatusOr<Matrix> RandomInput(const Workload& w, int64_t rows, int64_t cols
   return Matrix::Random(w.dtype, rows, cols, w.seed * 1000003 + salt);
 }
 
-absl::Status CheckOutput(const Workload& w, const v1::Matrix& out) {
+absl::Status CheckOutput(const Workload& w, const wire::Matrix& out) {
   const int64_t bytes = w.ResponsePayloadBytes();
-  if (out.rows() != w.OutputRows() || out.cols() != w.OutputCols() ||
-      static_cast<int64_t>(out.data().size()) != bytes) {
+  if (out.rows != w.OutputRows() || out.cols != w.OutputCols() || out.data_bytes != bytes) {
     return absl::InternalError(absl::StrFormat(
-        "response holds a %dx%d matrix of %d bytes, expected %dx%d of %d bytes", out.rows(),
-        out.cols(), out.data().size(), w.OutputRows(), w.OutputCols(), bytes));
+        "response holds a %dx%d matrix of %d bytes, expected %dx%d of %d bytes", out.rows,
+        out.cols, out.data_bytes, w.OutputRows(), w.OutputCols(), bytes));
   }
-  return absl::OkStatus();
-}
-
-template <typename Response>
-absl::Status ParseAs(const Workload& w, grpc::ByteBuffer* buffer, google::protobuf::Message* message,
-                     v1::ExecutionReport* report, const v1::Matrix& (Response::*output)() const) {
-  auto* response = static_cast<Response*>(message);
-  grpc::Status st = grpc::SerializationTraits<Response>::Deserialize(buffer, response);
-  if (!st.ok()) return absl::InternalError(absl::StrCat("parsing: ", st.error_message()));
-  if (absl::Status s = CheckOutput(w, (response->*output)()); !s.ok()) return s;
-  *report = response->report();
   return absl::OkStatus();
 }
 
@@ -104,25 +93,10 @@ class GrpcCaller {
   }
 
  private:
-  std::unique_ptr<google::protobuf::Message> TakeResponse() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (spare_.empty()) return call_->NewResponse();
-    std::unique_ptr<google::protobuf::Message> m = std::move(spare_.back());
-    spare_.pop_back();
-    return m;
-  }
-
-  void ReturnResponse(std::unique_ptr<google::protobuf::Message> m) {
-    std::lock_guard<std::mutex> lock(mu_);
-    spare_.push_back(std::move(m));
-  }
-
   void Complete(InFlight* f, Recorder* recorder, const grpc::Status& status) {
     if (status.ok()) {
       v1::ExecutionReport report;
-      std::unique_ptr<google::protobuf::Message> message = TakeResponse();
-      absl::Status parsed = call_->ParseResponse(&f->response, message.get(), &report);
-      ReturnResponse(std::move(message));
+      absl::Status parsed = call_->ParseResponse(&f->response, &report);
       const Clock::duration latency = Clock::now() - f->start;  // parsing included
       if (parsed.ok()) {
         recorder->Ok(latency, &report);
@@ -142,7 +116,6 @@ class GrpcCaller {
   std::atomic<int> in_flight_{0};
   std::mutex mu_;
   std::condition_variable idle_;
-  std::vector<std::unique_ptr<google::protobuf::Message>> spare_;  // parsed-into before
 };
 
 class ClosedLoop final : public Driver {
@@ -401,28 +374,15 @@ absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::
   return call;
 }
 
-std::unique_ptr<google::protobuf::Message> PreparedCall::NewResponse() const {
-  switch (workload_.op) {
-    case v1::OP_MATMUL: return std::make_unique<v1::MatMulResponse>();
-    case v1::OP_TRANSPOSE: return std::make_unique<v1::TransposeResponse>();
-    default: return std::make_unique<v1::ReduceResponse>();
-  }
-}
-
 absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
-                                         google::protobuf::Message* response,
                                          v1::ExecutionReport* report) const {
-  switch (workload_.op) {
-    case v1::OP_MATMUL:
-      return ParseAs<v1::MatMulResponse>(workload_, buffer, response, report,
-                                         &v1::MatMulResponse::c);
-    case v1::OP_TRANSPOSE:
-      return ParseAs<v1::TransposeResponse>(workload_, buffer, response, report,
-                                            &v1::TransposeResponse::output);
-    default:
-      return ParseAs<v1::ReduceResponse>(workload_, buffer, response, report,
-                                         &v1::ReduceResponse::output);
-  }
+  std::vector<grpc::Slice> slices;
+  if (!buffer->Dump(&slices).ok()) return absl::InternalError("response could not be read");
+  auto response = wire::ParseComputeResponse(slices);
+  if (!response.ok()) return response.status();
+  if (absl::Status s = CheckOutput(workload_, response->output); !s.ok()) return s;
+  *report = std::move(response->report);
+  return absl::OkStatus();
 }
 
 void WindowStats::Merge(const WindowStats& other) {

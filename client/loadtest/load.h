@@ -52,13 +52,10 @@ class PreparedCall {
 
   const std::string& method() const { return method_; }
   const grpc::ByteBuffer& request() const { return request_; }
-  // An empty response message of the RPC's type.
-  std::unique_ptr<google::protobuf::Message> NewResponse() const;
-  // Parses `buffer` into `response` (from NewResponse; reusing one keeps its
-  // matrix buffer, so a 64 MiB result is not a fresh allocation every time)
-  // and checks the result's shape.
-  absl::Status ParseResponse(grpc::ByteBuffer* buffer, google::protobuf::Message* response,
-                             v1::ExecutionReport* report) const;
+  // Checks the result's shape and size in `buffer` and extracts the
+  // server's report, reading the slices in place: a load generator has no use
+  // for a copy of the payload.
+  absl::Status ParseResponse(grpc::ByteBuffer* buffer, v1::ExecutionReport* report) const;
 
  private:
   Workload workload_;

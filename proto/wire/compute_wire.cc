@@ -1,11 +1,11 @@
-#include "server/wire.h"
+#include "wire/compute_wire.h"
 
 #include <cstring>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 
-namespace gpucompute::server {
+namespace gpucompute::wire {
 namespace {
 
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
@@ -69,7 +69,7 @@ class SliceReader {
 
 absl::Status Malformed(const std::string& what, int64_t at) {
   return absl::InvalidArgumentError(
-      absl::StrCat("request: not a valid protobuf message (", what, " at byte ", at, ")"));
+      absl::StrCat("not a valid protobuf message (", what, " at byte ", at, ")"));
 }
 
 // Calls `field(number, wire_type, end)` for each field of the message that
@@ -132,7 +132,7 @@ absl::Status ReadString(SliceReader& in, int type, std::string* out) {
 }
 
 // Merges a Matrix message into `m` (later fields win, as protobuf does).
-absl::Status ReadMatrix(SliceReader& in, int type, WireMatrix& m) {
+absl::Status ReadMatrix(SliceReader& in, int type, Matrix& m) {
   auto end = ReadLength(in, type);
   if (!end.ok()) return end.status();
   return ForEachField(in, *end, [&](int number, int t) -> absl::Status {
@@ -140,16 +140,16 @@ absl::Status ReadMatrix(SliceReader& in, int type, WireMatrix& m) {
     switch (number) {
       case 1:
         if (auto s = ReadVarintField(in, t, &v); !s.ok()) return s;
-        m.shape.dtype = int(v);
+        m.dtype = int(v);
         return absl::OkStatus();
-      case 2: return ReadVarintField(in, t, &m.shape.rows);
-      case 3: return ReadVarintField(in, t, &m.shape.cols);
+      case 2: return ReadVarintField(in, t, &m.rows);
+      case 3: return ReadVarintField(in, t, &m.cols);
       case 4: {
         auto data_end = ReadLength(in, t);
         if (!data_end.ok()) return data_end.status();
         m.data.clear();
-        m.shape.data_bytes = *data_end - in.position();
-        in.Take(m.shape.data_bytes, &m.data);
+        m.data_bytes = *data_end - in.position();
+        in.Take(m.data_bytes, &m.data);
         return absl::OkStatus();
       }
       default: return SkipValue(in, t);
@@ -162,13 +162,13 @@ struct RequestFields {
   int a, b, variant, allow_tf32, reduce_op, reduce_axis;  // 0: absent
 };
 
-RequestFields FieldsOf(kernels::Op op) {
+RequestFields FieldsOf(v1::Op op) {
   switch (op) {
-    case kernels::Op::kMatMul: return {1, 2, 3, 4, 0, 0};
-    case kernels::Op::kTranspose: return {1, 0, 2, 0, 0, 0};
-    case kernels::Op::kReduce: return {1, 0, 4, 0, 2, 3};
+    case v1::OP_MATMUL: return {1, 2, 3, 4, 0, 0};
+    case v1::OP_TRANSPOSE: return {1, 0, 2, 0, 0, 0};
+    case v1::OP_REDUCE: return {1, 0, 4, 0, 2, 3};
+    default: return {};
   }
-  return {};
 }
 
 void AppendVarint(std::string& out, uint64_t v) {
@@ -183,11 +183,11 @@ void AppendTag(std::string& out, int number, int type) { AppendVarint(out, uint6
 
 }  // namespace
 
-absl::StatusOr<WireRequest> ParseComputeRequest(kernels::Op op,
-                                                const std::vector<grpc::Slice>& slices) {
+absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
+                                                   const std::vector<grpc::Slice>& slices) {
   SliceReader in(slices);
   const RequestFields f = FieldsOf(op);
-  WireRequest req;
+  ComputeRequest req;
   auto status = ForEachField(in, in.size(), [&](int number, int type) -> absl::Status {
     int64_t v = 0;
     if (number == f.a) return ReadMatrix(in, type, req.a);
@@ -207,6 +207,25 @@ absl::StatusOr<WireRequest> ParseComputeRequest(kernels::Op op,
   });
   if (!status.ok()) return status;
   return req;
+}
+
+absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Slice>& slices) {
+  SliceReader in(slices);
+  ComputeResponse resp;
+  auto status = ForEachField(in, in.size(), [&](int number, int type) -> absl::Status {
+    if (number == 1) return ReadMatrix(in, type, resp.output);
+    if (number == 2) {
+      std::string report;
+      if (auto s = ReadString(in, type, &report); !s.ok()) return s;
+      if (!resp.report.ParseFromString(report)) {
+        return absl::InvalidArgumentError("report: not a valid ExecutionReport");
+      }
+      return absl::OkStatus();
+    }
+    return SkipValue(in, type);
+  });
+  if (!status.ok()) return status;
+  return resp;
 }
 
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst) {
@@ -259,4 +278,4 @@ grpc::Slice SliceOwning(std::unique_ptr<std::string> buffer,
       owner);
 }
 
-}  // namespace gpucompute::server
+}  // namespace gpucompute::wire

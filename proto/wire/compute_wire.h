@@ -1,36 +1,41 @@
-// MatMul, Transpose and Reduce messages read straight from the received gRPC
-// slices and written around the result buffer, so protobuf never copies a
-// payload: parsing a 64 MiB `bytes` field copies it (and, past protobuf's
-// 50 MB reservation, grows and copies the string again), and serializing a
-// response copies it once more. The wire format is compute.proto's; clients
-// see ordinary protobuf messages.
+// MatMul, Transpose and Reduce messages read straight from gRPC slices and
+// written around a payload buffer, so protobuf never copies a matrix:
+// parsing a 64 MiB `bytes` field copies it (and, past protobuf's 50 MB
+// reservation, grows and copies the string again), and serializing copies it
+// once more. The bytes are compute.proto's wire format: peers that use the
+// generated classes see ordinary messages.
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "gpucompute/kernels/problem.h"
 #include "gpucompute/v1/compute.pb.h"
-#include "server/validate.h"
 
-namespace gpucompute::server {
+namespace gpucompute::wire {
 
-struct WireMatrix {
-  MatrixShape shape;                            // data_bytes = total size of `data`
-  std::vector<absl::Span<const char>> data;     // the payload, in order, inside the slices
+namespace v1 = ::gpucompute::v1;
+
+// A Matrix whose payload stays where it arrived.
+struct Matrix {
+  int dtype = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t data_bytes = 0;                    // total size of `data`
+  std::vector<absl::Span<const char>> data;  // the payload, in order, inside the slices
 };
 
 // The fields of a MatMulRequest (a, b), TransposeRequest or ReduceRequest
 // (input in `a`).
-struct WireRequest {
-  WireMatrix a;
-  WireMatrix b;
+struct ComputeRequest {
+  Matrix a;
+  Matrix b;
   std::string variant;
   bool allow_tf32 = false;
   int reduce_op = 0;
@@ -39,8 +44,16 @@ struct WireRequest {
 
 // Parses the request message of `op` from `slices` (which must outlive the
 // result: its spans point into them). Malformed input gives INVALID_ARGUMENT.
-absl::StatusOr<WireRequest> ParseComputeRequest(kernels::Op op,
-                                                const std::vector<grpc::Slice>& slices);
+absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
+                                                   const std::vector<grpc::Slice>& slices);
+
+// A MatMulResponse, TransposeResponse or ReduceResponse (1 = Matrix,
+// 2 = ExecutionReport) read the same way.
+struct ComputeResponse {
+  Matrix output;
+  v1::ExecutionReport report;
+};
+absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Slice>& slices);
 
 // Copies the pieces one after another into `dst`.
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst);
@@ -55,4 +68,4 @@ grpc::ByteBuffer EncodeComputeResponse(v1::DType dtype, int64_t rows, int64_t co
 grpc::Slice SliceOwning(std::unique_ptr<std::string> buffer,
                         std::function<void(std::unique_ptr<std::string>)> release);
 
-}  // namespace gpucompute::server
+}  // namespace gpucompute::wire
