@@ -67,7 +67,9 @@ int main(int argc, char** argv) {
       Check(cudaMemcpy(device, src.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
     });
     const double staged_up = MedianSeconds([&] {
-      if (!(*staging)->Upload(device, src.data(), bytes, stream, copier).ok()) std::exit(1);
+      if (!(*staging)->Upload(device, {absl::Span<const char>(src.data(), bytes)}, stream, copier).ok()) {
+        std::exit(1);
+      }
     });
     const double pageable_down = MedianSeconds([&] {
       Check(cudaMemcpy(dst.data(), device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");

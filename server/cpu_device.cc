@@ -63,6 +63,14 @@ double MeasureMultiplyAddGFlops() {
   return 2.0 * kLen * double(kIters) * threads / elapsed_us / 1e3;
 }
 
+// The pieces as one block: in place when there is one, else copied into `copy`.
+const void* Contiguous(const HostPieces& pieces, std::string& copy) {
+  if (pieces.empty()) return nullptr;
+  if (pieces.size() == 1) return pieces.front().data();
+  for (const auto& p : pieces) copy.append(p.data(), p.size());
+  return copy.data();
+}
+
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(int workers)
@@ -81,7 +89,9 @@ class CpuDevice final : public Device {
 
   absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested&) override {
     const auto start = Clock::now();
-    kernels::Buffers buffers{job.a, job.b, job.out, nullptr, 0};
+    std::string a_copy, b_copy;
+    kernels::Buffers buffers{Contiguous(job.a, a_copy), Contiguous(job.b, b_copy), job.out,
+                             nullptr, 0};
     if (auto s = job.variant->launch(job.problem, buffers, {}); !s.ok()) return s;
     StageTimes times;
     times.compute_us = int64_t(MicrosSince(start));

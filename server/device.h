@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "gpucompute/kernels/variant.h"
 
 namespace gpucompute::server {
@@ -41,13 +42,17 @@ struct DeviceCounters {
   int64_t host_alloc_calls = 0;
 };
 
+// A payload in host memory as it arrived: one or more pieces, in order
+// (gRPC hands a large message over in several slices).
+using HostPieces = std::vector<absl::Span<const char>>;
+
 // One request's operands in host memory, owned by the caller until the
-// job returns. `b` is null for one-input ops; `out` holds the full result.
+// job returns. `b` is empty for one-input ops; `out` holds the full result.
 struct ComputeJob {
   kernels::Problem problem;
   const kernels::Variant* variant = nullptr;
-  const void* a = nullptr;
-  const void* b = nullptr;
+  HostPieces a;
+  HostPieces b;
   void* out = nullptr;
 };
 

@@ -82,28 +82,17 @@ const ComputeService::Runtime* ComputeService::Admit(grpc::CallbackServerContext
 }
 
 // What one compute call keeps until it is answered: the request's slices
-// (the payload spans point into them), inputs gathered when a payload spans
-// several slices, the result buffer, and what ran.
+// (the payload spans point into them), the result buffer, and what ran.
 struct ComputeService::ComputeState {
   std::vector<grpc::Slice> slices;
   wire::ComputeRequest wire;
   kernels::Problem problem;
-  std::unique_ptr<std::string> a_copy, b_copy, out;
+  std::unique_ptr<std::string> out;
   StageTimes times;
   const kernels::Variant* ran = nullptr;
 };
 
 namespace {
-
-// The payload as one block: in place when it arrived in one slice, else
-// gathered into a pooled buffer kept in `copy`.
-const void* Contiguous(const wire::Matrix& m, std::unique_ptr<std::string>& copy,
-                       HostBufferPool& buffers) {
-  if (m.data.size() == 1) return m.data.front().data();
-  copy = buffers.Acquire(size_t(m.data_bytes));
-  wire::Gather(m.data, copy->data());
-  return copy->data();
-}
 
 MatrixShape ShapeOf(const wire::Matrix& m) { return {m.dtype, m.rows, m.cols, m.data_bytes}; }
 
@@ -191,10 +180,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       }
     }
     state->ran = job.variant;
-    job.a = Contiguous(state->wire.a, state->a_copy, buffers_);
-    if (job.problem.op == kernels::Op::kMatMul) {
-      job.b = Contiguous(state->wire.b, state->b_copy, buffers_);
-    }
+    job.a = state->wire.a.data;
+    if (job.problem.op == kernels::Op::kMatMul) job.b = state->wire.b.data;
     // A reused buffer: a fresh one would page-fault and zero-fill every byte.
     state->out = buffers_.Acquire(
         size_t(kernels::OutputElements(job.problem) * kernels::ElementSize(job.problem.dtype)));
@@ -226,8 +213,6 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
                       [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
           report);
     }
-    buffers_.Release(std::move(state->a_copy));
-    buffers_.Release(std::move(state->b_copy));
     buffers_.Release(std::move(state->out));
     reactor->Complete(status, state->ran->name, latencies);
   };

@@ -54,7 +54,7 @@ TEST(CudaDeviceFaults, OneBadRequestThenAStickyErrorTakesTheDeviceOut) {
   std::vector<float> in(64 * 48, 1.0f), out(64 * 48);
   ComputeJob job;
   job.problem = kernels::Problem{kernels::Op::kTranspose, kernels::DType::kFloat32, 64, 48};
-  job.a = in.data();
+  job.a = {absl::Span<const char>(reinterpret_cast<const char*>(in.data()), in.size() * 4)};
   job.out = out.data();
   const StopRequested never = [] { return false; };
 

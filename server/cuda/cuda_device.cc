@@ -161,9 +161,9 @@ class CudaDevice final : public Device {
         if (!r->ok()) return r->status();
       }
       const auto upload_start = Clock::now();
-      if (auto s = slot->staging->Upload(*a, job.a, a_bytes, slot->stream, copier_); !s.ok()) return s;
+      if (auto s = slot->staging->Upload(*a, job.a, slot->stream, copier_); !s.ok()) return s;
       if (b_bytes) {
-        if (auto s = slot->staging->Upload(*b, job.b, b_bytes, slot->stream, copier_); !s.ok()) return s;
+        if (auto s = slot->staging->Upload(*b, job.b, slot->stream, copier_); !s.ok()) return s;
       }
       times.upload_us = MicrosSince(upload_start);
       if (stop()) return absl::CancelledError("request abandoned before its kernel ran");

@@ -26,15 +26,27 @@ StagingBuffers::~StagingBuffers() {
   }
 }
 
-absl::Status StagingBuffers::Upload(void* device_dst, const void* host_src, size_t bytes,
+absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src,
                                     cudaStream_t stream, HostCopyPool& copier) {
+  size_t bytes = 0;
+  for (const auto& p : host_src) bytes += p.size();
   const size_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  size_t piece = 0, piece_offset = 0;  // next source byte
   for (size_t i = 0; i < chunks; ++i) {
     const int b = int(i % 2);
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
     // The DMA that last read this chunk buffer must be done before refilling it.
     if (i >= 2) GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "upload wait");
-    copier.Copy(chunk_[b], static_cast<const char*>(host_src) + offset, len);
+    for (size_t filled = 0; filled < len;) {
+      const size_t n = std::min(len - filled, host_src[piece].size() - piece_offset);
+      copier.Copy(static_cast<char*>(chunk_[b]) + filled, host_src[piece].data() + piece_offset, n);
+      filled += n;
+      piece_offset += n;
+      if (piece_offset == host_src[piece].size()) {
+        ++piece;
+        piece_offset = 0;
+      }
+    }
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, chunk_[b], len,
                         cudaMemcpyHostToDevice, stream),

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/cuda/host_copy.h"
+#include "server/device.h"
 
 namespace gpucompute::server::cuda {
 
@@ -25,7 +26,9 @@ class StagingBuffers {
   ~StagingBuffers();
 
   // Copies and waits until the data is on the device (or on the host).
-  absl::Status Upload(void* device_dst, const void* host_src, size_t bytes, cudaStream_t stream,
+  // `host_src` may be split in pieces (as gRPC received it): the staging
+  // copy gathers them, so no contiguous copy is ever made.
+  absl::Status Upload(void* device_dst, const HostPieces& host_src, cudaStream_t stream,
                       HostCopyPool& copier);
   absl::Status Download(void* host_dst, const void* device_src, size_t bytes, cudaStream_t stream,
                         HostCopyPool& copier);
