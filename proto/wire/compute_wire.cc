@@ -235,31 +235,48 @@ void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst) {
   }
 }
 
+void MessageWriter::VarintField(int field, uint64_t value) {
+  AppendTag(pending_, field, kVarint);
+  AppendVarint(pending_, value);
+}
+
+void MessageWriter::BytesField(int field, const std::string& value) {
+  AppendTag(pending_, field, kLengthDelimited);
+  AppendVarint(pending_, value.size());
+  pending_ += value;
+}
+
+void MessageWriter::MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols,
+                           grpc::Slice payload) {
+  std::string head;  // the Matrix's fields before its payload bytes
+  AppendTag(head, 1, kVarint);
+  AppendVarint(head, uint64_t(int64_t(dtype)));
+  AppendTag(head, 2, kVarint);
+  AppendVarint(head, uint64_t(rows));
+  AppendTag(head, 3, kVarint);
+  AppendVarint(head, uint64_t(cols));
+  AppendTag(head, 4, kLengthDelimited);
+  AppendVarint(head, payload.size());
+  AppendTag(pending_, field, kLengthDelimited);
+  AppendVarint(pending_, head.size() + payload.size());
+  pending_ += head;
+  slices_.emplace_back(pending_);
+  pending_.clear();
+  slices_.push_back(std::move(payload));
+}
+
+grpc::ByteBuffer MessageWriter::Finish() {
+  if (!pending_.empty()) slices_.emplace_back(pending_);
+  pending_.clear();
+  return grpc::ByteBuffer(slices_.data(), slices_.size());
+}
+
 grpc::ByteBuffer EncodeComputeResponse(v1::DType dtype, int64_t rows, int64_t cols,
                                        grpc::Slice payload, const v1::ExecutionReport& report) {
-  std::string matrix_head;  // Matrix fields before the payload bytes
-  AppendTag(matrix_head, 1, kVarint);
-  AppendVarint(matrix_head, uint64_t(int64_t(dtype)));
-  AppendTag(matrix_head, 2, kVarint);
-  AppendVarint(matrix_head, uint64_t(rows));
-  AppendTag(matrix_head, 3, kVarint);
-  AppendVarint(matrix_head, uint64_t(cols));
-  AppendTag(matrix_head, 4, kLengthDelimited);
-  AppendVarint(matrix_head, payload.size());
-
-  std::string head;
-  AppendTag(head, 1, kLengthDelimited);
-  AppendVarint(head, matrix_head.size() + payload.size());
-  head += matrix_head;
-
-  std::string tail;
-  const std::string report_bytes = report.SerializeAsString();
-  AppendTag(tail, 2, kLengthDelimited);
-  AppendVarint(tail, report_bytes.size());
-  tail += report_bytes;
-
-  grpc::Slice parts[3] = {grpc::Slice(head), std::move(payload), grpc::Slice(tail)};
-  return grpc::ByteBuffer(parts, 3);
+  MessageWriter out;
+  out.MatrixField(1, dtype, rows, cols, std::move(payload));
+  out.BytesField(2, report.SerializeAsString());
+  return out.Finish();
 }
 
 grpc::Slice SliceOwning(std::unique_ptr<std::string> buffer,

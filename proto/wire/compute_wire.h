@@ -58,6 +58,20 @@ absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Sli
 // Copies the pieces one after another into `dst`.
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst);
 
+// Writes a message field by field; a matrix payload goes out as its own
+// slice, never copied.
+class MessageWriter {
+ public:
+  void VarintField(int field, uint64_t value);
+  void BytesField(int field, const std::string& value);
+  void MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols, grpc::Slice payload);
+  grpc::ByteBuffer Finish();
+
+ private:
+  std::vector<grpc::Slice> slices_;
+  std::string pending_;  // small fields not yet in a slice
+};
+
 // A MatMulResponse, TransposeResponse or ReduceResponse (all: 1 = Matrix,
 // 2 = ExecutionReport) whose matrix payload is `payload`, sent without a copy.
 grpc::ByteBuffer EncodeComputeResponse(v1::DType dtype, int64_t rows, int64_t cols,

@@ -111,6 +111,10 @@ class Client {
  private:
   Client() = default;
   absl::Status Finish(const char* method, const grpc::Status& status) const;
+  // MatMul, Transpose and Reduce as raw messages: payloads are sent from the
+  // caller's matrices and read from the received slices (see proto/wire).
+  absl::StatusOr<OpResult> ComputeCall(const char* method, grpc::ByteBuffer request,
+                                       const char* field) const;
   void Prepare(grpc::ClientContext* context) const;
 
   std::string target_;
