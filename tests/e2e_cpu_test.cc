@@ -1,6 +1,7 @@
 // End to end over loopback: the real server binary on the CPU backend, every
 // RPC, every error row reachable without a GPU, a 64 MiB matrix, health,
 // reflection, 32 concurrent clients, and a clean drain on SIGTERM.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -213,6 +214,25 @@ TEST_F(CpuServerTest, EveryErrorRowGetsItsCodeAndTheServerKeepsServing) {
   grpc::ClientContext ctx;
   v1::MatMulResponse resp;
   EXPECT_TRUE(stub_->MatMul(&ctx, good(), &resp).ok()) << "server stopped serving after errors";
+}
+
+// Bytes that are not a TransposeRequest: the raw request reader refuses
+// them with INVALID_ARGUMENT and the server keeps serving.
+TEST_F(CpuServerTest, MalformedMessageIsRefused) {
+  grpc::GenericStub generic(Connect(server_->target()));
+  const std::string garbage("\x0a\xff\xff\xff\xff\x0f\x01", 7);  // field 1 claims 4 GiB
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, "/gpucompute.v1.Compute/Transpose", grpc::StubOptions(), &request,
+                    &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  const grpc::Status s = done.get_future().get();
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("request:"), std::string::npos) << s.error_message();
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub_->GetServerInfo(&info_ctx, {}, &info).ok());
 }
 
 TEST_F(CpuServerTest, DeadlineExceededAndCancelled) {
