@@ -18,6 +18,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include "gpucompute/client.h"
+#include "tcp_echo.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute::loadtest {
@@ -192,28 +193,6 @@ class OpenLoop final : public Driver {
   std::atomic<bool> stopping_{false};
 };
 
-bool SendAll(int fd, const char* data, int64_t size) {
-  while (size > 0) {
-    ssize_t n = send(fd, data, static_cast<size_t>(std::min<int64_t>(size, 1 << 30)), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= n;
-  }
-  return true;
-}
-
-bool ReceiveAll(int fd, char* data, int64_t size) {
-  while (size > 0) {
-    ssize_t n = recv(fd, data, static_cast<size_t>(std::min<int64_t>(size, 1 << 30)), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= n;
-  }
-  return true;
-}
-
 int ConnectLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
@@ -263,9 +242,9 @@ class TcpEcho final : public Driver {
     const int64_t header[2] = {request_bytes_, response_bytes_};
     while (!stopping_.load()) {
       const Clock::time_point start = Clock::now();
-      if (!SendAll(fd, reinterpret_cast<const char*>(header), sizeof header) ||
-          !SendAll(fd, request_.data(), request_bytes_) ||
-          !ReceiveAll(fd, response.data(), response_bytes_)) {
+      if (!WriteFull(fd, reinterpret_cast<const char*>(header), sizeof header) ||
+          !WriteFull(fd, request_.data(), request_bytes_) ||
+          !ReadFull(fd, response.data(), response_bytes_)) {
         recorder->Error("TCP_IO_FAILED");
         break;
       }

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace gpucompute::loadtest {
-namespace {
 
 bool ReadFull(int fd, char* data, int64_t size) {
   while (size > 0) {
@@ -37,8 +36,6 @@ bool WriteFull(int fd, const char* data, int64_t size) {
   }
   return true;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpEchoServer>> TcpEchoServer::Start() {
   std::unique_ptr<TcpEchoServer> server(new TcpEchoServer);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -13,6 +14,10 @@
 #include "absl/status/statusor.h"
 
 namespace gpucompute::loadtest {
+
+// Blocking loops over recv/send until `size` bytes moved; false on EOF or error.
+bool ReadFull(int fd, char* data, int64_t size);
+bool WriteFull(int fd, const char* data, int64_t size);
 
 class TcpEchoServer {
  public:
