@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 
 namespace gpucompute::server::cuda {
 
@@ -20,6 +21,8 @@ class HostCopyPool {
 
   // Copies `bytes` using the caller plus up to `threads` helpers.
   void Copy(void* dst, const void* src, size_t bytes);
+  // Copies the pieces one after another to `dst`, the same way.
+  void Gather(char* dst, const std::vector<absl::Span<const char>>& src);
 
  private:
   void Loop();

@@ -37,9 +37,10 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
     // The DMA that last read this chunk buffer must be done before refilling it.
     if (i >= 2) GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "upload wait");
+    HostPieces chunk_src;  // the source bytes of this chunk
     for (size_t filled = 0; filled < len;) {
       const size_t n = std::min(len - filled, host_src[piece].size() - piece_offset);
-      copier.Copy(static_cast<char*>(chunk_[b]) + filled, host_src[piece].data() + piece_offset, n);
+      chunk_src.emplace_back(host_src[piece].data() + piece_offset, n);
       filled += n;
       piece_offset += n;
       if (piece_offset == host_src[piece].size()) {
@@ -47,6 +48,7 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
         piece_offset = 0;
       }
     }
+    copier.Gather(static_cast<char*>(chunk_[b]), chunk_src);
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, chunk_[b], len,
                         cudaMemcpyHostToDevice, stream),
