@@ -77,7 +77,9 @@ TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   r.set_variant("cub");
   // A field this server does not know (number 15, varint) is skipped.
   const std::string bytes = r.SerializeAsString() + std::string("\x78\x2a", 2);
-  auto req = ParseComputeRequest(v1::OP_REDUCE, RandomSlices(bytes, rng));
+  // The parsed payload points into the slices: they must outlive `req`.
+  const std::vector<grpc::Slice> slices = RandomSlices(bytes, rng);
+  auto req = ParseComputeRequest(v1::OP_REDUCE, slices);
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->reduce_op, int(v1::REDUCE_OP_MAX));
   EXPECT_EQ(req->reduce_axis, int(v1::REDUCE_AXIS_PER_COLUMN));
@@ -88,7 +90,8 @@ TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   *t.mutable_input() = RandomMatrix(3, 5, rng);
   t.mutable_input()->set_rows(-4);  // negative int64: a ten-byte varint
   t.set_variant("shared");
-  auto treq = ParseComputeRequest(v1::OP_TRANSPOSE, RandomSlices(t.SerializeAsString(), rng));
+  const std::vector<grpc::Slice> tslices = RandomSlices(t.SerializeAsString(), rng);
+  auto treq = ParseComputeRequest(v1::OP_TRANSPOSE, tslices);
   ASSERT_TRUE(treq.ok()) << treq.status();
   EXPECT_EQ(treq->a.rows, -4);
   EXPECT_EQ(treq->variant, "shared");
