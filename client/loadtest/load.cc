@@ -18,6 +18,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include "gpucompute/client.h"
+#include "grpc/health/v1/health.pb.h"
 #include "tcp_echo.h"
 #include "wire/compute_wire.h"
 
@@ -51,6 +52,25 @@ void SetUpContext(grpc::ClientContext* context, const CallSettings& settings) {
   if (!settings.authorization.empty()) context->AddMetadata("authorization", settings.authorization);
 }
 
+// Records one finished call: its latency (response checking included) and
+// the server's report, or the status code.
+void RecordCompletion(const PreparedCall& call, const grpc::Status& status,
+                      grpc::ByteBuffer* response, Clock::time_point start, Recorder* recorder) {
+  if (!status.ok()) {
+    recorder->Error(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
+    return;
+  }
+  v1::ExecutionReport report;
+  const bool has_report = call.has_report();
+  absl::Status parsed = call.ParseResponse(response, &report);
+  const Clock::duration latency = Clock::now() - start;
+  if (parsed.ok()) {
+    recorder->Ok(latency, has_report ? &report : nullptr);
+  } else {
+    recorder->Error("MALFORMED_RESPONSE");
+  }
+}
+
 // One RPC in flight: its context and buffers live until the callback.
 struct InFlight {
   grpc::ClientContext context;
@@ -59,7 +79,7 @@ struct InFlight {
   Clock::time_point start;
 };
 
-// Shared by both gRPC drivers: issue one call, record it when it completes.
+// The open loop's caller: issue one call, record it when it completes.
 class GrpcCaller {
  public:
   GrpcCaller(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
@@ -75,7 +95,8 @@ class GrpcCaller {
     in_flight_.fetch_add(1);
     stub_.UnaryCall(&f->context, call_->method(), grpc::StubOptions(), &f->request, &f->response,
                     [this, f, recorder, done = std::move(done)](grpc::Status status) {
-                      Complete(f, recorder, status);
+                      RecordCompletion(*call_, status, &f->response, f->start, recorder);
+                      delete f;
                       // Before the count drops, so that a follow-up call is
                       // counted before WaitIdle can see zero.
                       done();
@@ -94,22 +115,6 @@ class GrpcCaller {
   }
 
  private:
-  void Complete(InFlight* f, Recorder* recorder, const grpc::Status& status) {
-    if (status.ok()) {
-      v1::ExecutionReport report;
-      absl::Status parsed = call_->ParseResponse(&f->response, &report);
-      const Clock::duration latency = Clock::now() - f->start;  // parsing included
-      if (parsed.ok()) {
-        recorder->Ok(latency, &report);
-      } else {
-        recorder->Error("MALFORMED_RESPONSE");
-      }
-    } else {
-      recorder->Error(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
-    }
-    delete f;
-  }
-
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
   const PreparedCall* call_;
@@ -119,33 +124,77 @@ class GrpcCaller {
   std::condition_variable idle_;
 };
 
+// One closed-loop call: the reader that owns its completion.
+struct QueuedCall {
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  Clock::time_point start;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
+};
+
+// Each thread owns a completion queue and waits on it itself, so a
+// completion wakes the very thread that issues the next call: no hand-off
+// between gRPC's threads and the load generator's (at concurrency 1, one
+// thread does it all). The calls are spread over at most one thread per core.
 class ClosedLoop final : public Driver {
  public:
   ClosedLoop(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
              CallSettings settings, int concurrency)
-      : caller_(std::move(channel), call, std::move(settings)), concurrency_(concurrency) {}
+      : stub_(std::move(channel)), call_(call), settings_(std::move(settings)),
+        concurrency_(concurrency) {}
 
   void Start(Recorder* recorder) override {
-    recorder_ = recorder;
     stopping_ = false;
-    for (int i = 0; i < concurrency_; ++i) Next();
+    const int threads =
+        std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, concurrency_);
+    for (int t = 0; t < threads; ++t) {
+      const int share = concurrency_ / threads + (t < concurrency_ % threads ? 1 : 0);
+      workers_.emplace_back([this, recorder, share] { Work(recorder, share); });
+    }
   }
 
   void Stop() override {
     stopping_ = true;
-    caller_.WaitIdle();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
   }
 
  private:
-  void Next() {
-    caller_.Issue(recorder_, Clock::now(), [this] {
-      if (!stopping_.load()) Next();
-    });
+  void Work(Recorder* recorder, int share) {
+    grpc::CompletionQueue cq;
+    int in_flight = 0;
+    auto issue = [&] {
+      auto* c = new QueuedCall;
+      SetUpContext(&c->context, settings_);
+      c->request = call_->request();  // a new reference to the same slices
+      c->start = Clock::now();
+      c->reader = stub_.PrepareUnaryCall(&c->context, call_->method(), c->request, &cq);
+      c->reader->StartCall();
+      c->reader->Finish(&c->response, &c->status, c);
+      ++in_flight;
+    };
+    for (int i = 0; i < share; ++i) issue();
+    void* tag = nullptr;
+    bool ok = false;
+    while (in_flight > 0 && cq.Next(&tag, &ok)) {
+      auto* c = static_cast<QueuedCall*>(tag);
+      --in_flight;
+      RecordCompletion(*call_, c->status, &c->response, c->start, recorder);
+      delete c;
+      if (!stopping_.load()) issue();
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
   }
 
-  GrpcCaller caller_;
+  grpc::GenericStub stub_;
+  const PreparedCall* call_;
+  CallSettings settings_;
   const int concurrency_;
-  Recorder* recorder_ = nullptr;
+  std::vector<std::thread> workers_;
   std::atomic<bool> stopping_{false};
 };
 
@@ -353,8 +402,27 @@ absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::
   return call;
 }
 
+PreparedCall PreparedCall::HealthCheck() {
+  PreparedCall call;
+  call.method_ = "/grpc.health.v1.Health/Check";
+  call.health_check_ = true;
+  // An empty HealthCheckRequest (the server as a whole) is zero bytes.
+  call.request_ = grpc::ByteBuffer(nullptr, 0);
+  return call;
+}
+
 absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
                                          v1::ExecutionReport* report) const {
+  if (health_check_) {
+    grpc::health::v1::HealthCheckResponse health;
+    grpc::Status st = grpc::SerializationTraits<grpc::health::v1::HealthCheckResponse>::Deserialize(
+        buffer, &health);
+    if (!st.ok()) return absl::InternalError("health response could not be parsed");
+    if (health.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError("server is not SERVING");
+    }
+    return absl::OkStatus();
+  }
   std::vector<grpc::Slice> slices;
   if (!buffer->Dump(&slices).ok()) return absl::InternalError("response could not be read");
   auto response = wire::ParseComputeResponse(slices);

@@ -49,6 +49,9 @@ struct Workload {
 class PreparedCall {
  public:
   static absl::StatusOr<PreparedCall> Create(const Workload& workload, const std::string& variant);
+  // The standard grpc.health.v1 Check with an empty request: a round trip
+  // through the same channel and server that does no work, the gRPC floor.
+  static PreparedCall HealthCheck();
 
   const std::string& method() const { return method_; }
   const grpc::ByteBuffer& request() const { return request_; }
@@ -56,11 +59,14 @@ class PreparedCall {
   // server's report, reading the slices in place: a load generator has no use
   // for a copy of the payload.
   absl::Status ParseResponse(grpc::ByteBuffer* buffer, v1::ExecutionReport* report) const;
+  // Whether responses carry an ExecutionReport (compute calls do).
+  bool has_report() const { return !health_check_; }
 
  private:
   Workload workload_;
   std::string method_;
   grpc::ByteBuffer request_;
+  bool health_check_ = false;
 };
 
 // Completions of one measurement window.

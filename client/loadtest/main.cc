@@ -57,8 +57,11 @@ ABSL_FLAG(absl::Duration, max_time, absl::Seconds(30),
           "time limit per row, warm-up included; an unstable row is reported as such");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(60), "deadline of each request");
 ABSL_FLAG(std::string, baseline, "",
-          "tcp: also echo the same payload over a loopback TCP socket at each concurrency, as "
-          "the transport ceiling (meaningful when the server runs on this host)");
+          "reference rows run before the variants, at each concurrency (comma-separated): "
+          "tcp echoes the same payload over a loopback TCP socket, the transport ceiling "
+          "(meaningful when the server runs on this host); grpc sends the standard health "
+          "Check to the server over the same channel, the round trip of a gRPC call that "
+          "does no work");
 ABSL_FLAG(std::string, csv, "", "write the rows as CSV to this file");
 ABSL_FLAG(std::string, json, "", "write the run and its rows as JSON to this file");
 ABSL_FLAG(std::string, html, "",
@@ -231,7 +234,7 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 }
 
 struct Plan {
-  std::string variant;  // "tcp_echo" for the baseline
+  std::string variant;  // or a baseline: kTcpEcho, kGrpcHealth
   int concurrency = 0;
   double rate = 0;
 };
@@ -247,8 +250,16 @@ int Run() {
   if (concurrency_text.empty() && rates->empty()) concurrency_text = "1,4,16";
   auto levels = ParseList<int>("concurrency", concurrency_text);
   if (!levels.ok()) return Fail(std::string(levels.status().message()));
-  const std::string baseline = absl::GetFlag(FLAGS_baseline);
-  if (!baseline.empty() && baseline != "tcp") return Fail("--baseline: only tcp is known");
+  bool tcp_baseline = false, grpc_baseline = false;
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_baseline), ',', absl::SkipEmpty())) {
+    if (b == "tcp") {
+      tcp_baseline = true;
+    } else if (b == "grpc") {
+      grpc_baseline = true;
+    } else {
+      return Fail(absl::StrCat("--baseline: \"", b, "\" is not tcp or grpc"));
+    }
+  }
   const std::string progress_flag = absl::GetFlag(FLAGS_progress);
   if (progress_flag != "auto" && progress_flag != "always" && progress_flag != "never") {
     return Fail("--progress: expected auto, always or never");
@@ -319,8 +330,9 @@ int Run() {
               static_cast<long long>(w.ResponsePayloadBytes()), run.settings.c_str());
 
   std::vector<Plan> plan;
-  if (baseline == "tcp") {
-    for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({"tcp_echo", c, 0});
+  for (const auto& [wanted, name] : {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth}}) {
+    if (!wanted) continue;
+    for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({name, c, 0});
   }
   for (const std::string& v : *variants) {
     for (int c : *levels) plan.push_back({v, c, 0});
@@ -328,7 +340,7 @@ int Run() {
   }
 
   std::unique_ptr<TcpEchoServer> echo;
-  if (baseline == "tcp") {
+  if (tcp_baseline) {
     auto started = TcpEchoServer::Start();
     if (!started.ok()) return Fail(std::string(started.status().message()));
     echo = std::move(*started);
@@ -341,12 +353,15 @@ int Run() {
   std::map<int, double> tcp_gbytes_per_s;  // concurrency -> GB/s
   std::string prepared_variant;
   std::optional<PreparedCall> call;
+  const PreparedCall health_check = PreparedCall::HealthCheck();
   int64_t failed_rows = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const Plan& p = plan[i];
     std::unique_ptr<Driver> driver;
-    if (p.variant == "tcp_echo") {
+    if (p.variant == kTcpEcho) {
       driver = MakeTcpEcho(echo->port(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
+    } else if (p.variant == kGrpcHealth) {
+      driver = MakeClosedLoop(client->channel(), &health_check, call_settings, p.concurrency);
     } else {
       if (prepared_variant != p.variant) {
         auto prepared = PreparedCall::Create(w, p.variant == "auto" ? "" : p.variant);
@@ -368,8 +383,8 @@ int Run() {
     });
     progress.Clear();
     Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
-                      payload, m);
-    if (p.variant == "tcp_echo") {
+                      p.variant == kGrpcHealth ? 0 : payload, m);
+    if (p.variant == kTcpEcho) {
       tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
     } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
       row.vs_tcp = row.gbytes_per_s / tcp_gbytes_per_s[p.concurrency];
@@ -384,7 +399,7 @@ int Run() {
   // by: every answer, warm-up and discarded windows included.
   std::printf("\nanswered in total (warm-up included; compare with the server's request counters):\n");
   for (const Row& r : rows) {
-    if (r.variant == "tcp_echo") continue;
+    if (IsBaseline(r.variant)) continue;
     std::string codes = absl::StrCat("OK ", r.answered_ok);
     for (const auto& [code, n] : r.answered_errors) absl::StrAppend(&codes, ", ", code, " ", n);
     std::printf("  %-16s %-8s %s\n", r.variant.c_str(), r.LoadText().c_str(), codes.c_str());
@@ -412,7 +427,7 @@ int main(int argc, char** argv) {
       "  gpucompute-loadtest --server=HOST:PORT --op=matmul --shape=1024x1024x1024 \\\n"
       "      --variants=auto,tiled32,cublas --concurrency=1,4,16,64 --html=report.html\n"
       "  gpucompute-loadtest --op=transpose --shape=4096x4096 --variants=all --rate=50,100 "
-      "--baseline=tcp\n"
+      "--baseline=tcp,grpc\n"
       "--shape for matmul is MxNxK: a is M x K, b is K x N, the result M x N.");
   absl::ParseCommandLine(argc, argv);
   gpucompute::RetainLargeHostAllocations();

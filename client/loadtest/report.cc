@@ -424,7 +424,7 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       Series s;
       s.name = order[i];
       s.color = kPalette[i % std::size(kPalette)];
-      s.dashed = by_series[order[i]].front()->variant == "tcp_echo" ||
+      s.dashed = IsBaseline(by_series[order[i]].front()->variant) ||
                  order[i].find("(open loop)") != std::string::npos;
       for (const Row* r : by_series[order[i]]) {
         if (r->requests > 0) s.points.push_back({r->requests_per_s, r->*latency / 1000, r->LoadText()});

@@ -11,8 +11,15 @@
 
 namespace gpucompute::loadtest {
 
+// Reference rows measured beside the variants.
+inline constexpr const char* kTcpEcho = "tcp_echo";        // the payload over plain TCP
+inline constexpr const char* kGrpcHealth = "grpc_health";  // a gRPC call doing no work
+inline bool IsBaseline(const std::string& variant) {
+  return variant == kTcpEcho || variant == kGrpcHealth;
+}
+
 struct Row {
-  std::string variant;       // kernel variant, or "tcp_echo" for the baseline
+  std::string variant;       // kernel variant, or a baseline (kTcpEcho, kGrpcHealth)
   std::string mode;          // "closed" (fixed concurrency) or "open" (Poisson rate)
   int concurrency = 0;       // closed loop
   double rate = 0;           // open loop: target arrivals per second
