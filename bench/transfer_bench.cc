@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
       if (!(*staging)->Upload(device, {absl::Span<const char>(src.data(), bytes)}, stream, copier).ok()) {
         std::exit(1);
       }
+      Check(cudaStreamSynchronize(stream), "upload wait");  // Upload returns before the last DMA ends
     });
     const double pageable_down = MedianSeconds([&] {
       Check(cudaMemcpy(dst.data(), device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");

@@ -80,54 +80,62 @@ TEST_F(GpuServerTest, ServerInfoDescribesTheGpu) {
   }
 }
 
-// Every registered variant by name, both dtypes where supported, odd shapes.
+// Every registered variant by name, both dtypes where supported, odd shapes:
+// small ones (the slot's scratch path) and ones past 1 MiB (the pool path).
 TEST_F(GpuServerTest, EveryVariantByNameIsCorrect) {
   const v1::ServerInfo info = Info(*stub_);
-  for (const auto& v : info.variants()) {
-    for (int dtype : v.dtypes()) {
-      const bool f64 = dtype == v1::DTYPE_FLOAT64;
-      const double tol = v.reduced_precision() ? 5e-3 : f64 ? 1e-12 : 1e-4;
-      SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + SeedNote());
-      grpc::ClientContext ctx;
-      if (v.op() == v1::OP_MATMUL) {
-        v1::MatMulRequest req;
-        *req.mutable_a() = f64 ? RandomMatrix<double>(131, 67, rng_) : RandomMatrix<float>(131, 67, rng_);
-        *req.mutable_b() = f64 ? RandomMatrix<double>(67, 95, rng_) : RandomMatrix<float>(67, 95, rng_);
-        req.set_variant(v.name());
-        v1::MatMulResponse resp;
-        const grpc::Status s = stub_->MatMul(&ctx, req, &resp);
-        ASSERT_TRUE(s.ok()) << s.error_message();
-        EXPECT_EQ(resp.report().variant(), v.name());
-        EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
-                                                              req.a().data().data(), req.b().data().data())),
-                  tol);
-      } else if (v.op() == v1::OP_TRANSPOSE) {
-        v1::TransposeRequest req;
-        *req.mutable_input() = f64 ? RandomMatrix<double>(257, 33, rng_) : RandomMatrix<float>(257, 33, rng_);
-        req.set_variant(v.name());
-        v1::TransposeResponse resp;
-        const grpc::Status s = stub_->Transpose(&ctx, req, &resp);
-        ASSERT_TRUE(s.ok()) << s.error_message();
-        EXPECT_EQ(MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
-                                                                   req.input().data().data(), nullptr)),
-                  0.0);
-      } else {
-        const v1::Matrix input = f64 ? RandomMatrix<double>(301, 77, rng_) : RandomMatrix<float>(301, 77, rng_);
-        for (int axis = 0; axis < 3; ++axis) {
-          grpc::ClientContext rctx;
-          v1::ReduceRequest req;
-          *req.mutable_input() = input;
-          req.set_op(v1::REDUCE_OP_SUM);
-          req.set_axis(static_cast<v1::ReduceAxis>(axis));
+  for (const bool large : {false, true}) {
+    // MatMul m x k times k x n; Transpose and Reduce rows x cols.
+    const int64_t m = large ? 601 : 131, k = large ? 257 : 67, n = large ? 533 : 95;
+    const int64_t rows = large ? 1031 : 257, cols = large ? 301 : 33;
+    const int64_t reduce_rows = large ? 1031 : 301, reduce_cols = large ? 303 : 77;
+    for (const auto& v : info.variants()) {
+      for (int dtype : v.dtypes()) {
+        const bool f64 = dtype == v1::DTYPE_FLOAT64;
+        const double tol = v.reduced_precision() ? 5e-3 : f64 ? 1e-12 : 1e-4;
+        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") + SeedNote());
+        grpc::ClientContext ctx;
+        if (v.op() == v1::OP_MATMUL) {
+          v1::MatMulRequest req;
+          *req.mutable_a() = f64 ? RandomMatrix<double>(m, k, rng_) : RandomMatrix<float>(m, k, rng_);
+          *req.mutable_b() = f64 ? RandomMatrix<double>(k, n, rng_) : RandomMatrix<float>(k, n, rng_);
           req.set_variant(v.name());
-          v1::ReduceResponse resp;
-          const grpc::Status s = stub_->Reduce(&rctx, req, &resp);
+          v1::MatMulResponse resp;
+          const grpc::Status s = stub_->MatMul(&ctx, req, &resp);
           ASSERT_TRUE(s.ok()) << s.error_message();
-          kernels::Problem p = ProblemOf(kernels::Op::kReduce, input, nullptr);
-          p.reduce_axis = static_cast<kernels::ReduceAxis>(axis);
-          // Sum errors scale with the number of terms (contract: 1e-5 * sum|x|).
-          EXPECT_LE(MaxError(resp.output(), kernels::ReferenceResult(p, input.data().data(), nullptr)),
-                    (f64 ? 1e-12 : 1e-5) * 301 * 77) << "axis " << axis;
+          EXPECT_EQ(resp.report().variant(), v.name());
+          EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
+                                                                req.a().data().data(), req.b().data().data())),
+                    tol);
+        } else if (v.op() == v1::OP_TRANSPOSE) {
+          v1::TransposeRequest req;
+          *req.mutable_input() = f64 ? RandomMatrix<double>(rows, cols, rng_) : RandomMatrix<float>(rows, cols, rng_);
+          req.set_variant(v.name());
+          v1::TransposeResponse resp;
+          const grpc::Status s = stub_->Transpose(&ctx, req, &resp);
+          ASSERT_TRUE(s.ok()) << s.error_message();
+          EXPECT_EQ(MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
+                                                                     req.input().data().data(), nullptr)),
+                    0.0);
+        } else {
+          const v1::Matrix input = f64 ? RandomMatrix<double>(reduce_rows, reduce_cols, rng_)
+                                      : RandomMatrix<float>(reduce_rows, reduce_cols, rng_);
+          for (int axis = 0; axis < 3; ++axis) {
+            grpc::ClientContext rctx;
+            v1::ReduceRequest req;
+            *req.mutable_input() = input;
+            req.set_op(v1::REDUCE_OP_SUM);
+            req.set_axis(static_cast<v1::ReduceAxis>(axis));
+            req.set_variant(v.name());
+            v1::ReduceResponse resp;
+            const grpc::Status s = stub_->Reduce(&rctx, req, &resp);
+            ASSERT_TRUE(s.ok()) << s.error_message();
+            kernels::Problem p = ProblemOf(kernels::Op::kReduce, input, nullptr);
+            p.reduce_axis = static_cast<kernels::ReduceAxis>(axis);
+            // Sum errors scale with the number of terms (contract: 1e-5 * sum|x|).
+            EXPECT_LE(MaxError(resp.output(), kernels::ReferenceResult(p, input.data().data(), nullptr)),
+                      (f64 ? 1e-12 : 1e-5) * double(reduce_rows * reduce_cols)) << "axis " << axis;
+          }
         }
       }
     }

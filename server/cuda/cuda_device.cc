@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -32,6 +33,10 @@ int64_t MicrosSince(Clock::time_point start) {
 
 size_t Aligned(int64_t bytes) { return (size_t(bytes) + 255) & ~size_t(255); }
 
+// Device memory each slot keeps for small requests, whose operands, result
+// and workspace all fit: they skip the pool and wait on the host only once.
+constexpr int64_t kSmallScratchBytes = int64_t{1} << 20;
+
 // Matmuls above this many multiply-adds get their float64 reference from
 // cuBLAS DGEMM on the device instead of host loops.
 constexpr double kHostReferenceMaxMacs = 1 << 27;
@@ -40,7 +45,11 @@ constexpr double kHostReferenceMaxMacs = 1 << 27;
 struct Slot {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
+  // Stage boundaries on the stream: upload_begin -> start is the upload,
+  // start -> stop the kernel.
+  cudaEvent_t upload_begin = nullptr, start = nullptr, stop = nullptr;
+  cudaEvent_t downloaded = nullptr;  // small requests: the result is in staging
+  void* scratch = nullptr;           // kSmallScratchBytes
   std::unique_ptr<StagingBuffers> staging;
 };
 
@@ -77,6 +86,9 @@ class CudaDevice final : public Device {
     cudaSetDevice(ordinal_);
     for (auto& s : slots_) {
       cublasDestroy(s->cublas);
+      cudaEventDestroy(s->upload_begin);
+      cudaEventDestroy(s->downloaded);
+      cudaFree(s->scratch);
       cudaEventDestroy(s->start);
       cudaEventDestroy(s->stop);
       cudaStreamDestroy(s->stream);
@@ -108,6 +120,10 @@ class CudaDevice final : public Device {
       auto slot = std::make_unique<Slot>();
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&slot->stream, cudaStreamNonBlocking),
                                       "cudaStreamCreate");
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventCreate(&slot->upload_begin), "cudaEventCreate");
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventCreate(&slot->downloaded), "cudaEventCreate");
+      device_malloc_calls_ += 1;
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMalloc(&slot->scratch, kSmallScratchBytes), "cudaMalloc(scratch)");
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventCreate(&slot->start), "cudaEventCreate");
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventCreate(&slot->stop), "cudaEventCreate");
       if (auto s = CublasStatus(cublasCreate(&slot->cublas), "cublasCreate"); !s.ok()) return s;
@@ -145,6 +161,11 @@ class CudaDevice final : public Device {
     const int64_t out_bytes = kernels::OutputElements(p) * es;
     const int64_t ws_bytes = int64_t(job.variant->WorkspaceBytes(p));
     const int64_t total = Aligned(a_bytes) + Aligned(b_bytes) + Aligned(out_bytes) + Aligned(ws_bytes);
+    if (total <= kSmallScratchBytes) {
+      auto times = ExecuteSmall(job, stop, *slot, a_bytes, b_bytes, out_bytes, ws_bytes);
+      if (!times.ok()) return AfterError(times.status());
+      return times;
+    }
 
     if (auto s = memory_->Reserve(total, absl::Now() + kMaxMemoryWait); !s.ok()) return s;
     absl::Cleanup unreserve = [&] { memory_->Unreserve(total); };
@@ -160,28 +181,35 @@ class CudaDevice final : public Device {
       for (const auto* r : {&a, &b, &out, &ws}) {
         if (!r->ok()) return r->status();
       }
-      const auto upload_start = Clock::now();
+      // The stream is idle here, so upload_begin fires as the first copy is
+      // queued and the upload stage counts host gathering and DMA alike.
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot->upload_begin, slot->stream), "cudaEventRecord");
       if (auto s = slot->staging->Upload(*a, job.a, slot->stream, copier_); !s.ok()) return s;
       if (b_bytes) {
         if (auto s = slot->staging->Upload(*b, job.b, slot->stream, copier_); !s.ok()) return s;
       }
-      times.upload_us = MicrosSince(upload_start);
       if (stop()) return absl::CancelledError("request abandoned before its kernel ran");
 
+      // The kernel follows the upload in stream order: no host wait between.
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot->start, slot->stream), "cudaEventRecord");
       const kernels::Buffers buffers{*a, *b, *out, *ws, size_t(ws_bytes)};
       if (auto s = job.variant->launch(p, buffers, LaunchContextOf(*slot)); !s.ok()) return s;
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot->stop, slot->stream), "cudaEventRecord");
+      // Waiting here keeps the kernel's time out of the download stage.
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(slot->stop), "kernel wait");
 
       const auto download_start = Clock::now();
       if (auto s = slot->staging->Download(job.out, *out, out_bytes, slot->stream, copier_); !s.ok()) {
         return s;
       }
       times.download_us = MicrosSince(download_start);
-      float ms = 0;
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&ms, slot->start, slot->stop),
+      float upload_ms = 0, compute_ms = 0;
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&upload_ms, slot->upload_begin, slot->start),
                                       "cudaEventElapsedTime");
-      times.compute_us = int64_t(ms * 1000.0f);
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&compute_ms, slot->start, slot->stop),
+                                      "cudaEventElapsedTime");
+      times.upload_us = int64_t(upload_ms * 1000.0f);
+      times.compute_us = int64_t(compute_ms * 1000.0f);
       return absl::OkStatus();
     }();
     if (!status.ok()) return AfterError(status);
@@ -273,6 +301,59 @@ class CudaDevice final : public Device {
 
  private:
   static constexpr absl::Duration kMaxMemoryWait = absl::Seconds(30);
+
+  // A request that fits in the slot's scratch: the inputs go up in one copy
+  // from one staging chunk, the result comes down into the other, and the
+  // host waits once, after the download. Stage times come from events.
+  absl::StatusOr<StageTimes> ExecuteSmall(const ComputeJob& job, const StopRequested& stop, Slot& slot,
+                                          int64_t a_bytes, int64_t b_bytes, int64_t out_bytes,
+                                          int64_t ws_bytes) {
+    StagingBuffers& staging = *slot.staging;
+    if (auto s = staging.WaitIdle(); !s.ok()) return s;
+    char* up = staging.chunk(0);
+    char* down = staging.chunk(1);
+    char* dev = static_cast<char*>(slot.scratch);
+    const size_t b_at = Aligned(a_bytes), out_at = b_at + Aligned(b_bytes);
+    const size_t ws_at = out_at + Aligned(out_bytes);
+    auto gather = [](char* dst, const HostPieces& pieces) {
+      for (const auto& p : pieces) dst = std::copy(p.begin(), p.end(), dst);
+    };
+    gather(up, job.a);
+    gather(up + b_at, job.b);
+    const size_t up_bytes = b_bytes ? b_at + size_t(b_bytes) : size_t(a_bytes);
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot.upload_begin, slot.stream), "cudaEventRecord");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream), "upload cudaMemcpyAsync");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot.start, slot.stream), "cudaEventRecord");
+    if (stop()) {
+      // The staging chunk must not be refilled while the copy reads it.
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(slot.stream), "upload wait");
+      return absl::CancelledError("request abandoned before its kernel ran");
+    }
+    const kernels::Buffers buffers{dev, b_bytes ? dev + b_at : nullptr, dev + out_at,
+                                   ws_bytes ? dev + ws_at : nullptr, size_t(ws_bytes)};
+    if (auto s = job.variant->launch(job.problem, buffers, LaunchContextOf(slot)); !s.ok()) {
+      cudaStreamSynchronize(slot.stream);
+      return s;
+    }
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot.stop, slot.stream), "cudaEventRecord");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(down, dev + out_at, size_t(out_bytes), cudaMemcpyDeviceToHost, slot.stream),
+        "download cudaMemcpyAsync");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot.downloaded, slot.stream), "cudaEventRecord");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(slot.downloaded), "download wait");
+    std::memcpy(job.out, down, size_t(out_bytes));
+
+    float upload_ms = 0, compute_ms = 0, download_ms = 0;
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&upload_ms, slot.upload_begin, slot.start), "cudaEventElapsedTime");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&compute_ms, slot.start, slot.stop), "cudaEventElapsedTime");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&download_ms, slot.stop, slot.downloaded), "cudaEventElapsedTime");
+    StageTimes times;
+    times.upload_us = int64_t(upload_ms * 1000.0f);
+    times.compute_us = int64_t(compute_ms * 1000.0f);
+    times.download_us = int64_t(download_ms * 1000.0f);
+    return times;
+  }
 
   kernels::LaunchContext LaunchContextOf(const Slot& slot) const {
     return kernels::LaunchContext{slot.stream, slot.cublas};

@@ -26,6 +26,20 @@ StagingBuffers::~StagingBuffers() {
   }
 }
 
+absl::Status StagingBuffers::WaitChunk(int b) {
+  if (!queued_[b]) return absl::OkStatus();
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "staging wait");
+  queued_[b] = false;
+  return absl::OkStatus();
+}
+
+absl::Status StagingBuffers::WaitIdle() {
+  for (int b = 0; b < 2; ++b) {
+    if (auto s = WaitChunk(b); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src,
                                     cudaStream_t stream, HostCopyPool& copier) {
   size_t bytes = 0;
@@ -35,8 +49,9 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
   for (size_t i = 0; i < chunks; ++i) {
     const int b = int(i % 2);
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
-    // The DMA that last read this chunk buffer must be done before refilling it.
-    if (i >= 2) GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "upload wait");
+    // The DMA that last used this chunk buffer must be done before refilling
+    // it (also one of an earlier upload on the same stream).
+    if (auto s = WaitChunk(b); !s.ok()) return s;
     HostPieces chunk_src;  // the source bytes of this chunk
     for (size_t filled = 0; filled < len;) {
       const size_t n = std::min(len - filled, host_src[piece].size() - piece_offset);
@@ -54,9 +69,7 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
                         cudaMemcpyHostToDevice, stream),
         "upload cudaMemcpyAsync");
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b], stream), "upload event");
-  }
-  if (chunks > 0) {
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[(chunks - 1) % 2]), "upload wait");
+    queued_[b] = true;
   }
   return absl::OkStatus();
 }
@@ -64,6 +77,8 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
 absl::Status StagingBuffers::Download(void* host_dst, const void* device_src, size_t bytes,
                                       cudaStream_t stream, HostCopyPool& copier) {
   const size_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  // A device-to-host copy into a chunk follows, in stream order, any upload
+  // still reading it, so no host wait is needed before queueing.
   auto enqueue = [&](size_t i) -> absl::Status {
     const int b = int(i % 2);
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
@@ -72,6 +87,7 @@ absl::Status StagingBuffers::Download(void* host_dst, const void* device_src, si
                         cudaMemcpyDeviceToHost, stream),
         "download cudaMemcpyAsync");
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b], stream), "download event");
+    queued_[b] = true;
     return absl::OkStatus();
   };
   if (chunks > 0) {
@@ -84,7 +100,7 @@ absl::Status StagingBuffers::Download(void* host_dst, const void* device_src, si
     }
     const int b = int(i % 2);
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "download wait");
+    if (auto s = WaitChunk(b); !s.ok()) return s;
     copier.Copy(static_cast<char*>(host_dst) + offset, chunk_[b], len);
   }
   return absl::OkStatus();
