@@ -11,6 +11,7 @@ from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
+from gpucompute import _wire
 from gpucompute.v1 import compute_pb2 as pb
 
 PathOrBytes = Union[str, Path, bytes, None]
@@ -59,8 +60,9 @@ class Result:
     report: Report
 
 
-def to_matrix(array: Any, name: str) -> pb.Matrix:
-    """Row-major little-endian bytes of a 2-D float32/float64 array of any layout."""
+def row_major(array: Any, name: str) -> Tuple[int, np.ndarray]:
+    """(wire dtype, row-major little-endian array) of a 2-D float32/float64
+    array of any layout."""
     a = np.asarray(array)
     if a.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array, got shape {a.shape}")
@@ -69,18 +71,11 @@ def to_matrix(array: Any, name: str) -> pb.Matrix:
                         f"convert it first, e.g. {name}.astype(numpy.float32)")
     # Copies only when the array is F-ordered, strided or big-endian.
     a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    return pb.Matrix(dtype=_WIRE_DTYPE[a.dtype.itemsize], rows=a.shape[0], cols=a.shape[1],
-                     data=a.tobytes())
+    return _WIRE_DTYPE[a.dtype.itemsize], a
 
 
-def from_matrix(m: pb.Matrix, method: str) -> np.ndarray:
-    """A read-only array over the message's bytes (no copy); .copy() to modify it."""
-    dtype = _NUMPY_DTYPE.get(m.dtype)
-    if dtype is None or len(m.data) != m.rows * m.cols * dtype.itemsize:
-        raise ComputeError(method, grpc.StatusCode.INTERNAL,
-                           f"malformed result matrix: dtype {m.dtype}, {m.rows} x {m.cols}, "
-                           f"{len(m.data)} bytes")
-    return np.frombuffer(m.data, dtype=dtype).reshape(m.rows, m.cols)
+def _matrix(array: Any, name: str) -> list:
+    return _wire.matrix_parts(*row_major(array, name))
 
 
 def reduce_op(op: Union[str, int]) -> int:
@@ -119,23 +114,44 @@ def dtype_value(dtype: Any) -> int:
     return _WIRE_DTYPE[d.itemsize]
 
 
-def matmul_request(a, b, variant: str, allow_tf32: bool) -> pb.MatMulRequest:
-    return pb.MatMulRequest(a=to_matrix(a, "a"), b=to_matrix(b, "b"), variant=variant,
-                            allow_tf32=allow_tf32)
+# MatMul, Transpose and Reduce travel as raw bytes (see _wire): gRPC neither
+# serializes the request nor parses the response.
+COMPUTE_METHODS = ("MatMul", "Transpose", "Reduce")
 
 
-def transpose_request(x, variant: str) -> pb.TransposeRequest:
-    return pb.TransposeRequest(input=to_matrix(x, "x"), variant=variant)
+def compute_calls(channel) -> dict:
+    """Method name -> bytes-in, bytes-out multicallable, for a sync or asyncio channel."""
+    return {m: channel.unary_unary(f"/gpucompute.v1.Compute/{m}") for m in COMPUTE_METHODS}
 
 
-def reduce_request(x, op, axis, variant: str) -> pb.ReduceRequest:
-    return pb.ReduceRequest(input=to_matrix(x, "x"), op=reduce_op(op), axis=reduce_axis(axis),
-                            variant=variant)
+def matmul_request(a, b, variant: str, allow_tf32: bool) -> bytes:
+    return _wire.matmul_request(_matrix(a, "a"), _matrix(b, "b"), variant, allow_tf32)
 
 
-def result(method: str, response, matrix: pb.Matrix, with_report: bool):
-    out = from_matrix(matrix, method)
-    return Result(out, Report.from_proto(response.report)) if with_report else out
+def transpose_request(x, variant: str) -> bytes:
+    return _wire.transpose_request(_matrix(x, "x"), variant)
+
+
+def reduce_request(x, op, axis, variant: str) -> bytes:
+    return _wire.reduce_request(_matrix(x, "x"), reduce_op(op), reduce_axis(axis), variant)
+
+
+def result(method: str, raw: bytes, with_report: bool):
+    """The result matrix of a compute response: a read-only row-major array
+    over the received bytes (no copy; .copy() to modify it)."""
+    try:
+        dtype, rows, cols, (start, end), report = _wire.parse_response(raw)
+    except Exception as e:  # a malformed message, whatever the parser tripped on
+        raise ComputeError(method, grpc.StatusCode.INTERNAL, f"malformed response: {e}") from None
+    np_dtype = _NUMPY_DTYPE.get(dtype)
+    if np_dtype is None or rows < 0 or cols < 0 or end - start != rows * cols * np_dtype.itemsize:
+        raise ComputeError(method, grpc.StatusCode.INTERNAL,
+                           f"malformed result matrix: dtype {dtype}, {rows} x {cols}, "
+                           f"{end - start} bytes")
+    out = np.frombuffer(raw, dtype=np_dtype, count=rows * cols, offset=start).reshape(rows, cols)
+    if not with_report:
+        return out
+    return Result(out, Report.from_proto(report if report is not None else pb.ExecutionReport()))
 
 
 def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis, warmup,

@@ -38,6 +38,7 @@ class Client:
         self._channel = (grpc.aio.secure_channel(target, credentials, opts) if credentials
                          else grpc.aio.insecure_channel(target, opts))
         self._stub = pb_grpc.ComputeStub(self._channel)
+        self._compute = c.compute_calls(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -50,7 +51,8 @@ class Client:
 
     async def _call(self, method: str, request, timeout):
         try:
-            return await getattr(self._stub, method)(
+            call = self._compute.get(method) or getattr(self._stub, method)
+            return await call(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
                 metadata=self._metadata)
         except grpc.RpcError as e:
@@ -61,18 +63,18 @@ class Client:
                      ) -> Union[np.ndarray, c.Result]:
         response = await self._call("MatMul", c.matmul_request(a, b, variant, allow_tf32),
                                     timeout)
-        return c.result("MatMul", response, response.c, report)
+        return c.result("MatMul", response, report)
 
     async def transpose(self, x, *, variant: str = "", timeout: Optional[float] = _UNSET,
                         report: bool = False) -> Union[np.ndarray, c.Result]:
         response = await self._call("Transpose", c.transpose_request(x, variant), timeout)
-        return c.result("Transpose", response, response.output, report)
+        return c.result("Transpose", response, report)
 
     async def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None,
                      *, variant: str = "", timeout: Optional[float] = _UNSET,
                      report: bool = False) -> Union[np.ndarray, c.Result]:
         response = await self._call("Reduce", c.reduce_request(x, op, axis, variant), timeout)
-        return c.result("Reduce", response, response.output, report)
+        return c.result("Reduce", response, report)
 
     async def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                       variants: Sequence[str] = (), reduce_op: str = "sum",

@@ -45,6 +45,7 @@ class Client:
         self._channel = (grpc.secure_channel(target, credentials, opts) if credentials
                          else grpc.insecure_channel(target, opts))
         self._stub = pb_grpc.ComputeStub(self._channel)
+        self._compute = c.compute_calls(self._channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -57,7 +58,8 @@ class Client:
 
     def _call(self, method: str, request, timeout):
         try:
-            return getattr(self._stub, method)(
+            call = self._compute.get(method) or getattr(self._stub, method)
+            return call(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
                 metadata=self._metadata)
         except grpc.RpcError as e:
@@ -68,12 +70,12 @@ class Client:
                ) -> Union[np.ndarray, c.Result]:
         """a @ b for a (m x k) and b (k x n) of the same dtype."""
         response = self._call("MatMul", c.matmul_request(a, b, variant, allow_tf32), timeout)
-        return c.result("MatMul", response, response.c, report)
+        return c.result("MatMul", response, report)
 
     def transpose(self, x, *, variant: str = "", timeout: Optional[float] = _UNSET,
                   report: bool = False) -> Union[np.ndarray, c.Result]:
         response = self._call("Transpose", c.transpose_request(x, variant), timeout)
-        return c.result("Transpose", response, response.output, report)
+        return c.result("Transpose", response, report)
 
     def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None, *,
                variant: str = "", timeout: Optional[float] = _UNSET, report: bool = False
@@ -81,7 +83,7 @@ class Client:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
         gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers)."""
         response = self._call("Reduce", c.reduce_request(x, op, axis, variant), timeout)
-        return c.result("Reduce", response, response.output, report)
+        return c.result("Reduce", response, report)
 
     def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                 variants: Sequence[str] = (), reduce_op: str = "sum",

@@ -8,7 +8,16 @@ import re
 import signal
 import subprocess
 
+import numpy as np
 import pytest
+
+
+@pytest.fixture
+def rng():
+    """Fresh random data every run; the seed is printed for a failing test."""
+    seed = np.random.SeedSequence().entropy
+    print(f"seed {seed}")
+    return np.random.default_rng(seed)
 
 
 @pytest.fixture(scope="session")

@@ -17,13 +17,6 @@ def client(server_target):
         yield c
 
 
-@pytest.fixture
-def rng():
-    seed = np.random.SeedSequence().entropy
-    print(f"seed {seed}")  # shown when a test fails
-    return np.random.default_rng(seed)
-
-
 def uniform(rng, shape, dtype):
     return rng.uniform(-1, 1, size=shape).astype(dtype)
 
