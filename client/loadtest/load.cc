@@ -82,9 +82,10 @@ struct InFlight {
 // The open loop's caller: issue one call, record it when it completes.
 class GrpcCaller {
  public:
-  GrpcCaller(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
-             CallSettings settings)
-      : channel_(std::move(channel)), stub_(channel_), call_(call), settings_(std::move(settings)) {}
+  GrpcCaller(const Channels& channels, const PreparedCall* call, CallSettings settings)
+      : call_(call), settings_(std::move(settings)) {
+    for (const auto& channel : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+  }
 
   // `start` is when the request counts as issued; `done` runs after recording.
   void Issue(Recorder* recorder, Clock::time_point start, std::function<void()> done) {
@@ -93,7 +94,8 @@ class GrpcCaller {
     f->request = call_->request();  // a new reference to the same slices
     f->start = start;
     in_flight_.fetch_add(1);
-    stub_.UnaryCall(&f->context, call_->method(), grpc::StubOptions(), &f->request, &f->response,
+    grpc::GenericStub& stub = *stubs_[next_stub_.fetch_add(1) % stubs_.size()];
+    stub.UnaryCall(&f->context, call_->method(), grpc::StubOptions(), &f->request, &f->response,
                     [this, f, recorder, done = std::move(done)](grpc::Status status) {
                       RecordCompletion(*call_, status, &f->response, f->start, recorder);
                       delete f;
@@ -115,8 +117,8 @@ class GrpcCaller {
   }
 
  private:
-  std::shared_ptr<grpc::Channel> channel_;
-  grpc::GenericStub stub_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // calls take turns
+  std::atomic<size_t> next_stub_{0};
   const PreparedCall* call_;
   CallSettings settings_;
   std::atomic<int> in_flight_{0};
@@ -137,21 +139,25 @@ struct QueuedCall {
 // Each thread owns a completion queue and waits on it itself, so a
 // completion wakes the very thread that issues the next call: no hand-off
 // between gRPC's threads and the load generator's (at concurrency 1, one
-// thread does it all). The calls are spread over at most one thread per core.
+// thread does it all). The calls are spread over one thread per core (or per
+// channel, if more), each thread on one channel.
 class ClosedLoop final : public Driver {
  public:
-  ClosedLoop(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
-             CallSettings settings, int concurrency)
-      : stub_(std::move(channel)), call_(call), settings_(std::move(settings)),
-        concurrency_(concurrency) {}
+  ClosedLoop(const Channels& channels, const PreparedCall* call, CallSettings settings,
+             int concurrency)
+      : call_(call), settings_(std::move(settings)), concurrency_(concurrency) {
+    for (const auto& channel : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+  }
 
   void Start(Recorder* recorder) override {
     stopping_ = false;
-    const int threads =
-        std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, concurrency_);
+    const int wanted = std::max(static_cast<int>(std::thread::hardware_concurrency()),
+                                static_cast<int>(stubs_.size()));
+    const int threads = std::clamp(wanted, 1, concurrency_);
     for (int t = 0; t < threads; ++t) {
       const int share = concurrency_ / threads + (t < concurrency_ % threads ? 1 : 0);
-      workers_.emplace_back([this, recorder, share] { Work(recorder, share); });
+      grpc::GenericStub* stub = stubs_[t % stubs_.size()].get();
+      workers_.emplace_back([this, recorder, share, stub] { Work(recorder, share, *stub); });
     }
   }
 
@@ -162,7 +168,7 @@ class ClosedLoop final : public Driver {
   }
 
  private:
-  void Work(Recorder* recorder, int share) {
+  void Work(Recorder* recorder, int share, grpc::GenericStub& stub) {
     grpc::CompletionQueue cq;
     int in_flight = 0;
     auto issue = [&] {
@@ -170,7 +176,7 @@ class ClosedLoop final : public Driver {
       SetUpContext(&c->context, settings_);
       c->request = call_->request();  // a new reference to the same slices
       c->start = Clock::now();
-      c->reader = stub_.PrepareUnaryCall(&c->context, call_->method(), c->request, &cq);
+      c->reader = stub.PrepareUnaryCall(&c->context, call_->method(), c->request, &cq);
       c->reader->StartCall();
       c->reader->Finish(&c->response, &c->status, c);
       ++in_flight;
@@ -190,7 +196,7 @@ class ClosedLoop final : public Driver {
     }
   }
 
-  grpc::GenericStub stub_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   const PreparedCall* call_;
   CallSettings settings_;
   const int concurrency_;
@@ -200,9 +206,9 @@ class ClosedLoop final : public Driver {
 
 class OpenLoop final : public Driver {
  public:
-  OpenLoop(std::shared_ptr<grpc::Channel> channel, const PreparedCall* call,
-           CallSettings settings, double rate, int max_outstanding, uint64_t seed)
-      : caller_(std::move(channel), call, std::move(settings)),
+  OpenLoop(const Channels& channels, const PreparedCall* call, CallSettings settings, double rate,
+           int max_outstanding, uint64_t seed)
+      : caller_(channels, call, std::move(settings)),
         rate_(rate),
         max_outstanding_(max_outstanding),
         seed_(seed) {}
@@ -500,17 +506,16 @@ WindowStats Recorder::Take() {
   return out;
 }
 
-std::unique_ptr<Driver> MakeClosedLoop(std::shared_ptr<grpc::Channel> channel,
-                                       const PreparedCall* call, CallSettings settings,
-                                       int concurrency) {
-  return std::make_unique<ClosedLoop>(std::move(channel), call, std::move(settings), concurrency);
+std::unique_ptr<Driver> MakeClosedLoop(Channels channels, const PreparedCall* call,
+                                       CallSettings settings, int concurrency) {
+  return std::make_unique<ClosedLoop>(channels, call, std::move(settings), concurrency);
 }
 
-std::unique_ptr<Driver> MakeOpenLoop(std::shared_ptr<grpc::Channel> channel,
-                                     const PreparedCall* call, CallSettings settings,
-                                     double rate, int max_outstanding, uint64_t seed) {
-  return std::make_unique<OpenLoop>(std::move(channel), call, std::move(settings), rate,
-                                    max_outstanding, seed);
+std::unique_ptr<Driver> MakeOpenLoop(Channels channels, const PreparedCall* call,
+                                     CallSettings settings, double rate, int max_outstanding,
+                                     uint64_t seed) {
+  return std::make_unique<OpenLoop>(channels, call, std::move(settings), rate, max_outstanding,
+                                    seed);
 }
 
 std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,

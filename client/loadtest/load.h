@@ -115,17 +115,20 @@ struct CallSettings {
   std::string authorization;  // "Bearer <token>", or empty
 };
 
-// `concurrency` requests always in flight on one channel.
-std::unique_ptr<Driver> MakeClosedLoop(std::shared_ptr<grpc::Channel> channel,
-                                       const PreparedCall* call, CallSettings settings,
-                                       int concurrency);
+// Channels to the server, each with its own connection when more than one;
+// drivers spread their calls over them.
+using Channels = std::vector<std::shared_ptr<grpc::Channel>>;
+
+// `concurrency` requests always in flight.
+std::unique_ptr<Driver> MakeClosedLoop(Channels channels, const PreparedCall* call,
+                                       CallSettings settings, int concurrency);
 // Poisson arrivals at `rate` per second, whatever the completions do;
 // latency counts from the scheduled arrival, so a stalled server cannot hide
 // its backlog. At most `max_outstanding` in flight; further arrivals are
 // counted as dropped.
-std::unique_ptr<Driver> MakeOpenLoop(std::shared_ptr<grpc::Channel> channel,
-                                     const PreparedCall* call, CallSettings settings,
-                                     double rate, int max_outstanding, uint64_t seed);
+std::unique_ptr<Driver> MakeOpenLoop(Channels channels, const PreparedCall* call,
+                                     CallSettings settings, double rate, int max_outstanding,
+                                     uint64_t seed);
 // `concurrency` connections to a loopback TCP echo server, each sending the
 // request payload and reading the response payload back.
 std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,

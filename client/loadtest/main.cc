@@ -79,6 +79,9 @@ ABSL_FLAG(bool, grpc_defaults, false,
           "(to measure what the tuning buys)");
 ABSL_FLAG(std::string, lb, "",
           "round_robin: spread requests over every address a dns:/// target resolves to");
+ABSL_FLAG(int32_t, connections, 1,
+          "gRPC channels, each with its own TCP connection, that the requests are spread "
+          "over (one HTTP/2 connection is read by one thread at a time on each side)");
 
 namespace gpucompute::loadtest {
 namespace {
@@ -276,8 +279,20 @@ int Run() {
   options.bearer_token_file = absl::GetFlag(FLAGS_token_file);
   options.lb_policy = absl::GetFlag(FLAGS_lb);
   options.large_message_transport = !absl::GetFlag(FLAGS_grpc_defaults);
+  const int connections = absl::GetFlag(FLAGS_connections);
+  if (connections < 1) return Fail("--connections: must be at least 1");
+  options.own_connection = connections > 1;
   auto client = Client::Create(options);
   if (!client.ok()) return Fail(std::string(client.status().message()));
+  // The first client's channel plus connections - 1 more; the clients own them.
+  std::vector<Client> extra_clients;
+  Channels channels{client->channel()};
+  for (int i = 1; i < connections; ++i) {
+    auto more = Client::Create(options);
+    if (!more.ok()) return Fail(std::string(more.status().message()));
+    channels.push_back(more->channel());
+    extra_clients.push_back(std::move(*more));
+  }
   auto info = client->GetServerInfo();
   if (!info.ok()) return Fail(std::string(info.status().message()));
   auto variants = ResolveVariants(absl::GetFlag(FLAGS_variants), *info, w);
@@ -312,11 +327,11 @@ int Run() {
   run.started = NowRfc3339();
   run.settings = absl::StrFormat(
       "warm-up %s, windows of %s and >= %d requests until %d in a row agree within %.0f%% on "
-      "throughput and p95 (at most %s per row); deadline %s; %s",
+      "throughput and p95 (at most %s per row); deadline %s; %d connection%s; %s",
       absl::FormatDuration(measure.warmup), absl::FormatDuration(measure.window),
       measure.min_requests_per_window, measure.stable_windows, measure.stability * 100,
       absl::FormatDuration(measure.max_time), absl::FormatDuration(call_settings.deadline),
-      options.large_message_transport ? "client transport sized for large messages"
+      connections, connections == 1 ? "" : "s", options.large_message_transport ? "client transport sized for large messages"
                                       : "client transport: gRPC defaults");
   const int64_t payload = w.RequestPayloadBytes() + w.ResponsePayloadBytes();
 
@@ -361,7 +376,7 @@ int Run() {
     if (p.variant == kTcpEcho) {
       driver = MakeTcpEcho(echo->port(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
     } else if (p.variant == kGrpcHealth) {
-      driver = MakeClosedLoop(client->channel(), &health_check, call_settings, p.concurrency);
+      driver = MakeClosedLoop(channels, &health_check, call_settings, p.concurrency);
     } else {
       if (prepared_variant != p.variant) {
         auto prepared = PreparedCall::Create(w, p.variant == "auto" ? "" : p.variant);
@@ -370,8 +385,8 @@ int Run() {
         prepared_variant = p.variant;
       }
       driver = p.concurrency > 0
-                   ? MakeClosedLoop(client->channel(), &*call, call_settings, p.concurrency)
-                   : MakeOpenLoop(client->channel(), &*call, call_settings, p.rate,
+                   ? MakeClosedLoop(channels, &*call, call_settings, p.concurrency)
+                   : MakeOpenLoop(channels, &*call, call_settings, p.rate,
                                   absl::GetFlag(FLAGS_max_outstanding), w.seed + i);
     }
     const std::string what = absl::StrCat(p.variant, " ",

@@ -236,6 +236,7 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& options) {
         absl::StrCat(R"({"loadBalancingConfig":[{")", options.lb_policy, R"(":{}}]})"));
   }
   if (options.large_message_transport) ApplyLargeMessageTransport(&args);
+  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   client.channel_ = grpc::CreateCustomChannel(options.target, credentials, args);
   client.stub_ = v1::Compute::NewStub(client.channel_);
   client.generic_stub_ = std::make_unique<grpc::GenericStub>(client.channel_);

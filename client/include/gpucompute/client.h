@@ -60,6 +60,11 @@ struct ClientOptions {
   // HTTP/2 frames, flow-control window and socket reads sized for
   // multi-MiB matrices (ApplyLargeMessageTransport); false: gRPC's defaults.
   bool large_message_transport = true;
+  // This client's channel opens its own connections instead of sharing them
+  // with other channels of the process to the same target (gRPC's default).
+  // Several such clients spread the load over several TCP connections, which
+  // the server reads on several threads.
+  bool own_connection = false;
 };
 
 // The channel arguments behind ClientOptions::large_message_transport; the
