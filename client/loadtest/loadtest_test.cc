@@ -165,6 +165,35 @@ TEST_F(LoadtestBinaryTest, MatMulAndReduceShapes) {
   EXPECT_NE(ReadFile(csv).find(absl::StrCat(",", (30 * 20 + 20) * 4, ",")), std::string::npos);
 }
 
+TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
+  const std::string csv = dir_ / "g.csv";
+  RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=1x1 --variants=auto",
+                                         " --concurrency=1,4 --connections=3 --baseline=grpc,tcp",
+                                         " --csv=", csv));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 connections"), std::string::npos) << r.output;
+  // tcp_echo and grpc_health at c=1 and c=4 first, then auto at both.
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 6) << ReadFile(csv);
+  EXPECT_TRUE(lines[1].starts_with("tcp_echo,closed,1,"));
+  EXPECT_TRUE(lines[3].starts_with("grpc_health,closed,1,"));
+  EXPECT_TRUE(lines[4].starts_with("grpc_health,closed,4,"));
+  EXPECT_TRUE(lines[6].starts_with("auto,closed,4,"));
+  // The health rows carry no server report and no payload, but successes.
+  const std::vector<std::string> health = absl::StrSplit(lines[3], ',');
+  EXPECT_EQ(health[4], "0");                  // payload_bytes
+  EXPECT_GT(std::stod(health[7]), 0.0);       // requests_per_s
+  EXPECT_EQ(health[15], "");                  // server_queue_us
+  EXPECT_EQ(r.output.find("grpc_health      c=1      OK"), std::string::npos)
+      << "health calls are not compute requests the server counts";
+
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --baseline=udp"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("\"udp\" is not tcp or grpc"), std::string::npos) << r.output;
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=0"));
+  EXPECT_EQ(r.exit_code, 2);
+}
+
 TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
   const std::string csv = dir_ / "e.csv";
   RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=512x512x512 --dtype=float64",
