@@ -281,18 +281,10 @@ int Run() {
   options.large_message_transport = !absl::GetFlag(FLAGS_grpc_defaults);
   const int connections = absl::GetFlag(FLAGS_connections);
   if (connections < 1) return Fail("--connections: must be at least 1");
-  options.own_connection = connections > 1;
+  options.connections = connections;
   auto client = Client::Create(options);
   if (!client.ok()) return Fail(std::string(client.status().message()));
-  // The first client's channel plus connections - 1 more; the clients own them.
-  std::vector<Client> extra_clients;
-  Channels channels{client->channel()};
-  for (int i = 1; i < connections; ++i) {
-    auto more = Client::Create(options);
-    if (!more.ok()) return Fail(std::string(more.status().message()));
-    channels.push_back(more->channel());
-    extra_clients.push_back(std::move(*more));
-  }
+  const Channels& channels = client->channels();
   auto info = client->GetServerInfo();
   if (!info.ok()) return Fail(std::string(info.status().message()));
   auto variants = ResolveVariants(absl::GetFlag(FLAGS_variants), *info, w);

@@ -175,6 +175,10 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& options) {
   if (!options.bearer_token.empty() && !options.bearer_token_file.empty()) {
     return absl::InvalidArgumentError("give the bearer token as a string or a file, not both");
   }
+  if (options.connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("client connections must be at least 1, got ", options.connections));
+  }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError(
         "mutual TLS needs both a client certificate and its private key");
@@ -236,10 +240,14 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& options) {
         absl::StrCat(R"({"loadBalancingConfig":[{")", options.lb_policy, R"(":{}}]})"));
   }
   if (options.large_message_transport) ApplyLargeMessageTransport(&args);
-  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  client.channel_ = grpc::CreateCustomChannel(options.target, credentials, args);
-  client.stub_ = v1::Compute::NewStub(client.channel_);
-  client.generic_stub_ = std::make_unique<grpc::GenericStub>(client.channel_);
+  // Otherwise channels with equal arguments share one connection.
+  if (options.connections > 1) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  for (int i = 0; i < options.connections; ++i) {
+    client.channels_.push_back(grpc::CreateCustomChannel(options.target, credentials, args));
+    client.generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(client.channels_.back()));
+  }
+  client.stub_ = v1::Compute::NewStub(client.channels_.front());
+  client.next_channel_ = std::make_unique<std::atomic<uint64_t>>(0);
   client.max_message_bytes_ = options.max_message_bytes;
   return client;
 }
@@ -270,9 +278,10 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
   grpc::ClientContext context;
   Prepare(&context);
   std::promise<grpc::Status> done;
-  generic_stub_->UnaryCall(&context, absl::StrCat("/gpucompute.v1.Compute/", method),
-                           grpc::StubOptions(), &request, &response,
-                           [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  grpc::GenericStub& stub = *generic_stubs_[next_channel_->fetch_add(1) % generic_stubs_.size()];
+  stub.UnaryCall(&context, absl::StrCat("/gpucompute.v1.Compute/", method), grpc::StubOptions(),
+                 &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
   if (absl::Status st = Finish(method, done.get_future().get()); !st.ok()) return st;
   auto malformed = [&](absl::string_view why) {
     return absl::InternalError(
@@ -373,9 +382,9 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) const {
   grpc::ClientContext context;
   Prepare(&context);
   std::promise<grpc::Status> done;
-  generic_stub_->UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                           &request, &response,
-                           [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  generic_stubs_.front()->UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                                    &request, &response,
+                                    [&done](grpc::Status status) { done.set_value(std::move(status)); });
   if (absl::Status st = Finish("Health", done.get_future().get()); !st.ok()) return st;
   std::vector<grpc::Slice> slices;
   if (!response.Dump(&slices).ok()) {

@@ -4,7 +4,9 @@
 #include "gpucompute/client.h"
 
 #include <fstream>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -80,6 +82,31 @@ TEST_F(ClientTest, MovedInputsAreSentWithoutCopy) {
   EXPECT_EQ(t->output.ShapeString(), "3x4 float64");
   EXPECT_EQ(t->output.at(1, 0), a01);
   EXPECT_EQ(t->report.variant(), "fake_variant");
+}
+
+TEST_F(ClientTest, ComputeCallsTakeTurnsOnSeveralConnections) {
+  ClientOptions options;
+  options.connections = 3;
+  Client client = Connect(options);
+  ASSERT_EQ(client.channels().size(), 3u);
+  EXPECT_EQ(client.channel(), client.channels().front());
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2; ++i) {
+        absl::StatusOr<Matrix> a = Matrix::Random(DType::kFloat32, 5 + t, 3, Seed() + t);
+        absl::StatusOr<OpResult> r = client.Transpose(*std::move(a));
+        if (r.ok() && r->output.rows() == 3 && r->output.cols() == 5 + t) ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  // Six calls in turn: every channel has connected.
+  for (const auto& channel : client.channels()) {
+    EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  }
 }
 
 TEST_F(ClientTest, ReduceProfileAndServerInfo) {
@@ -251,6 +278,11 @@ TEST(ClientUnconnectedTest, CreateRejectsBadOptions) {
   missing_ca.tls_root_ca_file = ::testing::TempDir() + "/no-such-ca.pem";
   EXPECT_THAT(std::string(Client::Create(missing_ca).status().message()),
               HasSubstr("cannot read TLS root CA file"));
+
+  ClientOptions no_connection;
+  no_connection.connections = 0;
+  EXPECT_THAT(std::string(Client::Create(no_connection).status().message()),
+              HasSubstr("connections must be at least 1, got 0"));
 
   ClientOptions no_deadline;
   no_deadline.deadline = absl::ZeroDuration();

@@ -12,6 +12,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,11 +61,13 @@ struct ClientOptions {
   // HTTP/2 frames, flow-control window and socket reads sized for
   // multi-MiB matrices (ApplyLargeMessageTransport); false: gRPC's defaults.
   bool large_message_transport = true;
-  // This client's channel opens its own connections instead of sharing them
+  // Channels, each with its own TCP connection, that MatMul, Transpose and
+  // Reduce calls take turns on. One HTTP/2 connection is read by one thread
+  // at a time on each side (about 3 GB/s of payload on loopback), so
+  // concurrent large requests from one process go faster over several; see
+  // the load test's --connections. With 1, the channel shares its connection
   // with other channels of the process to the same target (gRPC's default).
-  // Several such clients spread the load over several TCP connections, which
-  // the server reads on several threads.
-  bool own_connection = false;
+  int connections = 1;
 };
 
 // The channel arguments behind ClientOptions::large_message_transport; the
@@ -108,7 +111,9 @@ class Client {
   absl::StatusOr<HealthStatus> Health(const std::string& service = "") const;
 
   const std::string& target() const { return target_; }
-  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channels_.front(); }
+  // All ClientOptions::connections channels, channel() first.
+  const std::vector<std::shared_ptr<grpc::Channel>>& channels() const { return channels_; }
   // "Bearer <token>" or empty: the metadata to send with calls made directly
   // on channel() (the load test's generic calls).
   const std::string& authorization() const { return authorization_; }
@@ -125,9 +130,10 @@ class Client {
   std::string target_;
   absl::Duration deadline_;
   std::string authorization_;  // "Bearer <token>", or empty
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Compute::Stub> stub_;
-  std::unique_ptr<grpc::GenericStub> generic_stub_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::unique_ptr<v1::Compute::Stub> stub_;  // on the first channel
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;  // one per channel
+  std::unique_ptr<std::atomic<uint64_t>> next_channel_;  // compute calls take turns
   int max_message_bytes_ = INT_MAX;
 };
 

@@ -234,8 +234,10 @@ def _read(value: PathOrBytes) -> Optional[bytes]:
 def channel_setup(target: str, *, tls: bool, root_certificates: PathOrBytes,
                   certificate_chain: PathOrBytes, private_key: PathOrBytes,
                   server_name: Optional[str], token: Optional[str], token_file: PathOrBytes,
-                  lb: Optional[str], options: Sequence[Tuple[str, Any]]):
-    """(credentials or None, channel options, call metadata) for a new channel."""
+                  lb: Optional[str], options: Sequence[Tuple[str, Any]], connections: int = 1):
+    """(credentials or None, channel options, call metadata) for new channels."""
+    if connections < 1:
+        raise ValueError(f"connections must be at least 1, got {connections}")
     if token and token_file:
         raise ValueError("give the bearer token as token= or token_file=, not both")
     if (certificate_chain is None) != (private_key is None):
@@ -256,6 +258,9 @@ def channel_setup(target: str, *, tls: bool, root_certificates: PathOrBytes,
         opts["grpc.service_config"] = json.dumps({"loadBalancingConfig": [{lb: {}}]})
     if server_name:
         opts["grpc.ssl_target_name_override"] = server_name
+    if connections > 1:
+        # Otherwise channels with equal options share one connection.
+        opts["grpc.use_local_subchannel_pool"] = 1
     opts.update(dict(options))
 
     credentials = None

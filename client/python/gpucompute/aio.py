@@ -7,6 +7,7 @@ gpucompute.Client as coroutines.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -28,20 +29,25 @@ class Client:
                  certificate_chain: c.PathOrBytes = None, private_key: c.PathOrBytes = None,
                  server_name: Optional[str] = None, token: Optional[str] = None,
                  token_file: c.PathOrBytes = None, lb: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = ()):
+                 options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
         credentials, opts, self._metadata = c.channel_setup(
             target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
-            server_name=server_name, token=token, token_file=token_file, lb=lb, options=options)
+            server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
+            connections=connections)
         self.target = target
         self.timeout = timeout
-        self._channel = (grpc.aio.secure_channel(target, credentials, opts) if credentials
-                         else grpc.aio.insecure_channel(target, opts))
+        self._channels = [grpc.aio.secure_channel(target, credentials, opts) if credentials
+                          else grpc.aio.insecure_channel(target, opts) for _ in range(connections)]
+        self._channel = self._channels[0]
         self._stub = pb_grpc.ComputeStub(self._channel)
-        self._compute = c.compute_calls(self._channel)
+        # MatMul, Transpose and Reduce take turns on the channels.
+        self._compute = [c.compute_calls(channel) for channel in self._channels]
+        self._turn = itertools.count()
 
     async def close(self) -> None:
-        await self._channel.close()
+        for channel in self._channels:
+            await channel.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -51,7 +57,8 @@ class Client:
 
     async def _call(self, method: str, request, timeout):
         try:
-            call = self._compute.get(method) or getattr(self._stub, method)
+            compute = self._compute[next(self._turn) % len(self._compute)]
+            call = compute.get(method) or getattr(self._stub, method)
             return await call(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
                 metadata=self._metadata)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -15,7 +16,7 @@ _UNSET = object()
 
 
 class Client:
-    """One channel to a gpucompute server; safe to share between threads.
+    """Channels to a gpucompute server; safe to share between threads.
 
     Arrays go in as any 2-D float32/float64 NumPy array (C- or F-ordered,
     strided, either byte order) and come back as read-only row-major arrays.
@@ -28,6 +29,10 @@ class Client:
     token / token_file: sent as "authorization: Bearer <token>".
     lb: "round_robin" spreads calls over every address the target resolves to.
     options: extra gRPC channel arguments, as (name, value) pairs.
+    connections: channels, each with its own TCP connection, that matmul,
+        transpose and reduce calls take turns on. One connection is read by
+        one thread at a time on each side, so concurrent large requests
+        (threads, asyncio tasks) move faster over several.
     """
 
     def __init__(self, target: str = "localhost:50051", *, timeout: Optional[float] = 120.0,
@@ -35,20 +40,25 @@ class Client:
                  certificate_chain: c.PathOrBytes = None, private_key: c.PathOrBytes = None,
                  server_name: Optional[str] = None, token: Optional[str] = None,
                  token_file: c.PathOrBytes = None, lb: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = ()):
+                 options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
         credentials, opts, self._metadata = c.channel_setup(
             target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
-            server_name=server_name, token=token, token_file=token_file, lb=lb, options=options)
+            server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
+            connections=connections)
         self.target = target
         self.timeout = timeout
-        self._channel = (grpc.secure_channel(target, credentials, opts) if credentials
-                         else grpc.insecure_channel(target, opts))
+        self._channels = [grpc.secure_channel(target, credentials, opts) if credentials
+                          else grpc.insecure_channel(target, opts) for _ in range(connections)]
+        self._channel = self._channels[0]
         self._stub = pb_grpc.ComputeStub(self._channel)
-        self._compute = c.compute_calls(self._channel)
+        # MatMul, Transpose and Reduce take turns on the channels.
+        self._compute = [c.compute_calls(channel) for channel in self._channels]
+        self._turn = itertools.count()
 
     def close(self) -> None:
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -58,7 +68,8 @@ class Client:
 
     def _call(self, method: str, request, timeout):
         try:
-            call = self._compute.get(method) or getattr(self._stub, method)
+            compute = self._compute[next(self._turn) % len(self._compute)]
+            call = compute.get(method) or getattr(self._stub, method)
             return call(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
                 metadata=self._metadata)

@@ -13,9 +13,10 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_concurrent_calls(server_target):
+@pytest.mark.parametrize("connections", [1, 3])
+def test_concurrent_calls(server_target, connections):
     async def main():
-        async with gpucompute.aio.Client(server_target) as client:
+        async with gpucompute.aio.Client(server_target, connections=connections) as client:
             xs = [np.arange(i * 7, dtype=np.float32).reshape(i, 7) for i in range(1, 17)]
             outs = await asyncio.gather(*(client.transpose(x) for x in xs))
             for x, t in zip(xs, outs):

@@ -1,5 +1,6 @@
 """The blocking client against a real server on the CPU backend."""
 
+import concurrent.futures
 import json
 import re
 from pathlib import Path
@@ -112,6 +113,18 @@ def test_client_side_argument_errors(client):
         client.reduce(np.ones((2, 2)), "sum", axis=2)
     with pytest.raises(ValueError, match="reduce op"):
         client.reduce(np.ones((2, 2)), "median")
+    with pytest.raises(ValueError, match="connections must be at least 1, got 0"):
+        gpucompute.Client(client.target, connections=0)
+
+
+def test_threads_share_a_client_over_several_connections(server_target, rng):
+    xs = [uniform(rng, (i, 33), np.float32) for i in range(1, 13)]
+    with gpucompute.Client(server_target, connections=3) as client:
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            outs = list(pool.map(client.transpose, xs))
+        assert len(client._channels) == 3
+    for x, t in zip(xs, outs):
+        np.testing.assert_array_equal(t, x.T)
 
 
 def test_deadline(client, rng):
