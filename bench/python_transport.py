@@ -2,12 +2,15 @@
 """Round trip of one large Transpose from Python, two ways in the same run:
 through the generated protobuf stub (the payload copied into the message, its
 serialization and out of the parsed response) and through gpucompute.Client
-(the raw wire path, see gpucompute/_wire.py). Both results are checked.
+(the raw wire path, see gpucompute/_wire.py). Then --threads threads share one
+client, over one connection and over --threads connections. Every result is
+checked.
 
     python3 bench/python_transport.py --server 127.0.0.1:50051 [--size 4096] [--runs 7]
 """
 
 import argparse
+import concurrent.futures
 import statistics
 import time
 
@@ -23,6 +26,7 @@ def main() -> None:
     parser.add_argument("--server", default="127.0.0.1:50051")
     parser.add_argument("--size", type=int, default=4096, help="the matrix is size x size FP32")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args()
 
     n = args.size
@@ -56,6 +60,21 @@ def main() -> None:
         print(f"  {name:18s} {t * 1e3:8.1f} ms  {payload / t / 1e9:5.2f} GB/s payload")
     print(f"  speed-up of the client's raw path: "
           f"{medians['protobuf stub'] / medians['gpucompute.Client']:.2f}x")
+
+    print(f"{args.threads} threads, {args.runs} calls each, one shared client:")
+    for connections in sorted({1, args.threads}):
+        with gpucompute.Client(args.server, timeout=300, connections=connections) as client:
+            def work(_):
+                for _ in range(args.runs):
+                    if not np.array_equal(client.transpose(x), x.T):
+                        raise SystemExit("wrong result")
+            work(0)  # connects and warms up
+            start = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+                list(pool.map(work, range(args.threads)))
+            seconds = time.perf_counter() - start
+        total = payload * args.threads * args.runs
+        print(f"  connections={connections:<3d} {total / seconds / 1e9:5.2f} GB/s payload")
 
 
 if __name__ == "__main__":
