@@ -30,9 +30,8 @@ class Client:
     lb: "round_robin" spreads calls over every address the target resolves to.
     options: extra gRPC channel arguments, as (name, value) pairs.
     connections: channels, each with its own TCP connection, that matmul,
-        transpose and reduce calls take turns on. One connection is read by
-        one thread at a time on each side, so concurrent large requests
-        (threads, asyncio tasks) move faster over several.
+        transpose and reduce calls take turns on (one connection is read by
+        one thread at a time on each side).
     """
 
     def __init__(self, target: str = "localhost:50051", *, timeout: Optional[float] = 120.0,
