@@ -52,7 +52,7 @@ const std::vector<FlagSpec>& ConnectionFlags() {
       {"tls_key", "FILE", "", "PEM private key of --tls_cert"},
       {"tls_server_name", "NAME", "", "name to check in the server certificate; turns TLS on"},
       {"tls", "", "", "use TLS with the system's root CAs"},
-      {"token_file", "FILE", "", "send the file's content as 'authorization: Bearer <token>'"},
+      {"token_file", "FILE", "", "send the file's first line as 'authorization: Bearer <token>'"},
   };
   return flags;
 }

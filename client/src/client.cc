@@ -199,7 +199,8 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& options) {
     absl::StatusOr<std::string> contents =
         ReadWholeFile(options.bearer_token_file, "bearer token file");
     if (!contents.ok()) return contents.status();
-    token = std::string(absl::StripAsciiWhitespace(*contents));
+    // The first line, as the server reads its --auth_token_file.
+    token = std::string(absl::StripAsciiWhitespace(contents->substr(0, contents->find('\n'))));
     if (token.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("bearer token file '", options.bearer_token_file, "' is empty"));

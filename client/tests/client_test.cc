@@ -182,7 +182,7 @@ TEST_F(ClientTest, SendsBearerTokenFromStringOrFile) {
   EXPECT_EQ(fake_->service.last_authorization(), "Bearer s3cret");
 
   const std::string path = ::testing::TempDir() + "/token";
-  std::ofstream(path) << "  from-file\n";
+  std::ofstream(path) << "  from-file\r\nsecond line ignored, as by the server\n";
   ClientOptions from_file;
   from_file.bearer_token_file = path;
   ASSERT_TRUE(Connect(from_file).GetServerInfo().ok());

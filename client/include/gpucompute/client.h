@@ -44,8 +44,9 @@ struct ClientOptions {
   std::string tls_key_file;          // its PEM private key; both or neither
   std::string tls_server_name;       // overrides the name checked in the server cert
 
-  // Sent as "authorization: Bearer <token>" on every call. The file's
-  // content is trimmed of surrounding whitespace. At most one of the two.
+  // Sent as "authorization: Bearer <token>" on every call. From a file, the
+  // first line trimmed of surrounding whitespace, as the server reads its
+  // --auth_token_file. At most one of the two.
   std::string bearer_token;
   std::string bearer_token_file;
 

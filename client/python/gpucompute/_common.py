@@ -243,7 +243,8 @@ def channel_setup(target: str, *, tls: bool, root_certificates: PathOrBytes,
     if (certificate_chain is None) != (private_key is None):
         raise ValueError("mutual TLS needs both certificate_chain and private_key")
     if token_file is not None:
-        token = _read(token_file).decode().strip()
+        # The first line, as the server reads its --auth_token_file.
+        token = _read(token_file).decode().split("\n", 1)[0].strip()
         if not token:
             raise ValueError(f"bearer token file {token_file!s} is empty")
     metadata = (("authorization", f"Bearer {token}"),) if token else ()

@@ -179,3 +179,13 @@ def test_readme_example(server_target, capsys):
     exec(compile(code.replace("localhost:50051", server_target), "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "cpu_reference" in out
+
+
+def test_token_file_first_line_is_the_token(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_bytes(b"  s3cret \r\nsecond line ignored, as by the server\n")
+    _, _, metadata = gpucompute._common.channel_setup(
+        "localhost:1", tls=False, root_certificates=None, certificate_chain=None,
+        private_key=None, server_name=None, token=None, token_file=token_file, lb=None,
+        options=())
+    assert metadata == (("authorization", "Bearer s3cret"),)
