@@ -88,7 +88,7 @@ void Reduce(const Problem& p, const T* in, T* out) {
   }
   // ALL and PER_COLUMN: each thread reduces a band of rows into column
   // accumulators; the bands are then combined in a fixed order.
-  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t hw = cpu::HardwareThreads();
   const int64_t bands = std::max<int64_t>(1, std::min(hw, p.m));
   std::vector<std::vector<double>> partial(bands, std::vector<double>(p.n, Identity(op)));
   const int64_t rows_per_band = (p.m + bands - 1) / bands;
