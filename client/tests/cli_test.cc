@@ -133,6 +133,19 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
   EXPECT_THAT(transpose.output, HasSubstr("variant   shared_padded"));
   EXPECT_THAT(transpose.output, HasSubstr("result    7x2 float32"));
 
+  CliRun repeated = RunCli("transpose --random 3x5 --repeat 3" + server_);
+  EXPECT_EQ(repeated.exit_code, 0) << repeated.output;
+  size_t timings = 0;
+  for (size_t at = repeated.output.find("round trip"); at != std::string::npos;
+       at = repeated.output.find("round trip", at + 1)) {
+    ++timings;
+  }
+  EXPECT_EQ(timings, 3u) << repeated.output;
+  EXPECT_THAT(repeated.output, HasSubstr("result    5x3 float32"));
+  CliRun no_repeat = RunCli("transpose --random 3x5 --repeat 0" + server_);
+  EXPECT_EQ(no_repeat.exit_code, 2) << no_repeat.output;
+  EXPECT_THAT(no_repeat.output, HasSubstr("--repeat: expected an integer >= 1, got '0'"));
+
   CliRun info = RunCli("info" + server_);
   EXPECT_EQ(info.exit_code, 0) << info.output;
   EXPECT_THAT(info.output, HasSubstr("version     fake-1"));
