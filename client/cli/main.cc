@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "flags.h"
 #include "gpucompute/client.h"
+#include "gpucompute/host_memory.h"
 #include "gpucompute/npy.h"
 
 namespace gpucompute::cli {
@@ -640,4 +641,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpucompute::cli
 
-int main(int argc, char** argv) { return gpucompute::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  gpucompute::RetainLargeHostAllocations();  // --repeat reuses the result's pages
+  return gpucompute::cli::Main(argc, argv);
+}

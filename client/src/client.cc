@@ -298,8 +298,11 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
     return malformed(absl::StrCat(field, ".dtype is ", out.dtype,
                                   " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
   }
-  std::string bytes(size_t(out.data_bytes), '\0');
-  wire::Gather(out.data, bytes.data());
+  // Appended piece by piece: a std::string(n, '\0') would first write every
+  // byte with zeros.
+  std::string bytes;
+  bytes.reserve(size_t(out.data_bytes));
+  for (const auto& piece : out.data) bytes.append(piece.data(), piece.size());
   absl::StatusOr<Matrix> matrix =
       Matrix::FromBytes(out.dtype == v1::DTYPE_FLOAT32 ? DType::kFloat32 : DType::kFloat64,
                         out.rows, out.cols, std::move(bytes));

@@ -101,7 +101,10 @@ class Client {
   ~Client();
 
   // Inputs are taken by value: pass std::move(m) to hand the bytes to the
-  // request without a copy, or an lvalue to copy them once.
+  // request without a copy, or an lvalue to copy them once. The result is
+  // copied once out of the received message. A process sending large
+  // matrices repeatedly should call RetainLargeHostAllocations()
+  // (host_memory.h) at start-up, or every result pays fresh page faults.
   absl::StatusOr<OpResult> MatMul(Matrix a, Matrix b, const MatMulOptions& options = {}) const;
   absl::StatusOr<OpResult> Transpose(Matrix input, const std::string& variant = "") const;
   absl::StatusOr<OpResult> Reduce(Matrix input, v1::ReduceOp op, v1::ReduceAxis axis,
