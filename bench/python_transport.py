@@ -32,7 +32,7 @@ def main() -> None:
     n = args.size
     x = np.random.default_rng().uniform(-1, 1, (n, n)).astype(np.float32)
     with gpucompute.Client(args.server, timeout=300) as client:
-        stub = pb_grpc.ComputeStub(client._channel)  # same channel and options
+        stub = pb_grpc.ComputeStub(client._channels.channels[0])  # same channel and options
 
         def via_protobuf():
             request = pb.TransposeRequest(input=pb.Matrix(

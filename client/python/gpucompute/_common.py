@@ -4,6 +4,7 @@ options and credentials, errors, and the shape of results."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Tuple, Union
@@ -13,6 +14,7 @@ import numpy as np
 
 from gpucompute import _wire
 from gpucompute.v1 import compute_pb2 as pb
+from gpucompute.v1 import compute_pb2_grpc as pb_grpc
 
 PathOrBytes = Union[str, Path, bytes, None]
 
@@ -119,9 +121,25 @@ def dtype_value(dtype: Any) -> int:
 COMPUTE_METHODS = ("MatMul", "Transpose", "Reduce")
 
 
-def compute_calls(channel) -> dict:
-    """Method name -> bytes-in, bytes-out multicallable, for a sync or asyncio channel."""
-    return {m: channel.unary_unary(f"/gpucompute.v1.Compute/{m}") for m in COMPUTE_METHODS}
+class Channels:
+    """A client's channels, for `module` grpc or grpc.aio, and its calls on
+    them: MatMul, Transpose and Reduce (bytes in, bytes out) take turns on
+    the channels, the other methods use the first."""
+
+    def __init__(self, module, target: str, connections: int = 1, **setup):
+        credentials, opts, self.metadata = channel_setup(target, connections=connections, **setup)
+        self.channels = [module.secure_channel(target, credentials, opts) if credentials
+                         else module.insecure_channel(target, opts) for _ in range(connections)]
+        self._stub = pb_grpc.ComputeStub(self.channels[0])
+        self._compute = [{m: ch.unary_unary(f"/gpucompute.v1.Compute/{m}") for m in COMPUTE_METHODS}
+                         for ch in self.channels]
+        self._turn = itertools.count()
+
+    def call(self, method: str):
+        """The multicallable for `method` ("MatMul", "Profile", ...)."""
+        if method in COMPUTE_METHODS:
+            return self._compute[next(self._turn) % len(self._compute)][method]
+        return getattr(self._stub, method)
 
 
 def matmul_request(a, b, variant: str, allow_tf32: bool) -> bytes:

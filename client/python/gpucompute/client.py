@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -10,7 +9,6 @@ import numpy as np
 
 from gpucompute import _common as c
 from gpucompute.v1 import compute_pb2 as pb
-from gpucompute.v1 import compute_pb2_grpc as pb_grpc
 
 _UNSET = object()
 
@@ -40,23 +38,16 @@ class Client:
                  server_name: Optional[str] = None, token: Optional[str] = None,
                  token_file: c.PathOrBytes = None, lb: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
-        credentials, opts, self._metadata = c.channel_setup(
-            target, tls=tls, root_certificates=root_certificates,
+        self._channels = c.Channels(
+            grpc, target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
             server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
             connections=connections)
         self.target = target
         self.timeout = timeout
-        self._channels = [grpc.secure_channel(target, credentials, opts) if credentials
-                          else grpc.insecure_channel(target, opts) for _ in range(connections)]
-        self._channel = self._channels[0]
-        self._stub = pb_grpc.ComputeStub(self._channel)
-        # MatMul, Transpose and Reduce take turns on the channels.
-        self._compute = [c.compute_calls(channel) for channel in self._channels]
-        self._turn = itertools.count()
 
     def close(self) -> None:
-        for channel in self._channels:
+        for channel in self._channels.channels:
             channel.close()
 
     def __enter__(self) -> "Client":
@@ -67,11 +58,9 @@ class Client:
 
     def _call(self, method: str, request, timeout):
         try:
-            compute = self._compute[next(self._turn) % len(self._compute)]
-            call = compute.get(method) or getattr(self._stub, method)
-            return call(
+            return self._channels.call(method)(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
-                metadata=self._metadata)
+                metadata=self._channels.metadata)
         except grpc.RpcError as e:
             raise c.error_from_rpc(method, e) from None
 

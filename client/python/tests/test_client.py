@@ -122,7 +122,7 @@ def test_threads_share_a_client_over_several_connections(server_target, rng):
     with gpucompute.Client(server_target, connections=3) as client:
         with concurrent.futures.ThreadPoolExecutor(6) as pool:
             outs = list(pool.map(client.transpose, xs))
-        assert len(client._channels) == 3
+        assert len(client._channels.channels) == 3
     for x, t in zip(xs, outs):
         np.testing.assert_array_equal(t, x.T)
 
