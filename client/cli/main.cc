@@ -227,11 +227,14 @@ void PrintSummary(const Matrix& m) {
   }
 }
 
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Prints the result, writes --out, and picks the exit code.
 int FinishOp(const ParsedArgs& args, const absl::StatusOr<OpResult>& result,
              std::chrono::steady_clock::time_point start) {
-  const double round_trip_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const double round_trip_us = MicrosSince(start);
   if (!result.ok()) {
     std::fprintf(stderr, "gpucompute: %s\n", std::string(result.status().message()).c_str());
     return kExitFailed;
@@ -248,28 +251,6 @@ int FinishOp(const ParsedArgs& args, const absl::StatusOr<OpResult>& result,
   return kExitOk;
 }
 
-// Sends the request --repeat times; every call but the last is sent from a
-// copy of the inputs made before its clock starts, so each is timed alike.
-template <typename Send>  // Send(std::vector<Matrix> inputs) -> absl::StatusOr<OpResult>
-int SendAndFinish(const ParsedArgs& args, std::vector<Matrix>& inputs, Send send) {
-  Result<int64_t> repeat = ParseInt(args, "repeat", 1);
-  if (auto* f = std::get_if<Failure>(&repeat)) {
-    std::fprintf(stderr, "gpucompute: %s\n", f->message.c_str());
-    return f->exit_code;
-  }
-  for (int64_t i = 1; i < std::get<int64_t>(repeat); ++i) {
-    std::vector<Matrix> copy = inputs;
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<OpResult> result = send(std::move(copy));
-    const double round_trip_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    if (!result.ok()) return FinishOp(args, result, start);
-    PrintReport(result->report, round_trip_us);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  return FinishOp(args, send(std::move(inputs)), start);
-}
-
 std::string Variant(const ParsedArgs& args) {
   return args.Get("variant") == "auto" ? "" : args.Get("variant");
 }
@@ -277,6 +258,23 @@ std::string Variant(const ParsedArgs& args) {
 int ReportFailure(const Failure& f) {
   std::fprintf(stderr, "gpucompute: %s\n", f.message.c_str());
   return f.exit_code;
+}
+
+// Sends the request --repeat times; every call but the last is sent from a
+// copy of the inputs made before its clock starts, so each is timed alike.
+template <typename Send>  // Send(std::vector<Matrix> inputs) -> absl::StatusOr<OpResult>
+int SendAndFinish(const ParsedArgs& args, std::vector<Matrix>& inputs, Send send) {
+  Result<int64_t> repeat = ParseInt(args, "repeat", 1);
+  if (auto* f = std::get_if<Failure>(&repeat)) return ReportFailure(*f);
+  for (int64_t i = 1; i < std::get<int64_t>(repeat); ++i) {
+    std::vector<Matrix> copy = inputs;
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<OpResult> result = send(std::move(copy));
+    if (!result.ok()) return FinishOp(args, result, start);
+    PrintReport(result->report, MicrosSince(start));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  return FinishOp(args, send(std::move(inputs)), start);
 }
 
 // --------------------------------------------------------------- commands --
