@@ -71,6 +71,12 @@ void RecordCompletion(const PreparedCall& call, const grpc::Status& status,
   }
 }
 
+std::vector<std::unique_ptr<grpc::GenericStub>> StubsOn(const Channels& channels) {
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+  for (const auto& channel : channels) stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
+  return stubs;
+}
+
 // One RPC in flight: its context and buffers live until the callback.
 struct InFlight {
   grpc::ClientContext context;
@@ -83,9 +89,7 @@ struct InFlight {
 class GrpcCaller {
  public:
   GrpcCaller(const Channels& channels, const PreparedCall* call, CallSettings settings)
-      : call_(call), settings_(std::move(settings)) {
-    for (const auto& channel : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
-  }
+      : stubs_(StubsOn(channels)), call_(call), settings_(std::move(settings)) {}
 
   // `start` is when the request counts as issued; `done` runs after recording.
   void Issue(Recorder* recorder, Clock::time_point start, std::function<void()> done) {
@@ -145,9 +149,8 @@ class ClosedLoop final : public Driver {
  public:
   ClosedLoop(const Channels& channels, const PreparedCall* call, CallSettings settings,
              int concurrency)
-      : call_(call), settings_(std::move(settings)), concurrency_(concurrency) {
-    for (const auto& channel : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
-  }
+      : stubs_(StubsOn(channels)), call_(call), settings_(std::move(settings)),
+        concurrency_(concurrency) {}
 
   void Start(Recorder* recorder) override {
     stopping_ = false;
