@@ -315,11 +315,8 @@ class CudaDevice final : public Device {
     char* dev = static_cast<char*>(slot.scratch);
     const size_t b_at = Aligned(a_bytes), out_at = b_at + Aligned(b_bytes);
     const size_t ws_at = out_at + Aligned(out_bytes);
-    auto gather = [](char* dst, const HostPieces& pieces) {
-      for (const auto& p : pieces) dst = std::copy(p.begin(), p.end(), dst);
-    };
-    gather(up, job.a);
-    gather(up + b_at, job.b);
+    copier_.Gather(up, job.a);  // under 1 MiB: on this thread
+    copier_.Gather(up + b_at, job.b);
     const size_t up_bytes = b_bytes ? b_at + size_t(b_bytes) : size_t(a_bytes);
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(slot.upload_begin, slot.stream), "cudaEventRecord");
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
@@ -481,23 +478,25 @@ class CudaDevice final : public Device {
     // 4096^3 GEMMs on random data in the copy buffers (2 x 64 MiB + 64 MiB).
     constexpr int n = 4096;
     if (auto s = CublasStatus(cublasSetStream(slot.cublas, slot.stream), "cublasSetStream"); !s.ok()) return s;
-    if (auto s = CublasStatus(cublasSetMathMode(slot.cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"); !s.ok()) return s;
     float* fa = static_cast<float*>(src);
     float* fc = static_cast<float*>(dst);
     const float f1 = 1, f0 = 0;
-    auto sgemm = timed([&] {
-      return CublasStatus(cublasSgemm(slot.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, n,
-                                      fa + size_t(n) * n, n, &f0, fc, n), "cublasSgemm");
-    });
-    if (!sgemm.ok()) return sgemm.status();
-    ceilings_.gflops = 2.0 * n * double(n) * n / *sgemm / 1e9;
-    if (auto s = CublasStatus(cublasSetMathMode(slot.cublas, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode"); !s.ok()) return s;
-    auto tf32 = timed([&] {
-      return CublasStatus(cublasSgemm(slot.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, n,
-                                      fa + size_t(n) * n, n, &f0, fc, n), "cublasSgemm(TF32)");
-    });
+    // SGEMM GFLOP/s in `mode`: pedantic FP32, then TF32 tensor cores.
+    auto sgemm_gflops = [&](cublasMath_t mode, const char* what) -> absl::StatusOr<double> {
+      if (auto s = CublasStatus(cublasSetMathMode(slot.cublas, mode), "cublasSetMathMode"); !s.ok()) return s;
+      auto seconds = timed([&] {
+        return CublasStatus(cublasSgemm(slot.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, n,
+                                        fa + size_t(n) * n, n, &f0, fc, n), what);
+      });
+      if (!seconds.ok()) return seconds.status();
+      return 2.0 * n * double(n) * n / *seconds / 1e9;
+    };
+    auto fp32 = sgemm_gflops(CUBLAS_PEDANTIC_MATH, "cublasSgemm");
+    if (!fp32.ok()) return fp32.status();
+    ceilings_.gflops = *fp32;
+    auto tf32 = sgemm_gflops(CUBLAS_TF32_TENSOR_OP_MATH, "cublasSgemm(TF32)");
     if (!tf32.ok()) return tf32.status();
-    ceilings_.gflops_tf32 = 2.0 * n * double(n) * n / *tf32 / 1e9;
+    ceilings_.gflops_tf32 = *tf32;
     if (auto s = CublasStatus(cublasSetMathMode(slot.cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"); !s.ok()) return s;
     double* da = static_cast<double*>(src);
     double* dc = static_cast<double*>(dst);
