@@ -15,17 +15,17 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "server/auth.h"
-#include "gpucompute/host_memory.h"
-#include "server/cpu_device.h"
-#include "server/credentials.h"
-#include "server/cuda_devices.h"
-#include "server/log.h"
-#include "server/metrics.h"
-#include "server/scheduler.h"
-#include "server/select.h"
-#include "server/service.h"
-#include "server/transport.h"
+#include "server/grpc/auth.h"
+#include "server/ops/host_memory.h"
+#include "server/cpu/cpu_device.h"
+#include "server/grpc/credentials.h"
+#include "server/cuda/open_devices.h"
+#include "server/ops/log.h"
+#include "server/ops/metrics.h"
+#include "server/engine/scheduler.h"
+#include "server/engine/variant_selector.h"
+#include "server/grpc/compute_service.h"
+#include "server/grpc/transport.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC address to listen on; port 0 picks a free port (printed at start-up)");
@@ -139,7 +139,7 @@ bool StopSignalPending() {
 }
 
 int Run() {
-  RetainLargeHostAllocations();
+  KeepLargeAllocationsInHeap();
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
   sigset_t signals;

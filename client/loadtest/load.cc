@@ -1,4 +1,4 @@
-#include "load.h"
+#include "loadtest/load.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,7 +19,7 @@
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include "gpucompute/client.h"
 #include "grpc/health/v1/health.pb.h"
-#include "tcp_echo.h"
+#include "loadtest/tcp_echo.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute::loadtest {

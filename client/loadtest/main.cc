@@ -25,9 +25,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gpucompute/client.h"
-#include "load.h"
-#include "report.h"
-#include "tcp_echo.h"
+#include "loadtest/load.h"
+#include "loadtest/report.h"
+#include "loadtest/tcp_echo.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "server address (any gRPC target, e.g. dns:///name:port)");
 ABSL_FLAG(std::string, op, "matmul", "matmul, transpose or reduce");

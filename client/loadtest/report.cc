@@ -1,4 +1,4 @@
-#include "report.h"
+#include "loadtest/report.h"
 
 #include <algorithm>
 #include <cmath>

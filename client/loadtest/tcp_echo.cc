@@ -1,4 +1,4 @@
-#include "tcp_echo.h"
+#include "loadtest/tcp_echo.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

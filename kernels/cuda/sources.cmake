@@ -2,6 +2,7 @@
 target_sources(gpucompute_kernels PRIVATE
   cuda/register_cuda.cc
   cuda/cuda_util.cc
+  cuda/cuda_timer.cc
   cuda/matmul/naive.cu
   cuda/matmul/tiled.cu
   cuda/matmul/register_tiled.cu

@@ -16,13 +16,16 @@
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/kernels/check.h"
 #include "gpucompute/kernels/reference.h"
-#include "server/cuda/cuda_status.h"
+#include "gpucompute/kernels/cuda_status.h"
 #include "server/cuda/device_memory.h"
 #include "server/cuda/fill.h"
 #include "server/cuda/host_copy.h"
 #include "server/cuda/staging.h"
 
 namespace gpucompute::server::cuda {
+
+using kernels::cuda::CublasStatus;
+using kernels::cuda::CudaStatus;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -139,6 +142,7 @@ class CudaDevice final : public Device {
   const DeviceDescription& description() const override { return description_; }
   const Ceilings& ceilings() const override { return ceilings_; }
   int concurrency() const override { return slot_count_; }
+  bool healthy() const override { return healthy_.load(std::memory_order_relaxed); }
 
   DeviceCounters counters() const override {
     DeviceCounters c;

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "server/cuda_devices.h"
-#include "server/device.h"
+#include "server/cuda/open_devices.h"
+#include "server/engine/device.h"
 
 namespace gpucompute::server::cuda {
 

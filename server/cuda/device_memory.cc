@@ -2,9 +2,12 @@
 
 #include <cstdint>
 
-#include "server/cuda/cuda_status.h"
+#include "gpucompute/kernels/cuda_status.h"
 
 namespace gpucompute::server::cuda {
+
+using kernels::cuda::CublasStatus;
+using kernels::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int ordinal, int64_t cap_bytes) {
   cudaMemPoolProps props = {};

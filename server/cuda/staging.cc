@@ -2,9 +2,12 @@
 
 #include <algorithm>
 
-#include "server/cuda/cuda_status.h"
+#include "gpucompute/kernels/cuda_status.h"
 
 namespace gpucompute::server::cuda {
+
+using kernels::cuda::CublasStatus;
+using kernels::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<StagingBuffers>> StagingBuffers::Create(
     std::atomic<int64_t>& host_alloc_calls) {

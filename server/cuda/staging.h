@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/cuda/host_copy.h"
-#include "server/device.h"
+#include "server/engine/device.h"
 
 namespace gpucompute::server::cuda {
 

@@ -1,0 +1,150 @@
+#include "server/cpu/cpu_device.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "gpucompute/kernels/check.h"
+#include "gpucompute/kernels/reference.h"
+#include "server/cpu/random_inputs.h"
+
+namespace gpucompute::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MicrosSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
+}
+
+// memcpy of a buffer far larger than the caches; bytes read + written.
+double MeasureCopyGBps() {
+  const size_t bytes = size_t{128} << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  double best_us = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = Clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    best_us = std::min(best_us, MicrosSince(start));
+  }
+  return 2.0 * double(bytes) / best_us / 1e3;
+}
+
+// Multiply-add rate of a cache-resident, vectorizable loop on every core.
+double MeasureMultiplyAddGFlops() {
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  constexpr int kLen = 512, kIters = 20000;
+  std::vector<double> sink(threads);
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([t, &sink] {
+      std::vector<double> y(kLen, 1.0), x(kLen, 0.5);
+      for (int it = 0; it < kIters; ++it) {
+        for (int i = 0; i < kLen; ++i) y[i] = y[i] * 0.999999 + x[i];
+      }
+      sink[t] = y[t % kLen];
+    });
+  }
+  for (auto& th : pool) th.join();
+  const double elapsed_us = MicrosSince(start);
+  // Publishing the results keeps the compiler from dropping the loops.
+  static volatile double published = 0;
+  for (double v : sink) published = published + v;
+  return 2.0 * kLen * double(kIters) * threads / elapsed_us / 1e3;
+}
+
+// The pieces as one block: in place when there is one, else copied into `copy`.
+const void* Contiguous(const HostPieces& pieces, std::string& copy) {
+  if (pieces.empty()) return nullptr;
+  if (pieces.size() == 1) return pieces.front().data();
+  size_t total = 0;
+  for (const auto& p : pieces) total += p.size();
+  copy.reserve(total);
+  for (const auto& p : pieces) copy.append(p.data(), p.size());
+  return copy.data();
+}
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(int workers)
+      : workers_(workers > 0 ? workers : int(std::max(1u, std::thread::hardware_concurrency()))) {
+    description_.name = "cpu";
+    description_.memory_bytes = PhysicalMemoryBytes();
+    description_.multiprocessors = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+    description_.backend = kernels::Backend::kCpu;
+    ceilings_.gbytes_per_s = MeasureCopyGBps();
+    ceilings_.gflops = MeasureMultiplyAddGFlops();
+  }
+
+  const DeviceDescription& description() const override { return description_; }
+  const Ceilings& ceilings() const override { return ceilings_; }
+  int concurrency() const override { return workers_; }
+
+  absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested&) override {
+    std::string a_copy, b_copy;
+    kernels::Buffers buffers{Contiguous(job.a, a_copy), Contiguous(job.b, b_copy), job.out,
+                             nullptr, 0};
+    const auto start = Clock::now();
+    if (auto s = job.variant->launch(job.problem, buffers, {}); !s.ok()) return s;
+    StageTimes times;
+    times.compute_us = int64_t(MicrosSince(start));
+    return times;
+  }
+
+  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
+                                                          const StopRequested& stop) override {
+    const kernels::Problem& p = job.problem;
+    std::vector<char> a, b;
+    FillRandomInputs(p, job.seed, a, b);
+    const std::vector<double> reference = kernels::ReferenceResult(p, a.data(), b.data());
+    std::vector<char> out(kernels::OutputElements(p) * kernels::ElementSize(p.dtype));
+    const kernels::Buffers buffers{a.data(), b.empty() ? nullptr : b.data(), out.data(), nullptr, 0};
+
+    std::vector<VariantMeasurement> results;
+    for (const kernels::Variant* v : job.variants) {
+      if (stop()) return absl::CancelledError("profile abandoned: the client went away");
+      VariantMeasurement m;
+      m.variant = v;
+      PoisonWithNaN(p.dtype, out.data(), kernels::OutputElements(p));
+      if (auto s = v->launch(p, buffers, {}); !s.ok()) {
+        m.error = std::string(s.message());
+        results.push_back(std::move(m));
+        continue;
+      }
+      const kernels::CheckResult check =
+          kernels::CheckAgainstReference(p, v->reduced_precision, a.data(), out.data(), reference);
+      m.max_rel_error = check.max_rel_error;
+      m.ok = check.ok;
+      m.error = check.message;
+      for (int i = 0; m.ok && i < job.warmup; ++i) (void)v->launch(p, buffers, {});
+      for (int i = 0; m.ok && i < job.repetitions && !stop(); ++i) {
+        const auto start = Clock::now();
+        (void)v->launch(p, buffers, {});
+        m.times_us.push_back(MicrosSince(start));
+      }
+      results.push_back(std::move(m));
+    }
+    return results;
+  }
+
+ private:
+  const int workers_;
+  DeviceDescription description_;
+  Ceilings ceilings_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeCpuDevice(int workers) { return std::make_unique<CpuDevice>(workers); }
+
+}  // namespace gpucompute::server

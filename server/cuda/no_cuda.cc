@@ -1,0 +1,10 @@
+// A build without the CUDA toolkit: there are no GPU devices to open.
+#include "server/cuda/open_devices.h"
+
+namespace gpucompute::server {
+
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(const CudaDeviceOptions&) {
+  return absl::UnavailableError("this build has no CUDA support (GPUCOMPUTE_WITH_CUDA=OFF)");
+}
+
+}  // namespace gpucompute::server

@@ -1,0 +1,24 @@
+// Opening the GPUs as Devices. In a build without CUDA, OpenCudaDevices
+// reports why none can be opened.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/device.h"
+
+namespace gpucompute::server {
+
+struct CudaDeviceOptions {
+  std::string devices = "all";          // "all" or a list such as "0,1"
+  int streams_per_device = 4;           // jobs each GPU runs at once
+  double device_memory_fraction = 0.9;  // cap of the pooled device memory
+};
+
+// The usable GPUs, or why there are none (no driver, no device, ...).
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
+    const CudaDeviceOptions& options);
+
+}  // namespace gpucompute::server

@@ -1,0 +1,150 @@
+#include "server/engine/variant_selector.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpucompute::server {
+namespace {
+
+// Smallest power of two >= v: shapes in one bucket behave alike.
+int64_t Bucket(int64_t v) { return int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(v, 1)))); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string Slot(const std::string& bucket, bool reduced) {
+  return bucket + (reduced ? "|reduced" : "|exact");
+}
+
+}  // namespace
+
+VariantSelector::VariantSelector(const kernels::Registry& registry, kernels::Backend backend)
+    : registry_(registry), backend_(backend) {}
+
+std::string VariantSelector::BucketKey(const kernels::Problem& p) {
+  std::string key = absl::StrCat(kernels::OpName(p.op), "/", kernels::DTypeName(p.dtype), "/m",
+                                 Bucket(p.m), "/n", Bucket(p.n));
+  if (p.op == kernels::Op::kMatMul) absl::StrAppend(&key, "/k", Bucket(p.k));
+  if (p.op == kernels::Op::kReduce) {
+    absl::StrAppend(&key, "/", kernels::ReduceOpName(p.reduce_op), "/",
+                    kernels::ReduceAxisName(p.reduce_axis));
+  }
+  return key;
+}
+
+kernels::Problem VariantSelector::CalibrationProblem(const kernels::Problem& p) {
+  kernels::Problem capped = p;
+  capped.m = std::min(p.m, kCalibrationMaxDim);
+  capped.n = std::min(p.n, kCalibrationMaxDim);
+  capped.k = std::min(p.k, kCalibrationMaxDim);
+  return capped;
+}
+
+const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
+                                                   bool allow_reduced) const {
+  static const char* const kOrder[] = {"cublas_tf32", "cublas",       "cub",
+                                       "register_tiled", "warp_shuffle", "shared_padded",
+                                       "cpu_reference"};
+  for (const char* name : kOrder) {
+    const kernels::Variant* v = registry_.Find(p.op, backend_, name);
+    if (v && v->Supports(p.dtype) && (allow_reduced || !v->reduced_precision)) return v;
+  }
+  for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
+    if (v->Supports(p.dtype) && (allow_reduced || !v->reduced_precision)) return v;
+  }
+  return nullptr;
+}
+
+const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
+                                                bool allow_reduced_precision) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = chosen_.find(Slot(BucketKey(p), allow_reduced_precision));
+    if (it != chosen_.end()) return it->second;
+  }
+  return Preferred(p, allow_reduced_precision);
+}
+
+VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
+                                                bool allow_reduced_precision) {
+  Choice choice;
+  const std::string bucket = BucketKey(p);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = chosen_.find(Slot(bucket, allow_reduced_precision));
+    if (it != chosen_.end()) {
+      choice.variant = it->second;
+      return choice;
+    }
+    for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
+      if (v->Supports(p.dtype)) choice.candidates.push_back(v);
+    }
+    // One caller measures a new bucket; a single candidate needs no measuring.
+    choice.calibrate = choice.candidates.size() > 1 && calibrating_.insert(bucket).second;
+  }
+  choice.variant = Preferred(p, allow_reduced_precision);
+  return choice;
+}
+
+void VariantSelector::AbandonCalibration(const kernels::Problem& p) {
+  absl::MutexLock lock(&mu_);
+  calibrating_.erase(BucketKey(p));
+}
+
+absl::Status VariantSelector::UseCacheFile(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  cache_path_ = path;
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();  // first run: created on the first save
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    const std::string slot = line.substr(0, tab), name = line.substr(tab + 1);
+    const std::string op_name = slot.substr(0, slot.find('/'));
+    for (kernels::Op op : {kernels::Op::kMatMul, kernels::Op::kTranspose, kernels::Op::kReduce}) {
+      if (op_name != kernels::OpName(op)) continue;
+      if (const kernels::Variant* v = registry_.Find(op, backend_, name)) chosen_[slot] = v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void VariantSelector::SaveLocked() {
+  if (cache_path_.empty()) return;
+  const std::string tmp = cache_path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& [slot, v] : chosen_) out << slot << '\t' << v->name << '\n';
+    if (!out) return;
+  }
+  std::rename(tmp.c_str(), cache_path_.c_str());  // readers never see a half-written file
+}
+
+void VariantSelector::Record(const kernels::Problem& p,
+                             const std::vector<VariantMeasurement>& measured) {
+  const std::string bucket = BucketKey(p);
+  for (bool reduced : {false, true}) {
+    const VariantMeasurement* best = nullptr;
+    for (const VariantMeasurement& m : measured) {
+      if (!m.ok || m.times_us.empty() || (m.variant->reduced_precision && !reduced)) continue;
+      if (best == nullptr || Median(m.times_us) < Median(best->times_us)) best = &m;
+    }
+    if (best != nullptr) {
+      absl::MutexLock lock(&mu_);
+      chosen_[Slot(bucket, reduced)] = best->variant;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  calibrating_.erase(bucket);
+  SaveLocked();
+}
+
+}  // namespace gpucompute::server

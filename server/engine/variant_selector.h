@@ -1,0 +1,68 @@
+// "auto": which variant runs when the client does not name one. Choices are
+// kept per (op, dtype, reduce op and axis, power-of-two shape bucket); a
+// bucket is filled from measurements (Profile, calibration) and otherwise
+// falls back to a fixed preference order of the fastest known variants.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "gpucompute/kernels/registry.h"
+#include "server/engine/device.h"
+
+namespace gpucompute::server {
+
+class VariantSelector {
+ public:
+  VariantSelector(const kernels::Registry& registry, kernels::Backend backend);
+
+  // Loads earlier choices from `path` (if it exists) and saves every new
+  // measurement there. Unknown variant names in the file are ignored.
+  absl::Status UseCacheFile(const std::string& path);
+
+  const kernels::Variant* Select(const kernels::Problem& p, bool allow_reduced_precision) const;
+
+  struct Choice {
+    const kernels::Variant* variant = nullptr;
+    // True for the one caller that should calibrate this unmeasured bucket
+    // (measure `candidates`, then Record); others get the fallback meanwhile.
+    bool calibrate = false;
+    std::vector<const kernels::Variant*> candidates;
+  };
+  Choice Choose(const kernels::Problem& p, bool allow_reduced_precision);
+  // Gives up a calibration claim (the measurement failed) so a later request retries.
+  void AbandonCalibration(const kernels::Problem& p);
+  // Remembers the fastest correct variants measured for this problem's bucket.
+  void Record(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured);
+
+  // Stable text key of the problem's bucket, e.g. "matmul/float32/m1024/n1024/k1024".
+  static std::string BucketKey(const kernels::Problem& p);
+
+  // The shape a calibration measures for `p`: each dimension capped at
+  // kCalibrationMaxDim. Checking every variant of a 16384^2 request against a
+  // float64 reference would hold that first request for seconds; 4096^2
+  // (64 MiB of float32 in, 64 MiB out) still dwarfs the L2 cache, so the
+  // ranking of bandwidth-bound variants carries over.
+  static constexpr int64_t kCalibrationMaxDim = 4096;
+  static kernels::Problem CalibrationProblem(const kernels::Problem& p);
+
+ private:
+  const kernels::Variant* Preferred(const kernels::Problem& p, bool allow_reduced) const;
+
+  const kernels::Registry& registry_;
+  const kernels::Backend backend_;
+  mutable absl::Mutex mu_;
+  void SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // bucket key + ("exact" | "reduced") -> variant
+  std::map<std::string, const kernels::Variant*> chosen_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> calibrating_ ABSL_GUARDED_BY(mu_);
+  std::string cache_path_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpucompute::server

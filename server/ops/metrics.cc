@@ -1,0 +1,228 @@
+#include "server/ops/metrics.h"
+
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/text_serializer.h"
+#include "server/engine/scheduler.h"
+
+namespace gpucompute::server {
+namespace {
+
+constexpr std::array<const char*, 5> kStageNames = {"queue", "upload", "compute", "download",
+                                                    "total"};
+
+// Only series a request can have: Profile measures on the device without
+// staging through the request (queue and total), GetServerInfo never queues.
+bool HasStage(RpcOp op, int stage) {
+  const std::string name = kStageNames[stage];
+  switch (op) {
+    case RpcOp::kProfile: return name == "queue" || name == "total";
+    case RpcOp::kServerInfo: return name == "total";
+    default: return true;
+  }
+}
+
+// 10 us (a small transpose's queue wait) to 2 min (a large Profile).
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025,
+          0.05, 0.1,    0.25, 0.5,  1,      2.5,  5,    10,     30,   60,   120};
+}
+
+prometheus::ClientMetric Sample(double value, std::vector<prometheus::ClientMetric::Label> labels,
+                                prometheus::MetricType type) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  if (type == prometheus::MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
+
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+// "cuda:0 NVIDIA H200" -> "cuda:0": short, stable label values for
+// dashboards; the model goes to gpucompute_device_info.
+std::string DeviceId(const std::string& name) { return name.substr(0, name.find(' ')); }
+
+// Concatenates the registry's families with those read at scrape time.
+class Combined final : public prometheus::Collectable {
+ public:
+  Combined(std::shared_ptr<prometheus::Collectable> a, std::shared_ptr<prometheus::Collectable> b)
+      : a_(std::move(a)), b_(std::move(b)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> all = a_->Collect();
+    std::vector<prometheus::MetricFamily> more = b_->Collect();
+    all.insert(all.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
+    return all;
+  }
+
+ private:
+  std::shared_ptr<prometheus::Collectable> a_, b_;
+};
+
+}  // namespace
+
+const char* RpcOpName(RpcOp op) {
+  switch (op) {
+    case RpcOp::kMatMul: return "matmul";
+    case RpcOp::kTranspose: return "transpose";
+    case RpcOp::kReduce: return "reduce";
+    case RpcOp::kProfile: return "profile";
+    case RpcOp::kServerInfo: return "server_info";
+  }
+  return "unknown";
+}
+
+// Reads queue depth and device counters when Prometheus scrapes, instead of
+// mirroring them into gauges that could lag.
+class Metrics::SchedulerCollector final : public prometheus::Collectable {
+ public:
+  void Attach(const Scheduler* scheduler) {
+    absl::MutexLock lock(&mu_);
+    scheduler_ = scheduler;
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    using prometheus::MetricType;
+    absl::MutexLock lock(&mu_);
+    if (scheduler_ == nullptr) return {};  // still opening devices, or stopping
+    auto queued = Family("gpucompute_requests_queued",
+                         "Requests admitted and waiting for a device worker.", MetricType::Gauge);
+    queued.metric.push_back(Sample(double(scheduler_->queued()), {}, MetricType::Gauge));
+    auto running = Family("gpucompute_requests_running", "Requests running on a device now.",
+                          MetricType::Gauge);
+    running.metric.push_back(Sample(double(scheduler_->running()), {}, MetricType::Gauge));
+
+    auto info = Family("gpucompute_device_info", "Constant 1 per device; `name` is its full name.",
+                       MetricType::Gauge);
+    auto healthy =
+        Family("gpucompute_device_healthy",
+               "1 while the device serves, 0 after a fatal error took it out.", MetricType::Gauge);
+    auto memory =
+        Family("gpucompute_device_memory_bytes", "Total memory of the device.", MetricType::Gauge);
+    auto pool = Family("gpucompute_device_pool_bytes",
+                       "Pooled device memory: kind=used (held by requests) or kind=reserved "
+                       "(obtained from the driver, used or cached).",
+                       MetricType::Gauge);
+    auto mallocs =
+        Family("gpucompute_device_malloc_calls_total",
+               "Device memory allocations that reached the driver.", MetricType::Counter);
+    auto growths =
+        Family("gpucompute_device_pool_growths_total",
+               "Times the device memory pool grew its reservation.", MetricType::Counter);
+    auto host_allocs = Family("gpucompute_host_alloc_calls_total",
+                              "Pinned host staging allocations.", MetricType::Counter);
+    for (const auto& device : scheduler_->devices()) {
+      const std::string id = DeviceId(device->description().name);
+      const DeviceCounters c = device->counters();
+      info.metric.push_back(
+          Sample(1, {{"device", id}, {"name", device->description().name}}, MetricType::Gauge));
+      healthy.metric.push_back(Sample(c.healthy ? 1 : 0, {{"device", id}}, MetricType::Gauge));
+      memory.metric.push_back(
+          Sample(double(device->description().memory_bytes), {{"device", id}}, MetricType::Gauge));
+      pool.metric.push_back(
+          Sample(double(c.pool_used_bytes), {{"device", id}, {"kind", "used"}}, MetricType::Gauge));
+      pool.metric.push_back(Sample(double(c.pool_reserved_bytes),
+                                   {{"device", id}, {"kind", "reserved"}}, MetricType::Gauge));
+      mallocs.metric.push_back(
+          Sample(double(c.device_malloc_calls), {{"device", id}}, MetricType::Counter));
+      growths.metric.push_back(
+          Sample(double(c.pool_growths), {{"device", id}}, MetricType::Counter));
+      host_allocs.metric.push_back(
+          Sample(double(c.host_alloc_calls), {{"device", id}}, MetricType::Counter));
+    }
+    return {std::move(queued),  std::move(running), std::move(info),
+            std::move(healthy), std::move(memory),  std::move(pool),
+            std::move(mallocs), std::move(growths), std::move(host_allocs)};
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  const Scheduler* scheduler_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("gpucompute_requests_total")
+                    .Help("Finished requests by op, variant and gRPC status code "
+                          "(variant=\"none\" when no single variant was chosen).")
+                    .Register(*registry_)),
+      in_flight_(
+          prometheus::BuildGauge()
+              .Name("gpucompute_requests_in_flight")
+              .Help("Requests received and not yet answered (queued, running, or being validated).")
+              .Register(*registry_)
+              .Add({})),
+      scheduler_collector_(std::make_shared<SchedulerCollector>()) {
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("gpucompute_request_duration_seconds")
+                      .Help(
+                          "Latency of successful requests by stage: queue (waiting for a "
+                          "device), upload, compute, download, and total (received to answered).")
+                      .Register(*registry_);
+  for (int op = 0; op < kRpcOpCount; ++op) {
+    for (int stage = 0; stage < kStages; ++stage) {
+      if (!HasStage(static_cast<RpcOp>(op), stage)) continue;
+      latency_[op][stage] =
+          &latency.Add({{"op", RpcOpName(static_cast<RpcOp>(op))}, {"stage", kStageNames[stage]}},
+                       LatencyBuckets());
+    }
+  }
+  collectable_ = std::make_shared<Combined>(registry_, scheduler_collector_);
+}
+
+void Metrics::RequestStarted() { in_flight_.Increment(); }
+
+void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::StatusCode code,
+                              const StageLatencies& latencies) {
+  requests_
+      .Add({{"op", RpcOpName(op)},
+            {"variant", variant.empty() ? "none" : variant},
+            {"code", absl::StatusCodeToString(code)}})
+      .Increment();
+  in_flight_.Decrement();
+  if (code != absl::StatusCode::kOk) return;
+  const int64_t stages[kStages] = {latencies.queue_us, latencies.upload_us, latencies.compute_us,
+                                   latencies.download_us, latencies.total_us};
+  for (int stage = 0; stage < kStages; ++stage) {
+    if (stages[stage] >= 0 && latency_[static_cast<int>(op)][stage] != nullptr) {
+      latency_[static_cast<int>(op)][stage]->Observe(double(stages[stage]) * 1e-6);
+    }
+  }
+}
+
+void Metrics::AttachScheduler(const Scheduler* scheduler) {
+  scheduler_collector_->Attach(scheduler);
+}
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
+                                                                        const Metrics& metrics) {
+  std::shared_ptr<prometheus::Collectable> collectable = metrics.collectable();
+  auto http = MetricsHttpServer::Start(address, [collectable] {
+    return prometheus::TextSerializer().Serialize(collectable->Collect());
+  });
+  if (!http.ok()) return http.status();
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint);
+  endpoint->address_ = absl::StrCat(address.substr(0, address.rfind(':')), ":", (*http)->port());
+  endpoint->http_ = std::move(*http);
+  return endpoint;
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+}  // namespace gpucompute::server

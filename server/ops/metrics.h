@@ -1,0 +1,96 @@
+// Prometheus metrics. The service records every finished request (count by
+// op, variant and status code; latency by stage); queue depth and the
+// devices' memory and health are read from the scheduler at each scrape, so
+// they are never stale. Names are prefixed gpucompute_.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "prometheus/collectable.h"
+#include "server/ops/metrics_http.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace gpucompute::server {
+
+class Scheduler;
+
+// Label values of the `op` label.
+enum class RpcOp { kMatMul, kTranspose, kReduce, kProfile, kServerInfo };
+constexpr int kRpcOpCount = 5;
+const char* RpcOpName(RpcOp op);
+
+// Where a successful request spent its time, in microseconds. Stages a
+// request does not have (GetServerInfo never queues) stay negative and are
+// not observed.
+struct StageLatencies {
+  int64_t queue_us = -1;
+  int64_t upload_us = -1;
+  int64_t compute_us = -1;
+  int64_t download_us = -1;
+  int64_t total_us = -1;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // A request entered a handler (it counts as in flight until RequestFinished).
+  void RequestStarted();
+  // Counts the request once under (op, variant, code); `variant` is the
+  // variant that ran or was chosen, "none" when no single variant applies.
+  // Latencies are observed for successful requests only.
+  void RequestFinished(RpcOp op, const std::string& variant, absl::StatusCode code,
+                       const StageLatencies& latencies);
+
+  // Queue and device metrics come from `scheduler` once it is set; null
+  // detaches it, waiting for a scrape in progress. The scheduler must
+  // outlive its attachment.
+  void AttachScheduler(const Scheduler* scheduler);
+
+  // Everything above, for the /metrics endpoint (or a test) to collect.
+  std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
+
+ private:
+  class SchedulerCollector;
+  static constexpr int kStages = 5;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Gauge& in_flight_;
+  // [op][stage], created up front so recording takes no lock.
+  std::array<std::array<prometheus::Histogram*, kStages>, kRpcOpCount> latency_{};
+  std::shared_ptr<SchedulerCollector> scheduler_collector_;
+  std::shared_ptr<prometheus::Collectable> collectable_;
+};
+
+// The HTTP endpoint serving GET /metrics in the Prometheus text format.
+class MetricsEndpoint {
+ public:
+  // Listens on `address` (host:port; port 0 picks one).
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& address,
+                                                                const Metrics& metrics);
+  ~MetricsEndpoint();
+
+  // The address with the port actually bound, e.g. "0.0.0.0:8002".
+  const std::string& address() const { return address_; }
+
+ private:
+  MetricsEndpoint() = default;
+  std::unique_ptr<MetricsHttpServer> http_;
+  std::string address_;
+};
+
+}  // namespace gpucompute::server

@@ -1,0 +1,191 @@
+// The `gpucompute` binary end to end against an in-process fake server:
+// exit codes, output, --out files and the token flag.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/fake_compute_service.h"
+#include "gpucompute/matrix.h"
+#include "gpucompute/npy.h"
+
+namespace gpucompute {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+CliRun RunCli(const std::string& args) {
+  const std::string command = std::string(GPUCOMPUTE_CLI) + " " + args + " 2>&1";
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  CliRun run{0, ""};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_ = testing::FakeServer::Start();
+    ASSERT_NE(fake_, nullptr);
+    server_ = " --server=" + fake_->address;
+  }
+  std::unique_ptr<testing::FakeServer> fake_;
+  std::string server_;
+};
+
+TEST(CliUsageTest, HelpAndUsageErrors) {
+  CliRun help = RunCli("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.output, HasSubstr("usage: gpucompute COMMAND"));
+
+  CliRun matmul_help = RunCli("matmul --help");
+  EXPECT_EQ(matmul_help.exit_code, 0);
+  EXPECT_THAT(matmul_help.output, HasSubstr("--random MxKxN generates a as MxK"));
+  EXPECT_THAT(matmul_help.output, HasSubstr("--token_file=FILE"));
+
+  EXPECT_EQ(RunCli("").exit_code, 2);
+  CliRun unknown_command = RunCli("frobnicate");
+  EXPECT_EQ(unknown_command.exit_code, 2);
+  EXPECT_THAT(unknown_command.output, HasSubstr("unknown command 'frobnicate'"));
+
+  CliRun unknown_flag = RunCli("matmul --bogus=1");
+  EXPECT_EQ(unknown_flag.exit_code, 2);
+  EXPECT_THAT(unknown_flag.output, HasSubstr("unknown flag --bogus"));
+
+  CliRun bad_shape = RunCli("matmul --random 3x4");
+  EXPECT_EQ(bad_shape.exit_code, 2);
+  EXPECT_THAT(bad_shape.output, HasSubstr("--random: expected 3 dimensions (MxKxN"));
+
+  CliRun missing = RunCli("transpose " + ::testing::TempDir() + "/no-such.npy");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output, HasSubstr("no-such.npy"));
+
+  CliRun bad_op = RunCli("reduce --random 4x4 --op median");
+  EXPECT_EQ(bad_op.exit_code, 2);
+  EXPECT_THAT(bad_op.output, HasSubstr("--op: expected sum, min, max or mean, got 'median'"));
+
+  CliRun stray = RunCli("info extra");
+  EXPECT_EQ(stray.exit_code, 2);
+}
+
+TEST_F(CliTest, MatMulRandomWritesResult) {
+  const std::string out = ::testing::TempDir() + "/cli_c.npy";
+  CliRun run = RunCli("matmul --random 3x4x5 --dtype float64 --seed 9 --out " + out + server_);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("a 3x4 float64 (random, seed 9) @ b 4x5 float64 (random, seed 10)"));
+  EXPECT_THAT(run.output, HasSubstr("variant   fake_naive"));
+  EXPECT_THAT(run.output, HasSubstr("compute 3 us"));
+
+  absl::StatusOr<Matrix> c = ReadNpy(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->ShapeString(), "3x5 float64");
+  absl::StatusOr<Matrix> a = Matrix::Random(DType::kFloat64, 3, 4, 9);
+  absl::StatusOr<Matrix> b = Matrix::Random(DType::kFloat64, 4, 5, 10);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      double ref = 0;
+      for (int p = 0; p < 4; ++p) ref += a->at(i, p) * b->at(p, j);
+      EXPECT_NEAR(c->at(i, j), ref, 1e-12);
+    }
+  }
+}
+
+TEST_F(CliTest, MatMulFilesAndServerError) {
+  const std::string a = ::testing::TempDir() + "/cli_a.npy";
+  const std::string b = ::testing::TempDir() + "/cli_b.npy";
+  ASSERT_TRUE(WriteNpy(a, *Matrix::Random(DType::kFloat32, 2, 3, 1)).ok());
+  ASSERT_TRUE(WriteNpy(b, *Matrix::Random(DType::kFloat32, 4, 2, 2)).ok());
+  CliRun run = RunCli("matmul " + a + " " + b + server_);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.output, HasSubstr("MatMul failed: INVALID_ARGUMENT: a.cols 3 != b.rows 4"));
+
+  CliRun ok = RunCli("matmul " + b + " " + a + server_);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_THAT(ok.output, HasSubstr("result    4x3 float32"));
+
+  CliRun dtype = RunCli("matmul " + b + " " + a + " --dtype float64" + server_);
+  EXPECT_EQ(dtype.exit_code, 2);
+  EXPECT_THAT(dtype.output, HasSubstr("--dtype applies to --random inputs only"));
+}
+
+TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
+  CliRun reduce = RunCli("reduce --random 10x10 --op sum --axis all" + server_);
+  EXPECT_EQ(reduce.exit_code, 0) << reduce.output;
+  EXPECT_THAT(reduce.output, HasSubstr("result    1x1 float32"));
+
+  CliRun transpose = RunCli("transpose --random 2x7 --variant shared_padded" + server_);
+  EXPECT_EQ(transpose.exit_code, 0) << transpose.output;
+  EXPECT_THAT(transpose.output, HasSubstr("variant   shared_padded"));
+  EXPECT_THAT(transpose.output, HasSubstr("result    7x2 float32"));
+
+  CliRun repeated = RunCli("transpose --random 3x5 --repeat 3" + server_);
+  EXPECT_EQ(repeated.exit_code, 0) << repeated.output;
+  size_t timings = 0;
+  for (size_t at = repeated.output.find("round trip"); at != std::string::npos;
+       at = repeated.output.find("round trip", at + 1)) {
+    ++timings;
+  }
+  EXPECT_EQ(timings, 3u) << repeated.output;
+  EXPECT_THAT(repeated.output, HasSubstr("result    5x3 float32"));
+  CliRun no_repeat = RunCli("transpose --random 3x5 --repeat 0" + server_);
+  EXPECT_EQ(no_repeat.exit_code, 2) << no_repeat.output;
+  EXPECT_THAT(no_repeat.output, HasSubstr("--repeat: expected an integer >= 1, got '0'"));
+
+  CliRun info = RunCli("info" + server_);
+  EXPECT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_THAT(info.output, HasSubstr("version     fake-1"));
+  EXPECT_THAT(info.output, HasSubstr("fake_naive"));
+
+  CliRun profile = RunCli("profile --op matmul --shape 64x64x64" + server_);
+  EXPECT_EQ(profile.exit_code, 0) << profile.output;
+  EXPECT_THAT(profile.output, HasSubstr("m=64 n=64 k=64"));
+  EXPECT_THAT(profile.output, HasSubstr("fake_broken  result differs from the reference"));
+  EXPECT_THAT(profile.output, HasSubstr("selected  fake_fast"));
+
+  CliRun health = RunCli("health" + server_);
+  EXPECT_EQ(health.exit_code, 0) << health.output;
+  EXPECT_THAT(health.output, HasSubstr("SERVING"));
+
+  fake_->server->GetHealthCheckService()->SetServingStatus("gpucompute.v1.Compute", false);
+  CliRun not_serving = RunCli("health --service gpucompute.v1.Compute" + server_);
+  EXPECT_EQ(not_serving.exit_code, 1);
+  EXPECT_THAT(not_serving.output, HasSubstr("NOT_SERVING"));
+}
+
+TEST_F(CliTest, TokenFileIsSent) {
+  const std::string token = ::testing::TempDir() + "/cli_token";
+  std::ofstream(token) << "tok-123\n";
+  CliRun run = RunCli("info --token_file " + token + server_);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(fake_->service.last_authorization(), "Bearer tok-123");
+}
+
+TEST(CliUnreachableTest, RpcErrorExitsOne) {
+  std::string address;
+  {
+    auto fake = testing::FakeServer::Start();
+    ASSERT_NE(fake, nullptr);
+    address = fake->address;
+  }
+  CliRun health = RunCli("health --deadline_ms 2000 --server=" + address);
+  EXPECT_EQ(health.exit_code, 1);
+  EXPECT_THAT(health.output, HasSubstr("Health failed: UNAVAILABLE"));
+}
+
+}  // namespace
+}  // namespace gpucompute

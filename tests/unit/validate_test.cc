@@ -1,0 +1,154 @@
+// Every validation row of API.md's status-code table, as pure functions:
+// the code, and a message naming the field and the numbers.
+#include <gtest/gtest.h>
+
+#include "server/grpc/validate.h"
+
+namespace gpucompute::server {
+namespace {
+
+v1::Matrix Mat(int64_t rows, int64_t cols, v1::DType dtype = v1::DTYPE_FLOAT32) {
+  v1::Matrix m;
+  m.set_dtype(dtype);
+  m.set_rows(rows);
+  m.set_cols(cols);
+  if (rows > 0 && cols > 0 && rows * cols < (1 << 24)) {
+    m.mutable_data()->assign(rows * cols * (dtype == v1::DTYPE_FLOAT64 ? 8 : 4), '\1');
+  }
+  return m;
+}
+
+v1::MatMulRequest MatMul(v1::Matrix a, v1::Matrix b) {
+  v1::MatMulRequest r;
+  *r.mutable_a() = std::move(a);
+  *r.mutable_b() = std::move(b);
+  return r;
+}
+
+void ExpectError(const absl::Status& s, absl::StatusCode code, std::vector<std::string> parts) {
+  EXPECT_EQ(s.code(), code) << s;
+  for (const std::string& part : parts) {
+    EXPECT_NE(s.message().find(part), absl::string_view::npos)
+        << "message \"" << s.message() << "\" lacks \"" << part << "\"";
+  }
+}
+
+const Limits kLimits{1 << 20};
+
+TEST(Validate, AcceptsAWellFormedMatMul) {
+  auto p = ValidateMatMul(MatMul(Mat(3, 4), Mat(4, 5)), kLimits);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->m, 3);
+  EXPECT_EQ(p->k, 4);
+  EXPECT_EQ(p->n, 5);
+}
+
+TEST(Validate, DTypeUnsetOrUnknown) {
+  ExpectError(ValidateMatMul(MatMul(Mat(3, 4, v1::DTYPE_UNSPECIFIED), Mat(4, 5)), kLimits).status(),
+              absl::StatusCode::kInvalidArgument, {"a.dtype", "DTYPE_UNSPECIFIED"});
+  auto b = Mat(4, 5);
+  b.set_dtype(static_cast<v1::DType>(7));
+  ExpectError(ValidateMatMul(MatMul(Mat(3, 4), b), kLimits).status(),
+              absl::StatusCode::kInvalidArgument, {"b.dtype", "7"});
+}
+
+TEST(Validate, RowsOrColsBelowOne) {
+  ExpectError(ValidateMatMul(MatMul(Mat(0, 4), Mat(4, 5)), kLimits).status(),
+              absl::StatusCode::kInvalidArgument, {"a.rows", "got 0"});
+  v1::TransposeRequest t;
+  *t.mutable_input() = Mat(3, -2);
+  ExpectError(ValidateTranspose(t, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"input.cols", "got -2"});
+}
+
+TEST(Validate, DataLengthMismatch) {
+  auto a = Mat(3, 4);
+  a.mutable_data()->resize(40);
+  ExpectError(ValidateMatMul(MatMul(a, Mat(4, 5)), kLimits).status(),
+              absl::StatusCode::kInvalidArgument, {"a.data", "48", "40"});
+  v1::ReduceRequest r;
+  *r.mutable_input() = Mat(2, 2, v1::DTYPE_FLOAT64);
+  r.mutable_input()->mutable_data()->append("x");
+  ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"input.data", "32", "33"});
+}
+
+TEST(Validate, DTypesDiffer) {
+  ExpectError(ValidateMatMul(MatMul(Mat(3, 4), Mat(4, 5, v1::DTYPE_FLOAT64)), kLimits).status(),
+              absl::StatusCode::kInvalidArgument, {"b.dtype", "DTYPE_FLOAT64", "DTYPE_FLOAT32"});
+}
+
+TEST(Validate, InnerDimensionsDiffer) {
+  ExpectError(ValidateMatMul(MatMul(Mat(3, 4), Mat(5, 6)), kLimits).status(),
+              absl::StatusCode::kInvalidArgument, {"b.rows", "a.cols = 4", "b.rows = 5"});
+}
+
+TEST(Validate, UnknownVariantAndUnsupportedDType) {
+  kernels::Registry registry;
+  kernels::Variant only32;
+  only32.name = "only32";
+  only32.dtypes = {kernels::DType::kFloat32};
+  only32.launch = [](auto&, auto&, auto&) { return absl::OkStatus(); };
+  ASSERT_TRUE(registry.Add(only32).ok());
+  kernels::Problem p;
+  ExpectError(ResolveVariant(registry, kernels::Backend::kCpu, p, "nope", "variant").status(),
+              absl::StatusCode::kInvalidArgument, {"variant", "nope", "only32"});
+  p.dtype = kernels::DType::kFloat64;
+  ExpectError(ResolveVariant(registry, kernels::Backend::kCpu, p, "only32", "variant").status(),
+              absl::StatusCode::kInvalidArgument, {"variant", "only32", "DTYPE_FLOAT64"});
+  auto automatic = ResolveVariant(registry, kernels::Backend::kCpu, p, "auto", "variant");
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(*automatic, nullptr);
+}
+
+TEST(Validate, MatrixAboveMaxMatrixBytes) {
+  ExpectError(ValidateMatMul(MatMul(Mat(1024, 1024), Mat(1024, 1)), kLimits).status(),
+              absl::StatusCode::kResourceExhausted, {"a", "4194304", "max_matrix_bytes 1048576"});
+  // Overflowing shapes are refused before anything is allocated.
+  ExpectError(ValidateMatMul(MatMul(Mat(int64_t{1} << 40, int64_t{1} << 40), Mat(1, 1)), kLimits)
+                  .status(),
+              absl::StatusCode::kResourceExhausted, {"a", "2^63"});
+  // A small a and b can still ask for a huge result.
+  ExpectError(ValidateMatMul(MatMul(Mat(100000, 1), Mat(1, 100000)), Limits{int64_t{1} << 30})
+                  .status(),
+              absl::StatusCode::kResourceExhausted, {"c (result)", "100000 x 100000"});
+}
+
+TEST(Validate, ReduceOpAndAxis) {
+  v1::ReduceRequest r;
+  *r.mutable_input() = Mat(2, 3);
+  r.set_op(static_cast<v1::ReduceOp>(9));
+  ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument, {"op", "9"});
+  r.set_op(v1::REDUCE_OP_MAX);
+  r.set_axis(static_cast<v1::ReduceAxis>(5));
+  ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument, {"axis", "5"});
+  r.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
+  auto p = ValidateReduce(r, kLimits);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(kernels::OutputCols(*p), 3);
+}
+
+TEST(Validate, Profile) {
+  v1::ProfileRequest r;
+  ExpectError(ValidateProfile(r, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"op", "OP_UNSPECIFIED"});
+  r.set_op(v1::OP_MATMUL);
+  ExpectError(ValidateProfile(r, kLimits).status(), absl::StatusCode::kInvalidArgument, {"dtype"});
+  r.set_dtype(v1::DTYPE_FLOAT32);
+  r.set_m(8);
+  r.set_n(8);
+  ExpectError(ValidateProfile(r, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"k", "got 0"});
+  r.set_k(8);
+  r.set_repetitions(-1);
+  ExpectError(ValidateProfile(r, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"repetitions", "-1"});
+  r.set_repetitions(3);
+  EXPECT_TRUE(ValidateProfile(r, kLimits).ok());
+  r.set_k(1 << 20);
+  ExpectError(ValidateProfile(r, kLimits).status(), absl::StatusCode::kResourceExhausted,
+              {"a (m x k)", "max_matrix_bytes"});
+}
+
+}  // namespace
+}  // namespace gpucompute::server

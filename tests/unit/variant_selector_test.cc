@@ -1,0 +1,102 @@
+// "auto" selection: calibration is claimed once per bucket, measurements pick
+// the fastest correct variant (reduced precision only when allowed), and the
+// choices survive a restart through the cache file.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "server/engine/variant_selector.h"
+
+namespace gpucompute::server {
+namespace {
+
+kernels::Variant Fake(const std::string& name, bool reduced) {
+  kernels::Variant v;
+  v.name = name;
+  v.backend = kernels::Backend::kCuda;
+  v.dtypes = {kernels::DType::kFloat32};
+  v.reduced_precision = reduced;
+  v.launch = [](auto&, auto&, auto&) { return absl::OkStatus(); };
+  return v;
+}
+
+class SelectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (auto [name, reduced] : {std::pair{"slow", false}, {"fast", false}, {"tf32", true}}) {
+      ASSERT_TRUE(registry_.Add(Fake(name, reduced)).ok());
+    }
+    problem_.m = problem_.n = problem_.k = 1000;
+  }
+  std::vector<VariantMeasurement> Measured(double slow, double fast, double tf32, bool fast_ok = true) {
+    std::vector<VariantMeasurement> out;
+    for (auto [name, t, ok] : {std::tuple{"slow", slow, true}, {"fast", fast, fast_ok}, {"tf32", tf32, true}}) {
+      VariantMeasurement m;
+      m.variant = registry_.Find(kernels::Op::kMatMul, kernels::Backend::kCuda, name);
+      m.ok = ok;
+      if (ok) m.times_us = {t, t, t};
+      out.push_back(m);
+    }
+    return out;
+  }
+  kernels::Registry registry_;
+  kernels::Problem problem_;
+};
+
+TEST_F(SelectTest, CalibrationIsClaimedOncePerBucket) {
+  VariantSelector selector(registry_, kernels::Backend::kCuda);
+  auto first = selector.Choose(problem_, false);
+  EXPECT_TRUE(first.calibrate);
+  EXPECT_EQ(first.candidates.size(), 3u);
+  EXPECT_FALSE(selector.Choose(problem_, false).calibrate);
+  selector.AbandonCalibration(problem_);
+  EXPECT_TRUE(selector.Choose(problem_, false).calibrate);
+}
+
+TEST_F(SelectTest, FastestCorrectExactVariantUnlessReducedAllowed) {
+  VariantSelector selector(registry_, kernels::Backend::kCuda);
+  selector.Record(problem_, Measured(90, 50, 10));
+  EXPECT_EQ(selector.Select(problem_, false)->name, "fast");
+  EXPECT_EQ(selector.Select(problem_, true)->name, "tf32");
+  // Same bucket (next power of two), other shape.
+  kernels::Problem near = problem_;
+  near.m = 999;
+  EXPECT_EQ(selector.Select(near, false)->name, "fast");
+  // A wrong result is never chosen, however fast.
+  selector.Record(problem_, Measured(90, 1, 10, /*fast_ok=*/false));
+  EXPECT_EQ(selector.Select(problem_, false)->name, "slow");
+  EXPECT_FALSE(selector.Choose(problem_, false).calibrate);
+}
+
+TEST_F(SelectTest, CalibrationShapeIsCappedButKeepsTheRest) {
+  kernels::Problem big = problem_;
+  big.op = kernels::Op::kReduce;
+  big.m = 16384;
+  big.n = 300;
+  big.reduce_axis = kernels::ReduceAxis::kPerColumn;
+  const kernels::Problem c = VariantSelector::CalibrationProblem(big);
+  EXPECT_EQ(c.m, VariantSelector::kCalibrationMaxDim);
+  EXPECT_EQ(c.n, 300);
+  EXPECT_EQ(c.reduce_axis, kernels::ReduceAxis::kPerColumn);
+  EXPECT_EQ(c.op, kernels::Op::kReduce);
+}
+
+TEST_F(SelectTest, CacheFileRoundTrip) {
+  const std::string path = ::testing::TempDir() + "/autotune_" + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  {
+    VariantSelector selector(registry_, kernels::Backend::kCuda);
+    ASSERT_TRUE(selector.UseCacheFile(path).ok());
+    selector.Record(problem_, Measured(10, 50, 5));
+  }
+  VariantSelector restarted(registry_, kernels::Backend::kCuda);
+  ASSERT_TRUE(restarted.UseCacheFile(path).ok());
+  EXPECT_EQ(restarted.Select(problem_, false)->name, "slow");
+  EXPECT_EQ(restarted.Select(problem_, true)->name, "tf32");
+  EXPECT_FALSE(restarted.Choose(problem_, false).calibrate);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace gpucompute::server
