@@ -22,6 +22,7 @@
 #include "server/cuda/open_devices.h"
 #include "server/ops/log.h"
 #include "server/ops/metrics.h"
+#include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/variant_selector.h"
 #include "server/grpc/compute_service.h"
@@ -235,7 +236,8 @@ int Run() {
     }
     LogInfo(absl::StrCat("autotune cache: ", cache));
   }
-  service.Activate(scheduler, selector, kind);
+  ComputeEngine engine(kernels::DefaultRegistry(), scheduler, selector, kind);
+  service.Activate(engine);
   metrics.AttachScheduler(&scheduler);
 
   // A stop requested during start-up drains at once, never showing SERVING.

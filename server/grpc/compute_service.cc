@@ -59,37 +59,33 @@ ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig 
                                Metrics& metrics, const BearerTokenAuth* auth)
     : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {}
 
-void ComputeService::Activate(Scheduler& scheduler, VariantSelector& selector,
-                              kernels::Backend backend) {
-  runtime_storage_ = Runtime{&scheduler, &selector, backend};
-  runtime_.store(&runtime_storage_, std::memory_order_release);
+void ComputeService::Activate(ComputeEngine& engine) {
+  engine_.store(&engine, std::memory_order_release);
 }
 
-const ComputeService::Runtime* ComputeService::Admit(grpc::CallbackServerContext* ctx,
-                                                     CallReactor* reactor) const {
+ComputeEngine* ComputeService::Admit(grpc::CallbackServerContext* ctx,
+                                     CallReactor* reactor) const {
   if (auth_ != nullptr) {
     if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) {
       reactor->Complete(s);
       return nullptr;
     }
   }
-  const Runtime* runtime = runtime_.load(std::memory_order_acquire);
-  if (runtime == nullptr) {
+  ComputeEngine* engine = engine_.load(std::memory_order_acquire);
+  if (engine == nullptr) {
     reactor->Complete(absl::UnavailableError(
         "server starting: its devices are not open yet (health reports NOT_SERVING until then)"));
   }
-  return runtime;
+  return engine;
 }
 
 // What one compute call keeps until it is answered: the request's slices
-// (the payload spans point into them), the result buffer, and what ran.
+// (the payload spans point into them) and the result buffer.
 struct ComputeService::ComputeState {
   std::vector<grpc::Slice> slices;
   wire::ComputeRequest wire;
   kernels::Problem problem;
   std::unique_ptr<std::string> out;
-  StageTimes times;
-  const kernels::Variant* ran = nullptr;
 };
 
 namespace {
@@ -107,13 +103,33 @@ absl::StatusOr<kernels::Problem> Validate(kernels::Op op, const wire::ComputeReq
   return absl::InternalError("unknown op");
 }
 
+RequestLifetime LifetimeOf(const grpc::CallbackServerContext* ctx,
+                           std::shared_ptr<std::atomic<bool>> cancelled) {
+  return RequestLifetime{DeadlineOf(ctx), std::move(cancelled)};
+}
+
+v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
+  v1::ExecutionReport report;
+  report.set_variant(outcome.variant->name);
+  report.set_device(outcome.device->description().name);
+  report.set_queue_us(latencies.queue_us);
+  report.set_upload_us(latencies.upload_us);
+  report.set_compute_us(latencies.compute_us);
+  report.set_download_us(latencies.download_us);
+  report.set_total_us(latencies.total_us);
+  return report;
+}
+
 }  // namespace
 
-grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx,
-                                                     CallReactor* reactor, const Runtime& runtime,
+grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc,
                                                      kernels::Op op,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(metrics_, rpc);
+  ComputeEngine* engine = Admit(ctx, reactor);
+  if (engine == nullptr) return reactor;
+
   auto state = std::make_shared<ComputeState>();
   if (!request->Dump(&state->slices).ok()) {
     reactor->Complete(absl::InternalError("request: the received message could not be read"));
@@ -132,139 +148,84 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     return reactor;
   }
   state->problem = *problem;
-  auto named = ResolveVariant(registry_, runtime.backend, *problem, state->wire.variant, "variant");
+  auto named = ResolveVariant(registry_, engine->backend(), *problem, state->wire.variant,
+                              "variant");
   if (!named.ok()) {
     reactor->Complete(named.status());
     return reactor;
   }
-  const bool allow_reduced = op == kernels::Op::kMatMul && state->wire.allow_tf32;
-  VariantSelector& selector = *runtime.selector;
-  VariantSelector::Choice choice;
-  if (*named) {
-    choice.variant = *named;
-  } else {
-    choice = selector.Choose(*problem, allow_reduced);
-  }
-  if (choice.variant == nullptr) {
-    reactor->Complete(absl::InvalidArgumentError(
-        absl::StrCat("variant: no ", kernels::OpName(problem->op), " variant supports ",
-                     kernels::DTypeName(problem->dtype), " on this server")));
-    return reactor;
-  }
-  state->ran = choice.variant;
 
-  Task task;
-  task.deadline = DeadlineOf(ctx);
-  task.cancelled = reactor->cancelled();
-  const absl::Time deadline = task.deadline;
-  task.run = [this, &selector, state, choice, allow_reduced, cancelled = task.cancelled,
-              deadline](Device& device) {
-    const StopRequested stop = [cancelled, deadline] {
-      return cancelled->load() || absl::Now() > deadline;
-    };
-    ComputeJob job;
-    job.problem = state->problem;
-    job.variant = choice.variant;
-    if (choice.calibrate) {
-      // First request of this shape bucket: time every candidate once.
-      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates,
-                             1, 3, std::random_device{}()};
-      auto measured = device.Measure(calibration, stop);
-      if (measured.ok()) {
-        selector.Record(job.problem, *measured);
-        if (const kernels::Variant* best = selector.Select(job.problem, allow_reduced)) {
-          job.variant = best;
-        }
-      } else {
-        selector.AbandonCalibration(job.problem);
-      }
-    }
-    state->ran = job.variant;
-    job.a = state->wire.a.data;
-    if (job.problem.op == kernels::Op::kMatMul) job.b = state->wire.b.data;
-    // A reused buffer: a fresh one would page-fault and zero-fill every byte.
-    state->out = buffers_.Acquire(
-        size_t(kernels::OutputElements(job.problem) * kernels::ElementSize(job.problem.dtype)));
-    job.out = state->out->data();
-    auto result = device.Execute(job, stop);
-    if (!result.ok()) return result.status();
-    state->times = *result;
-    return absl::OkStatus();
+  ComputeCall call;
+  call.problem = *problem;
+  call.variant = *named;
+  call.allow_reduced_precision = op == kernels::Op::kMatMul && state->wire.allow_tf32;
+  call.a = state->wire.a.data;
+  if (op == kernels::Op::kMatMul) call.b = state->wire.b.data;
+  // A reused buffer: a fresh one would page-fault and zero-fill every byte.
+  call.output = [this, state](size_t bytes) {
+    state->out = buffers_.Acquire(bytes);
+    return static_cast<void*>(state->out->data());
   };
-  task.done = [this, reactor, response, state](absl::Status status, Device* device,
-                                               int64_t queue_us) {
+  call.lifetime = LifetimeOf(ctx, reactor->cancelled());
+  engine->Compute(std::move(call), [this, reactor, response, state](
+                                       absl::Status status, const ComputeOutcome& outcome) {
     StageLatencies latencies;
     if (status.ok()) {
-      const StageTimes& t = state->times;
-      latencies = {queue_us, t.upload_us, t.compute_us, t.download_us,
+      const StageTimes& t = outcome.times;
+      latencies = {outcome.queue_us, t.upload_us, t.compute_us, t.download_us,
                    absl::ToInt64Microseconds(absl::Now() - reactor->received())};
-      v1::ExecutionReport report;
-      report.set_variant(state->ran->name);
-      report.set_device(device->description().name);
-      report.set_queue_us(latencies.queue_us);
-      report.set_upload_us(latencies.upload_us);
-      report.set_compute_us(latencies.compute_us);
-      report.set_download_us(latencies.download_us);
-      report.set_total_us(latencies.total_us);
       const kernels::Problem& p = state->problem;
       *response = wire::EncodeComputeResponse(
           ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
           wire::SliceOwning(std::move(state->out),
-                      [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
-          report);
+                            [this](std::unique_ptr<std::string> b) {
+                              buffers_.Release(std::move(b));
+                            }),
+          ReportOf(outcome, latencies));
     }
-    buffers_.Release(std::move(state->out));
-    reactor->Complete(status, state->ran->name, latencies);
-  };
-  runtime.scheduler->Submit(std::move(task));
+    if (state->out) buffers_.Release(std::move(state->out));
+    reactor->Complete(status, outcome.variant ? outcome.variant->name : "", latencies);
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ComputeService::MatMul(grpc::CallbackServerContext* ctx,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(metrics_, RpcOp::kMatMul);
-  const Runtime* runtime = Admit(ctx, reactor);
-  if (runtime == nullptr) return reactor;
-  return RunCompute(ctx, reactor, *runtime, kernels::Op::kMatMul, request, response);
+  return RunCompute(ctx, RpcOp::kMatMul, kernels::Op::kMatMul, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Transpose(grpc::CallbackServerContext* ctx,
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(metrics_, RpcOp::kTranspose);
-  const Runtime* runtime = Admit(ctx, reactor);
-  if (runtime == nullptr) return reactor;
-  return RunCompute(ctx, reactor, *runtime, kernels::Op::kTranspose, request, response);
+  return RunCompute(ctx, RpcOp::kTranspose, kernels::Op::kTranspose, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ctx,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(metrics_, RpcOp::kReduce);
-  const Runtime* runtime = Admit(ctx, reactor);
-  if (runtime == nullptr) return reactor;
-  return RunCompute(ctx, reactor, *runtime, kernels::Op::kReduce, request, response);
+  return RunCompute(ctx, RpcOp::kReduce, kernels::Op::kReduce, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,
                                                   const v1::ProfileRequest* req,
                                                   v1::ProfileResponse* resp) {
   auto* reactor = new CallReactor(metrics_, RpcOp::kProfile);
-  const Runtime* runtime = Admit(ctx, reactor);
-  if (runtime == nullptr) return reactor;
+  ComputeEngine* engine = Admit(ctx, reactor);
+  if (engine == nullptr) return reactor;
   auto problem = ValidateProfile(*req, config_.limits);
   if (!problem.ok()) {
     reactor->Complete(problem.status());
     return reactor;
   }
-  ProfileJob job;
+  ProfileCall call;
+  ProfileJob& job = call.job;
   job.problem = *problem;
   job.warmup = req->warmup() > 0 ? req->warmup() : config_.profile_warmup;
   job.repetitions = req->repetitions() > 0 ? req->repetitions() : config_.profile_repetitions;
   job.seed = std::random_device{}();
   for (int i = 0; i < req->variants_size(); ++i) {
-    auto v = ResolveVariant(registry_, runtime->backend, *problem, req->variants(i),
+    auto v = ResolveVariant(registry_, engine->backend(), *problem, req->variants(i),
                             absl::StrCat("variants[", i, "]"));
     if (!v.ok()) {
       reactor->Complete(v.status());
@@ -278,40 +239,19 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
     }
     job.variants.push_back(*v);
   }
-  if (job.variants.empty()) {
-    for (const kernels::Variant* v : registry_.List(problem->op, runtime->backend)) {
-      if (v->Supports(problem->dtype)) job.variants.push_back(v);
-    }
-  }
-
-  auto measured = std::make_shared<std::vector<VariantMeasurement>>();
-  auto cancelled = reactor->cancelled();
-  const absl::Time deadline = DeadlineOf(ctx);
-  Task task;
-  task.deadline = deadline;
-  task.cancelled = cancelled;
-  task.run = [job, measured, cancelled, deadline](Device& device) {
-    auto result = device.Measure(
-        job, [cancelled, deadline] { return cancelled->load() || absl::Now() > deadline; });
-    if (!result.ok()) return result.status();
-    *measured = std::move(*result);
-    return absl::OkStatus();
-  };
-  VariantSelector& selector = *runtime->selector;
-  task.done = [&selector, reactor, resp, measured, job](absl::Status status, Device* device,
-                                                        int64_t queue_us) {
+  call.lifetime = LifetimeOf(ctx, reactor->cancelled());
+  engine->Profile(std::move(call), [reactor, resp, problem = *problem, seed = job.seed](
+                                       absl::Status status, const ProfileOutcome& outcome) {
     StageLatencies latencies;
     if (status.ok()) {
-      latencies.queue_us = queue_us;
-      selector.Record(job.problem, *measured);
-      const kernels::Variant* selected = selector.Select(job.problem, false);
-      FillProfileResponse(job.problem, *measured, device->description(), device->ceilings(),
-                          selected ? selected->name : "", resp);
-      resp->set_seed(job.seed);
+      latencies.queue_us = outcome.queue_us;
+      FillProfileResponse(problem, outcome.measured, outcome.device->description(),
+                          outcome.device->ceilings(),
+                          outcome.selected ? outcome.selected->name : "", resp);
+      resp->set_seed(seed);
     }
     reactor->Complete(status, "", latencies);
-  };
-  runtime->scheduler->Submit(std::move(task));
+  });
   return reactor;
 }
 
@@ -319,11 +259,11 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
                                                         const v1::ServerInfoRequest*,
                                                         v1::ServerInfo* resp) {
   auto* reactor = new CallReactor(metrics_, RpcOp::kServerInfo);
-  const Runtime* runtime = Admit(ctx, reactor);
-  if (runtime == nullptr) return reactor;
+  ComputeEngine* engine = Admit(ctx, reactor);
+  if (engine == nullptr) return reactor;
   resp->set_version(config_.version);
-  resp->set_backend(kernels::BackendName(runtime->backend));
-  for (const auto& device : runtime->scheduler->devices()) {
+  resp->set_backend(kernels::BackendName(engine->backend()));
+  for (const auto& device : engine->devices()) {
     v1::DeviceInfo* info = resp->add_devices();
     info->set_name(device->description().name);
     info->set_memory_bytes(device->description().memory_bytes);
@@ -339,7 +279,7 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     info->set_peak_gflops_fp32(device->ceilings().gflops);
     info->set_peak_gflops_fp64(device->ceilings().GFlopsFor(kernels::DType::kFloat64));
   }
-  for (const kernels::Variant* v : registry_.List(runtime->backend)) {
+  for (const kernels::Variant* v : registry_.List(engine->backend())) {
     v1::VariantInfo* info = resp->add_variants();
     info->set_op(ToProto(v->op));
     info->set_name(v->name);

@@ -1,5 +1,5 @@
-// The gRPC Compute service (callback API). Handlers validate on the gRPC
-// thread, hand the work to the scheduler, and finish the call from the
+// The gRPC Compute service (callback API). Handlers parse and validate on
+// the gRPC thread, hand the work to the engine, and finish the call from the
 // device worker: no gRPC thread ever waits for compute. Every call is
 // counted in the metrics exactly once, with the status it finished with.
 #pragma once
@@ -9,12 +9,11 @@
 #include <string>
 
 #include "gpucompute/v1/compute.grpc.pb.h"
+#include "server/engine/compute_engine.h"
 #include "server/grpc/auth.h"
-#include "server/ops/metrics.h"
 #include "server/grpc/response_buffers.h"
-#include "server/engine/scheduler.h"
-#include "server/engine/variant_selector.h"
 #include "server/grpc/validate.h"
+#include "server/ops/metrics.h"
 
 namespace gpucompute::server {
 
@@ -37,8 +36,8 @@ class ComputeService final
   ComputeService(const kernels::Registry& registry, ServiceConfig config, Metrics& metrics,
                  const BearerTokenAuth* auth);
 
-  // Starts serving on opened devices; call once. Both must outlive the server.
-  void Activate(Scheduler& scheduler, VariantSelector& selector, kernels::Backend backend);
+  // Starts serving on opened devices; call once. `engine` must outlive the server.
+  void Activate(ComputeEngine& engine);
 
   // MatMul, Transpose and Reduce take their messages as raw bytes (see
   // server/wire.h): the payloads are read from and written to the transport's
@@ -60,22 +59,16 @@ class ComputeService final
                                           v1::ServerInfo* resp) override;
 
  private:
-  struct Runtime {
-    Scheduler* scheduler = nullptr;
-    VariantSelector* selector = nullptr;
-    kernels::Backend backend = kernels::Backend::kCpu;
-  };
   class CallReactor;
   struct ComputeState;
 
-  // Checks the token, then readiness. Returns the runtime, or null after
+  // Checks the token, then readiness. Returns the engine, or null after
   // finishing the call with the reason.
-  const Runtime* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
+  ComputeEngine* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
 
-  // Shared path of MatMul, Transpose and Reduce, after Admit.
-  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, CallReactor* reactor,
-                                       const Runtime& runtime, kernels::Op op,
-                                       const grpc::ByteBuffer* request,
+  // Shared path of MatMul, Transpose and Reduce.
+  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc,
+                                       kernels::Op op, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response);
 
   const kernels::Registry& registry_;
@@ -83,8 +76,7 @@ class ComputeService final
   Metrics& metrics_;
   ResponseBufferPool buffers_{config_.host_buffer_pool_bytes};
   const BearerTokenAuth* const auth_;
-  Runtime runtime_storage_;
-  std::atomic<const Runtime*> runtime_{nullptr};
+  std::atomic<ComputeEngine*> engine_{nullptr};
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

@@ -1,0 +1,116 @@
+#include "server/engine/compute_engine.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpucompute::server {
+namespace {
+
+StopRequested StopOf(const RequestLifetime& lifetime) {
+  return [lifetime] { return lifetime.Stopped(); };
+}
+
+}  // namespace
+
+ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
+                             VariantSelector& selector, kernels::Backend backend)
+    : registry_(registry), scheduler_(scheduler), selector_(selector), backend_(backend) {}
+
+void ComputeEngine::Compute(ComputeCall call,
+                            std::function<void(absl::Status, const ComputeOutcome&)> done) {
+  const kernels::Problem problem = call.problem;
+  VariantSelector::Choice choice;
+  if (call.variant != nullptr) {
+    choice.variant = call.variant;
+  } else {
+    choice = selector_.Choose(problem, call.allow_reduced_precision);
+  }
+  if (choice.variant == nullptr) {
+    done(absl::InvalidArgumentError(absl::StrCat("variant: no ", kernels::OpName(problem.op),
+                                                 " variant supports ",
+                                                 kernels::DTypeName(problem.dtype),
+                                                 " on this server")),
+         ComputeOutcome{});
+    return;
+  }
+
+  auto outcome = std::make_shared<ComputeOutcome>();
+  outcome->variant = choice.variant;
+  auto shared_call = std::make_shared<ComputeCall>(std::move(call));
+  Task task;
+  task.deadline = shared_call->lifetime.deadline;
+  task.cancelled = shared_call->lifetime.cancelled;
+  task.run = [this, shared_call, outcome, choice](Device& device) -> absl::Status {
+    const ComputeCall& c = *shared_call;
+    const StopRequested stop = StopOf(c.lifetime);
+    ComputeJob job;
+    job.problem = c.problem;
+    job.variant = choice.variant;
+    if (choice.calibrate) {
+      // First request of this shape bucket: time every candidate once, on a
+      // capped shape, and run the winner.
+      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates,
+                             1, 3, std::random_device{}()};
+      auto measured = device.Measure(calibration, stop);
+      if (measured.ok()) {
+        selector_.Record(job.problem, *measured);
+        if (const kernels::Variant* best =
+                selector_.Select(job.problem, c.allow_reduced_precision)) {
+          job.variant = best;
+        }
+      } else {
+        selector_.AbandonCalibration(job.problem);
+      }
+    }
+    outcome->variant = job.variant;
+    job.a = c.a;
+    job.b = c.b;
+    job.out = c.output(size_t(kernels::OutputElements(job.problem) *
+                              kernels::ElementSize(job.problem.dtype)));
+    auto times = device.Execute(job, stop);
+    if (!times.ok()) return times.status();
+    outcome->times = *times;
+    return absl::OkStatus();
+  };
+  task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,
+                                                int64_t queue_us) {
+    outcome->device = device;
+    outcome->queue_us = queue_us;
+    done(status, *outcome);
+  };
+  scheduler_.Submit(std::move(task));
+}
+
+void ComputeEngine::Profile(ProfileCall call,
+                            std::function<void(absl::Status, const ProfileOutcome&)> done) {
+  if (call.job.variants.empty()) {
+    for (const kernels::Variant* v : registry_.List(call.job.problem.op, backend_)) {
+      if (v->Supports(call.job.problem.dtype)) call.job.variants.push_back(v);
+    }
+  }
+  auto outcome = std::make_shared<ProfileOutcome>();
+  Task task;
+  task.deadline = call.lifetime.deadline;
+  task.cancelled = call.lifetime.cancelled;
+  task.run = [job = call.job, lifetime = call.lifetime, outcome](Device& device) -> absl::Status {
+    auto measured = device.Measure(job, StopOf(lifetime));
+    if (!measured.ok()) return measured.status();
+    outcome->measured = std::move(*measured);
+    return absl::OkStatus();
+  };
+  task.done = [this, problem = call.job.problem, outcome, done = std::move(done)](
+                  absl::Status status, Device* device, int64_t queue_us) {
+    outcome->device = device;
+    outcome->queue_us = queue_us;
+    if (status.ok()) {
+      selector_.Record(problem, outcome->measured);
+      outcome->selected = selector_.Select(problem, false);
+    }
+    done(status, *outcome);
+  };
+  scheduler_.Submit(std::move(task));
+}
+
+}  // namespace gpucompute::server

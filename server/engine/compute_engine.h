@@ -1,0 +1,91 @@
+// The engine's front door: one compute request or Profile in, one outcome
+// out, never on the caller's thread. It picks the variant ("auto" asks the
+// selector, and the first request of a new shape bucket calibrates it),
+// admits the work to the scheduler, runs it on a device, and reports what
+// ran and how long each stage took. Knows nothing of gRPC.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gpucompute/kernels/registry.h"
+#include "server/engine/device.h"
+#include "server/engine/scheduler.h"
+#include "server/engine/variant_selector.h"
+
+namespace gpucompute::server {
+
+// When a request stops being wanted.
+struct RequestLifetime {
+  absl::Time deadline = absl::InfiniteFuture();
+  std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  bool Stopped() const { return cancelled->load() || absl::Now() > deadline; }
+};
+
+// One validated compute request. The payload pieces and `out` stay owned by
+// the caller until `done` runs.
+struct ComputeCall {
+  kernels::Problem problem;
+  const kernels::Variant* variant = nullptr;  // null: the engine chooses ("auto")
+  bool allow_reduced_precision = false;
+  HostPieces a;
+  HostPieces b;
+  // Called on a device worker once the variant is known and before the run,
+  // with the result's byte count: where the result goes.
+  std::function<void*(size_t bytes)> output;
+  RequestLifetime lifetime;
+};
+
+struct ComputeOutcome {
+  const kernels::Variant* variant = nullptr;  // what ran, or was chosen
+  const Device* device = nullptr;             // null when none was chosen
+  int64_t queue_us = 0;
+  StageTimes times;
+};
+
+struct ProfileCall {
+  ProfileJob job;
+  RequestLifetime lifetime;
+};
+
+struct ProfileOutcome {
+  std::vector<VariantMeasurement> measured;
+  const Device* device = nullptr;
+  int64_t queue_us = 0;
+  const kernels::Variant* selected = nullptr;  // what "auto" now picks for the shape
+};
+
+class ComputeEngine {
+ public:
+  // All three must outlive the engine.
+  ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler, VariantSelector& selector,
+                kernels::Backend backend);
+
+  kernels::Backend backend() const { return backend_; }
+  const kernels::Registry& registry() const { return registry_; }
+  const std::vector<std::unique_ptr<Device>>& devices() const { return scheduler_.devices(); }
+
+  // Runs `call`; `done` is called exactly once, on a device worker or (when
+  // the work is refused) on the calling thread.
+  void Compute(ComputeCall call,
+               std::function<void(absl::Status, const ComputeOutcome&)> done);
+
+  // Measures the job's variants (all that apply when it lists none) and
+  // remembers the fastest for "auto".
+  void Profile(ProfileCall call,
+               std::function<void(absl::Status, const ProfileOutcome&)> done);
+
+ private:
+  const kernels::Registry& registry_;
+  Scheduler& scheduler_;
+  VariantSelector& selector_;
+  const kernels::Backend backend_;
+};
+
+}  // namespace gpucompute::server
