@@ -36,7 +36,7 @@ WORKDIR /src
 COPY scripts/setup scripts/debian-packages.txt scripts/
 RUN scripts/setup && rm -rf /var/lib/apt/lists/*
 
-# scripts/build: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release <these flags>,
+# scripts/build: cmake --preset release (Ninja, Release, into build/) <these flags>,
 # then cmake --build of the listed targets.
 COPY . .
 RUN GPUCOMPUTE_BUILD_TARGETS="gpucompute-server gpucompute gpucompute-loadtest" \
