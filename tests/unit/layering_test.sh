@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The layers of the server depend one way: grpc/ -> engine/ <- cpu/, cuda/;
+# kernels/ knows no server. Fails naming each include that points back.
+set -uo pipefail
+root=${1:?usage: layering_test.sh REPO_ROOT}
+cd "$root"
+status=0
+# forbid DIRS... -- PATTERN WHY
+forbid() {
+  local pattern=$1 why=$2; shift 2
+  local hits
+  hits=$(grep -rnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($pattern)" "$@" 2>/dev/null)
+  if [ -n "$hits" ]; then
+    echo "layering: $why:"
+    echo "$hits" | sed 's/^/  /'
+    status=1
+  fi
+}
+forbid 'grpc|grpcpp/|.*\.pb\.h|server/grpc/|server/ops/metrics' \
+  "the engine and the backends must not see gRPC, protobuf or the service" \
+  server/engine server/cpu server/cuda
+forbid 'server/grpc/' "operators' code must not depend on the gRPC layer" server/ops
+forbid 'server/|grpc|grpcpp/|.*\.pb\.h' "kernels/ must not know the server or gRPC" kernels
+forbid 'server/' "clients must not include server code" client
+[ $status -eq 0 ] && echo "layering: ok"
+exit $status
