@@ -10,7 +10,6 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,15 +31,18 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-// An error that ends the command with an exit code.
-struct Failure {
-  int exit_code;
-  std::string message;
-};
-template <typename T>
-using Result = std::variant<T, Failure>;
+// Ends the command on a usage error (bad flags, unreadable or malformed
+// inputs): the message on stderr, exit 2.
+int UsageError(const absl::Status& status) {
+  std::fprintf(stderr, "gpucompute: %s\n", std::string(status.message()).c_str());
+  return kExitUsage;
+}
 
-Failure Usage(const std::string& message) { return {kExitUsage, message}; }
+// Ends the command on a failed call: the message on stderr, exit 1.
+int CallFailed(const absl::Status& status) {
+  std::fprintf(stderr, "gpucompute: %s\n", std::string(status.message()).c_str());
+  return kExitFailed;
+}
 
 const std::vector<FlagSpec>& ConnectionFlags() {
   static const std::vector<FlagSpec> flags = {
@@ -62,6 +64,7 @@ struct Command {
   std::string name;
   std::string summary;      // one line for `gpucompute --help`
   std::string synopsis;     // after "gpucompute NAME "
+  bool takes_files;         // .npy files as arguments (else no arguments)
   std::string description;  // paragraphs shown by --help
   std::vector<FlagSpec> flags;
   int64_t default_deadline_ms;
@@ -70,49 +73,33 @@ struct Command {
 
 // ---------------------------------------------------------------- parsing --
 
-Result<std::vector<int64_t>> ParseDims(const std::string& flag, const std::string& text,
-                                       size_t want, const std::string& example) {
-  std::vector<std::string> parts = absl::StrSplit(text, absl::ByAnyChar("xX"));
-  std::vector<int64_t> dims;
-  for (const std::string& part : parts) {
-    int64_t v;
-    if (!absl::SimpleAtoi(part, &v) || v < 1) {
-      return Usage(absl::StrCat("--", flag, ": expected ", example, " with positive integers, got '",
-                                text, "'"));
-    }
-    dims.push_back(v);
+// A flag's value read by `parse` (one of the library's Parse* functions);
+// errors name the flag: "--op: expected sum, min, max or mean, got 'median'".
+template <typename Parse>
+auto ParseFlag(const ParsedArgs& args, const std::string& flag, Parse parse)
+    -> decltype(parse(std::string())) {
+  auto value = parse(args.Get(flag));
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", value.status().message()));
   }
-  if (dims.size() != want) {
-    return Usage(absl::StrCat("--", flag, ": expected ", want, " dimensions (", example,
-                              "), got '", text, "'"));
-  }
-  return dims;
+  return value;
 }
 
-Result<int64_t> ParseInt(const ParsedArgs& args, const std::string& flag, int64_t min) {
+absl::StatusOr<int64_t> ParseInt(const ParsedArgs& args, const std::string& flag, int64_t min,
+                                 int64_t max = std::numeric_limits<int64_t>::max()) {
   int64_t v;
-  if (!absl::SimpleAtoi(args.Get(flag), &v) || v < min) {
-    return Usage(absl::StrCat("--", flag, ": expected an integer >= ", min, ", got '",
-                              args.Get(flag), "'"));
+  if (!absl::SimpleAtoi(args.Get(flag), &v) || v < min || v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": expected an integer >= ", min,
+                     max == std::numeric_limits<int64_t>::max() ? "" : absl::StrCat(" and <= ", max),
+                     ", got '", args.Get(flag), "'"));
   }
   return v;
 }
 
-Result<v1::ReduceOp> ParseReduceOp(const std::string& flag, const std::string& text) {
-  for (v1::ReduceOp op : {v1::REDUCE_OP_SUM, v1::REDUCE_OP_MIN, v1::REDUCE_OP_MAX,
-                          v1::REDUCE_OP_MEAN}) {
-    if (text == ReduceOpName(op)) return op;
-  }
-  return Usage(absl::StrCat("--", flag, ": expected sum, min, max or mean, got '", text, "'"));
-}
-
-Result<v1::ReduceAxis> ParseReduceAxis(const std::string& flag, const std::string& text) {
-  for (v1::ReduceAxis axis : {v1::REDUCE_AXIS_ALL, v1::REDUCE_AXIS_PER_ROW,
-                              v1::REDUCE_AXIS_PER_COLUMN}) {
-    if (text == ReduceAxisName(axis)) return axis;
-  }
-  return Usage(
-      absl::StrCat("--", flag, ": expected all, per_row or per_column, got '", text, "'"));
+absl::StatusOr<OpShape> ParseShapeFlag(const ParsedArgs& args, const std::string& flag,
+                                       v1::Op op) {
+  return ParseFlag(args, flag, [op](const std::string& text) { return ParseShape(op, text); });
 }
 
 // ----------------------------------------------------------------- inputs --
@@ -133,48 +120,50 @@ struct Inputs {
   std::vector<std::string> labels;  // "a.npy" or "random, seed 1"
 };
 
-// Either `count` positional .npy files or --random with shapes[i] for input i
-// derived from the parsed dims.
-Result<Inputs> LoadInputs(
-    const ParsedArgs& args, size_t count, size_t random_dims, const std::string& random_example,
-    const std::function<std::vector<std::pair<int64_t, int64_t>>(const std::vector<int64_t>&)>&
-        shapes) {
+// The inputs of `op`: its .npy files (a and b for matmul, one otherwise),
+// or --random in the op's shape syntax (ShapeSyntax).
+absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
+  const size_t count = op == v1::OP_MATMUL ? 2 : 1;
   Inputs in;
   const bool random = args.Has("random");
   if (random && !args.positional().empty()) {
-    return Usage("give either .npy files or --random, not both");
+    return absl::InvalidArgumentError("give either .npy files or --random, not both");
   }
   if (!random) {
     if (args.positional().size() != count) {
-      return Usage(absl::StrCat("expected ", count, count == 1 ? " .npy file" : " .npy files",
-                                " or --random, got ", args.positional().size(), " file(s)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected ", count, count == 1 ? " .npy file" : " .npy files",
+                       " or --random, got ", args.positional().size(), " file(s)"));
     }
     for (const std::string& path : args.positional()) {
       absl::StatusOr<Matrix> m = ReadNpy(path);
-      if (!m.ok()) return Usage(std::string(m.status().message()));
+      if (!m.ok()) return absl::InvalidArgumentError(m.status().message());
       if (args.Has("dtype") && args.Get("dtype") != DTypeName(m->dtype())) {
-        return Usage(absl::StrCat("--dtype applies to --random inputs only; ", path, " is ",
-                                  DTypeName(m->dtype())));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--dtype applies to --random inputs only; ", path, " is ", DTypeName(m->dtype())));
       }
       in.matrices.push_back(std::move(*m));
       in.labels.push_back(path);
     }
     return in;
   }
-  absl::StatusOr<DType> dtype = ParseDType(args.Get("dtype"));
-  if (!dtype.ok()) return Usage(absl::StrCat("--dtype: ", dtype.status().message()));
+  absl::StatusOr<DType> dtype = ParseFlag(args, "dtype", ParseDType);
+  if (!dtype.ok()) return dtype.status();
   uint64_t seed;
   if (!absl::SimpleAtoi(args.Get("seed"), &seed)) {
-    return Usage(absl::StrCat("--seed: expected a non-negative integer, got '", args.Get("seed"),
-                              "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--seed: expected a non-negative integer, got '", args.Get("seed"), "'"));
   }
-  Result<std::vector<int64_t>> dims =
-      ParseDims("random", args.Get("random"), random_dims, random_example);
-  if (auto* f = std::get_if<Failure>(&dims)) return *f;
-  auto wanted = shapes(std::get<std::vector<int64_t>>(dims));
+  absl::StatusOr<OpShape> shape = ParseShapeFlag(args, "random", op);
+  if (!shape.ok()) return shape.status();
+  // (rows, cols) of each input: a is M x K and b is K x N, or the one M x N.
+  const std::vector<std::pair<int64_t, int64_t>> wanted =
+      op == v1::OP_MATMUL ? std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->k},
+                                                                     {shape->k, shape->n}}
+                          : std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->n}};
   for (size_t i = 0; i < wanted.size(); ++i) {
     absl::StatusOr<Matrix> m = Matrix::Random(*dtype, wanted[i].first, wanted[i].second, seed + i);
-    if (!m.ok()) return Usage(absl::StrCat("--random: ", m.status().message()));
+    if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat("--random: ", m.status().message()));
     in.matrices.push_back(std::move(*m));
     in.labels.push_back(absl::StrCat("random, seed ", seed + i));
   }
@@ -235,16 +224,12 @@ double MicrosSince(std::chrono::steady_clock::time_point start) {
 int FinishOp(const ParsedArgs& args, const absl::StatusOr<OpResult>& result,
              std::chrono::steady_clock::time_point start) {
   const double round_trip_us = MicrosSince(start);
-  if (!result.ok()) {
-    std::fprintf(stderr, "gpucompute: %s\n", std::string(result.status().message()).c_str());
-    return kExitFailed;
-  }
+  if (!result.ok()) return CallFailed(result.status());
   PrintReport(result->report, round_trip_us);
   PrintSummary(result->output);
   if (args.Has("out")) {
     if (absl::Status st = WriteNpy(args.Get("out"), result->output); !st.ok()) {
-      std::fprintf(stderr, "gpucompute: %s\n", std::string(st.message()).c_str());
-      return kExitFailed;
+      return CallFailed(st);
     }
     std::printf("wrote     %s\n", args.Get("out").c_str());
   }
@@ -255,18 +240,13 @@ std::string Variant(const ParsedArgs& args) {
   return args.Get("variant") == "auto" ? "" : args.Get("variant");
 }
 
-int ReportFailure(const Failure& f) {
-  std::fprintf(stderr, "gpucompute: %s\n", f.message.c_str());
-  return f.exit_code;
-}
-
 // Sends the request --repeat times; every call but the last is sent from a
 // copy of the inputs made before its clock starts, so each is timed alike.
 template <typename Send>  // Send(std::vector<Matrix> inputs) -> absl::StatusOr<OpResult>
 int SendAndFinish(const ParsedArgs& args, std::vector<Matrix>& inputs, Send send) {
-  Result<int64_t> repeat = ParseInt(args, "repeat", 1);
-  if (auto* f = std::get_if<Failure>(&repeat)) return ReportFailure(*f);
-  for (int64_t i = 1; i < std::get<int64_t>(repeat); ++i) {
+  absl::StatusOr<int64_t> repeat = ParseInt(args, "repeat", 1);
+  if (!repeat.ok()) return UsageError(repeat.status());
+  for (int64_t i = 1; i < *repeat; ++i) {
     std::vector<Matrix> copy = inputs;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<OpResult> result = send(std::move(copy));
@@ -280,49 +260,38 @@ int SendAndFinish(const ParsedArgs& args, std::vector<Matrix>& inputs, Send send
 // --------------------------------------------------------------- commands --
 
 int RunMatMul(const ParsedArgs& args, const Client& client) {
-  Result<Inputs> loaded = LoadInputs(args, 2, 3, "MxKxN, e.g. 512x256x128", [](const auto& d) {
-    return std::vector<std::pair<int64_t, int64_t>>{{d[0], d[1]}, {d[1], d[2]}};
-  });
-  if (auto* f = std::get_if<Failure>(&loaded)) return ReportFailure(*f);
-  Inputs& in = std::get<Inputs>(loaded);
-  std::printf("matmul    a %s (%s) @ b %s (%s)\n", in.matrices[0].ShapeString().c_str(),
-              in.labels[0].c_str(), in.matrices[1].ShapeString().c_str(), in.labels[1].c_str());
+  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_MATMUL);
+  if (!in.ok()) return UsageError(in.status());
+  std::printf("matmul    a %s (%s) @ b %s (%s)\n", in->matrices[0].ShapeString().c_str(),
+              in->labels[0].c_str(), in->matrices[1].ShapeString().c_str(), in->labels[1].c_str());
   MatMulOptions options;
   options.variant = Variant(args);
   options.allow_tf32 = args.GetBool("allow_tf32");
-  return SendAndFinish(args, in.matrices, [&](std::vector<Matrix> m) {
+  return SendAndFinish(args, in->matrices, [&](std::vector<Matrix> m) {
     return client.MatMul(std::move(m[0]), std::move(m[1]), options);
   });
 }
 
 int RunTranspose(const ParsedArgs& args, const Client& client) {
-  Result<Inputs> loaded = LoadInputs(args, 1, 2, "MxN, e.g. 1000x1001", [](const auto& d) {
-    return std::vector<std::pair<int64_t, int64_t>>{{d[0], d[1]}};
-  });
-  if (auto* f = std::get_if<Failure>(&loaded)) return ReportFailure(*f);
-  Inputs& in = std::get<Inputs>(loaded);
-  std::printf("transpose %s (%s)\n", in.matrices[0].ShapeString().c_str(), in.labels[0].c_str());
-  return SendAndFinish(args, in.matrices, [&](std::vector<Matrix> m) {
+  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_TRANSPOSE);
+  if (!in.ok()) return UsageError(in.status());
+  std::printf("transpose %s (%s)\n", in->matrices[0].ShapeString().c_str(), in->labels[0].c_str());
+  return SendAndFinish(args, in->matrices, [&](std::vector<Matrix> m) {
     return client.Transpose(std::move(m[0]), Variant(args));
   });
 }
 
 int RunReduce(const ParsedArgs& args, const Client& client) {
-  Result<v1::ReduceOp> op = ParseReduceOp("op", args.Get("op"));
-  if (auto* f = std::get_if<Failure>(&op)) return ReportFailure(*f);
-  Result<v1::ReduceAxis> axis = ParseReduceAxis("axis", args.Get("axis"));
-  if (auto* f = std::get_if<Failure>(&axis)) return ReportFailure(*f);
-  Result<Inputs> loaded = LoadInputs(args, 1, 2, "MxN, e.g. 4096x4096", [](const auto& d) {
-    return std::vector<std::pair<int64_t, int64_t>>{{d[0], d[1]}};
-  });
-  if (auto* f = std::get_if<Failure>(&loaded)) return ReportFailure(*f);
-  Inputs& in = std::get<Inputs>(loaded);
-  std::printf("reduce    %s %s of %s (%s)\n", ReduceOpName(std::get<v1::ReduceOp>(op)),
-              ReduceAxisName(std::get<v1::ReduceAxis>(axis)),
-              in.matrices[0].ShapeString().c_str(), in.labels[0].c_str());
-  return SendAndFinish(args, in.matrices, [&](std::vector<Matrix> m) {
-    return client.Reduce(std::move(m[0]), std::get<v1::ReduceOp>(op),
-                         std::get<v1::ReduceAxis>(axis), Variant(args));
+  absl::StatusOr<v1::ReduceOp> op = ParseFlag(args, "op", ParseReduceOp);
+  if (!op.ok()) return UsageError(op.status());
+  absl::StatusOr<v1::ReduceAxis> axis = ParseFlag(args, "axis", ParseReduceAxis);
+  if (!axis.ok()) return UsageError(axis.status());
+  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_REDUCE);
+  if (!in.ok()) return UsageError(in.status());
+  std::printf("reduce    %s %s of %s (%s)\n", ReduceOpName(*op), ReduceAxisName(*axis),
+              in->matrices[0].ShapeString().c_str(), in->labels[0].c_str());
+  return SendAndFinish(args, in->matrices, [&](std::vector<Matrix> m) {
+    return client.Reduce(std::move(m[0]), *op, *axis, Variant(args));
   });
 }
 
@@ -332,77 +301,63 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrCat(bytes, " bytes");
 }
 
-int RunProfile(const ParsedArgs& args, const Client& client) {
+// The ProfileRequest the flags describe.
+absl::StatusOr<v1::ProfileRequest> ProfileRequestFromFlags(const ParsedArgs& args) {
   v1::ProfileRequest request;
-  const std::string op = args.Get("op");
-  if (op == "matmul") {
-    request.set_op(v1::OP_MATMUL);
-  } else if (op == "transpose") {
-    request.set_op(v1::OP_TRANSPOSE);
-  } else if (op == "reduce") {
-    request.set_op(v1::OP_REDUCE);
-  } else {
-    return ReportFailure(
-        Usage(absl::StrCat("--op: expected matmul, transpose or reduce, got '", op, "'")));
-  }
+  absl::StatusOr<v1::Op> op = ParseFlag(args, "op", ParseOp);
+  if (!op.ok()) return op.status();
+  request.set_op(*op);
   if (!args.Has("shape")) {
-    return ReportFailure(Usage(request.op() == v1::OP_MATMUL ? "--shape=MxNxK is required"
-                                                              : "--shape=MxN is required"));
+    return absl::InvalidArgumentError(absl::StrCat("--shape=", ShapeSyntax(*op), " is required"));
   }
-  const bool matmul = request.op() == v1::OP_MATMUL;
-  Result<std::vector<int64_t>> dims = ParseDims("shape", args.Get("shape"), matmul ? 3 : 2,
-                                                matmul ? "MxNxK, e.g. 1024x1024x1024"
-                                                       : "MxN, e.g. 4096x4096");
-  if (auto* f = std::get_if<Failure>(&dims)) return ReportFailure(*f);
-  const auto& d = std::get<std::vector<int64_t>>(dims);
-  request.set_m(d[0]);
-  request.set_n(d[1]);
-  if (matmul) request.set_k(d[2]);
-  absl::StatusOr<DType> dtype = ParseDType(args.Get("dtype"));
-  if (!dtype.ok()) return ReportFailure(Usage(absl::StrCat("--dtype: ", dtype.status().message())));
+  absl::StatusOr<OpShape> shape = ParseShapeFlag(args, "shape", *op);
+  if (!shape.ok()) return shape.status();
+  request.set_m(shape->m);
+  request.set_n(shape->n);
+  request.set_k(shape->k);
+  absl::StatusOr<DType> dtype = ParseFlag(args, "dtype", ParseDType);
+  if (!dtype.ok()) return dtype.status();
   request.set_dtype(ToProto(*dtype));
-  Result<v1::ReduceOp> rop = ParseReduceOp("reduce_op", args.Get("reduce_op"));
-  if (auto* f = std::get_if<Failure>(&rop)) return ReportFailure(*f);
-  Result<v1::ReduceAxis> raxis = ParseReduceAxis("reduce_axis", args.Get("reduce_axis"));
-  if (auto* f = std::get_if<Failure>(&raxis)) return ReportFailure(*f);
-  request.set_reduce_op(std::get<v1::ReduceOp>(rop));
-  request.set_reduce_axis(std::get<v1::ReduceAxis>(raxis));
+  absl::StatusOr<v1::ReduceOp> reduce_op = ParseFlag(args, "reduce_op", ParseReduceOp);
+  if (!reduce_op.ok()) return reduce_op.status();
+  request.set_reduce_op(*reduce_op);
+  absl::StatusOr<v1::ReduceAxis> reduce_axis = ParseFlag(args, "reduce_axis", ParseReduceAxis);
+  if (!reduce_axis.ok()) return reduce_axis.status();
+  request.set_reduce_axis(*reduce_axis);
   if (args.Has("variants")) {
-    std::vector<std::string> names = absl::StrSplit(args.Get("variants"), ',', absl::SkipEmpty());
-    for (std::string& v : names) request.add_variants(std::move(v));
-  }
-  for (const char* flag : {"warmup", "repetitions"}) {
-    Result<int64_t> v = ParseInt(args, flag, 0);
-    if (auto* f = std::get_if<Failure>(&v)) return ReportFailure(*f);
-    if (std::get<int64_t>(v) > std::numeric_limits<int32_t>::max()) {
-      return ReportFailure(Usage(absl::StrCat("--", flag, " is too large")));
-    }
-    if (std::string(flag) == "warmup") {
-      request.set_warmup(static_cast<int32_t>(std::get<int64_t>(v)));
-    } else {
-      request.set_repetitions(static_cast<int32_t>(std::get<int64_t>(v)));
+    for (absl::string_view v : absl::StrSplit(args.Get("variants"), ',', absl::SkipEmpty())) {
+      request.add_variants(std::string(v));
     }
   }
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+  absl::StatusOr<int64_t> warmup = ParseInt(args, "warmup", 0, kMaxInt32);
+  if (!warmup.ok()) return warmup.status();
+  request.set_warmup(static_cast<int32_t>(*warmup));
+  absl::StatusOr<int64_t> repetitions = ParseInt(args, "repetitions", 0, kMaxInt32);
+  if (!repetitions.ok()) return repetitions.status();
+  request.set_repetitions(static_cast<int32_t>(*repetitions));
+  return request;
+}
 
-  std::string what = absl::StrCat(op, " ", DTypeName(*dtype));
-  if (matmul) {
-    absl::StrAppend(&what, "  m=", d[0], " n=", d[1], " k=", d[2], " (a ", d[0], "x", d[2],
-                    ", b ", d[2], "x", d[1], ")");
-  } else {
-    absl::StrAppend(&what, "  ", d[0], "x", d[1]);
-    if (request.op() == v1::OP_REDUCE) {
-      absl::StrAppend(&what, "  ", ReduceOpName(request.reduce_op()), " ",
-                      ReduceAxisName(request.reduce_axis()));
-    }
+int RunProfile(const ParsedArgs& args, const Client& client) {
+  absl::StatusOr<v1::ProfileRequest> request = ProfileRequestFromFlags(args);
+  if (!request.ok()) return UsageError(request.status());
+  const OpShape shape{.m = request->m(), .n = request->n(), .k = request->k()};
+  const DType dtype = request->dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
+  std::string what = absl::StrCat(OpName(request->op()), " ", DTypeName(dtype), "  ",
+                                  ShapeText(request->op(), shape));
+  if (request->op() == v1::OP_MATMUL) {
+    absl::StrAppend(&what, " (a ", shape.m, "x", shape.k, " @ b ", shape.k, "x", shape.n,
+                    "; m=", shape.m, " k=", shape.k, " n=", shape.n, ")");
+  } else if (request->op() == v1::OP_REDUCE) {
+    absl::StrAppend(&what, "  ", ReduceOpName(request->reduce_op()), " ",
+                    ReduceAxisName(request->reduce_axis()));
   }
   std::printf("profile   %s\n\n", what.c_str());
   std::fflush(stdout);
 
-  absl::StatusOr<v1::ProfileResponse> response = client.Profile(request);
-  if (!response.ok()) {
-    std::fprintf(stderr, "gpucompute: %s\n", std::string(response.status().message()).c_str());
-    return kExitFailed;
-  }
+  absl::StatusOr<v1::ProfileResponse> response = client.Profile(*request);
+  if (!response.ok()) return CallFailed(response.status());
   size_t width = std::string("variant").size();
   for (const v1::VariantProfile& v : response->variants()) width = std::max(width, v.variant().size());
   const int w = static_cast<int>(width);
@@ -436,10 +391,7 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
 
 int RunInfo(const ParsedArgs&, const Client& client) {
   absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
-  if (!info.ok()) {
-    std::fprintf(stderr, "gpucompute: %s\n", std::string(info.status().message()).c_str());
-    return kExitFailed;
-  }
+  if (!info.ok()) return CallFailed(info.status());
   std::printf("server      %s\n", client.target().c_str());
   std::printf("version     %s\n", info->version().c_str());
   std::printf("backend     %s\n", info->backend().c_str());
@@ -484,10 +436,7 @@ int RunInfo(const ParsedArgs&, const Client& client) {
 
 int RunHealth(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<HealthStatus> status = client.Health(args.Get("service"));
-  if (!status.ok()) {
-    std::fprintf(stderr, "gpucompute: %s\n", std::string(status.status().message()).c_str());
-    return kExitFailed;
-  }
+  if (!status.ok()) return CallFailed(status.status());
   std::printf("%s\n", HealthStatusName(*status));
   return *status == HealthStatus::kServing ? kExitOk : kExitFailed;
 }
@@ -499,30 +448,32 @@ std::vector<FlagSpec> Concat(std::vector<FlagSpec> a, const std::vector<FlagSpec
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      {"matmul", "multiply two matrices", "[flags] (A.npy B.npy | --random MxKxN)",
+      {"matmul", "multiply two matrices", "[flags] (A.npy B.npy | --random MxKxN)", true,
        "Multiplies a (M x K) by b (K x N) on the server: c = a @ b, M x N.\n"
        "--random MxKxN generates a as MxK from --seed and b as KxN from --seed+1,\n"
        "values uniform in [-1, 1). Example: --random 512x256x128.",
        Concat(kInputFlags, {{"allow_tf32", "", "",
                              "let the server's automatic choice use TF32 tensor cores"}}),
        120000, RunMatMul},
-      {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)",
+      {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)", true,
        "Transposes an M x N matrix on the server; the result is N x M.", kInputFlags, 120000,
        RunTranspose},
-      {"reduce", "sum, min, max or mean over all, per row or per column", "[flags] (INPUT.npy | --random MxN)",
+      {"reduce", "sum, min, max or mean over all, per row or per column",
+       "[flags] (INPUT.npy | --random MxN)", true,
        "Reduces an M x N matrix on the server. --axis all gives 1 x 1, per_row gives\n"
        "M x 1 (numpy x.sum(axis=1)), per_column gives 1 x N (numpy x.sum(axis=0)).",
        Concat(kInputFlags, {{"op", "sum|min|max|mean", "sum", "reduction"},
                             {"axis", "all|per_row|per_column", "all", "what to reduce over"}}),
        120000, RunReduce},
       {"profile", "time every kernel variant against the roofline", "--op OP --shape SHAPE [flags]",
+       false,
        "Runs every applicable kernel variant (or --variants) on server-generated\n"
        "random data, checks each against a reference and prints the timings.\n"
-       "--shape follows ProfileRequest's m, n, k:\n"
-       "  matmul:            MxNxK  (a is M x K, b is K x N, c is M x N)\n"
+       "--shape, as matmul --random and transpose/reduce --random take it:\n"
+       "  matmul:            MxKxN  (a is M x K, b is K x N, c is M x N)\n"
        "  transpose, reduce: MxN    (the input is M x N)",
        {{"op", "matmul|transpose|reduce", "matmul", "operation to profile"},
-        {"shape", "SHAPE", "", "MxNxK for matmul, MxN otherwise (required)"},
+        {"shape", "SHAPE", "", "MxKxN for matmul, MxN otherwise (required)"},
         {"dtype", "float32|float64", "float32", "element type"},
         {"reduce_op", "sum|min|max|mean", "sum", "reduction, for --op reduce"},
         {"reduce_axis", "all|per_row|per_column", "all", "reduction axis, for --op reduce"},
@@ -530,11 +481,11 @@ const std::vector<Command>& Commands() {
         {"warmup", "N", "0", "untimed runs per variant (0: server default)"},
         {"repetitions", "N", "0", "timed runs per variant (0: server default)"}},
        600000, RunProfile},
-      {"info", "server version, devices and kernel variants", "[flags]",
+      {"info", "server version, devices and kernel variants", "[flags]", false,
        "Prints the server's version, backend, devices, largest accepted matrix and\n"
        "the kernel variants of each operation.",
        {}, 10000, RunInfo},
-      {"health", "health check; exit 0 when SERVING", "[flags]",
+      {"health", "health check; exit 0 when SERVING", "[flags]", false,
        "Asks grpc.health.v1.Health/Check. Prints the status; exits 0 when SERVING\n"
        "and 1 otherwise (for container health checks).",
        {{"service", "NAME", "", "service to ask about (default: the whole server)"}}, 5000,
@@ -564,14 +515,14 @@ void PrintCommandUsage(const Command& c) {
               FormatFlagHelp(ConnectionFlags()).c_str());
 }
 
-Result<ClientOptions> MakeClientOptions(const ParsedArgs& args, int64_t default_deadline_ms) {
+absl::StatusOr<ClientOptions> MakeClientOptions(const ParsedArgs& args, int64_t default_deadline_ms) {
   ClientOptions options;
   options.target = args.Get("server");
   int64_t deadline_ms = default_deadline_ms;
   if (args.Has("deadline_ms")) {
-    Result<int64_t> v = ParseInt(args, "deadline_ms", 1);
-    if (auto* f = std::get_if<Failure>(&v)) return *f;
-    deadline_ms = std::get<int64_t>(v);
+    absl::StatusOr<int64_t> v = ParseInt(args, "deadline_ms", 1);
+    if (!v.ok()) return v.status();
+    deadline_ms = *v;
   }
   options.deadline = absl::Milliseconds(deadline_ms);
   options.use_tls = args.GetBool("tls");
@@ -620,19 +571,15 @@ int Main(int argc, char** argv) {
     PrintCommandUsage(*command);
     return kExitOk;
   }
-  const bool takes_files = command->synopsis.find(".npy") != std::string::npos;
-  if (!takes_files && !args->positional().empty()) {
+  if (!command->takes_files && !args->positional().empty()) {
     std::fprintf(stderr, "gpucompute %s: unexpected argument '%s' (see gpucompute %s --help)\n",
                  name.c_str(), args->positional()[0].c_str(), name.c_str());
     return kExitUsage;
   }
-  Result<ClientOptions> options = MakeClientOptions(*args, command->default_deadline_ms);
-  if (auto* f = std::get_if<Failure>(&options)) return ReportFailure(*f);
-  absl::StatusOr<Client> client = Client::Create(std::get<ClientOptions>(options));
-  if (!client.ok()) {
-    std::fprintf(stderr, "gpucompute: %s\n", std::string(client.status().message()).c_str());
-    return kExitUsage;
-  }
+  absl::StatusOr<ClientOptions> options = MakeClientOptions(*args, command->default_deadline_ms);
+  if (!options.ok()) return UsageError(options.status());
+  absl::StatusOr<Client> client = Client::Create(*options);
+  if (!client.ok()) return UsageError(client.status());
   return command->run(*args, *client);
 }
 

@@ -16,8 +16,10 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute {
@@ -134,32 +136,87 @@ absl::StatusOr<Matrix> MoveFromProto(v1::Matrix* matrix, const std::string& fiel
   return m;
 }
 
-const char* ReduceOpName(v1::ReduceOp op) {
-  switch (op) {
-    case v1::REDUCE_OP_SUM: return "sum";
-    case v1::REDUCE_OP_MIN: return "min";
-    case v1::REDUCE_OP_MAX: return "max";
-    case v1::REDUCE_OP_MEAN: return "mean";
-    default: return "unknown";
+namespace {
+
+// Each enum's names as people type them: one table for both directions.
+template <typename Enum>
+struct Named {
+  Enum value;
+  const char* name;
+};
+constexpr Named<v1::ReduceOp> kReduceOps[] = {{v1::REDUCE_OP_SUM, "sum"},
+                                              {v1::REDUCE_OP_MIN, "min"},
+                                              {v1::REDUCE_OP_MAX, "max"},
+                                              {v1::REDUCE_OP_MEAN, "mean"}};
+constexpr Named<v1::ReduceAxis> kReduceAxes[] = {{v1::REDUCE_AXIS_ALL, "all"},
+                                                 {v1::REDUCE_AXIS_PER_ROW, "per_row"},
+                                                 {v1::REDUCE_AXIS_PER_COLUMN, "per_column"}};
+constexpr Named<v1::Op> kOps[] = {
+    {v1::OP_MATMUL, "matmul"}, {v1::OP_TRANSPOSE, "transpose"}, {v1::OP_REDUCE, "reduce"}};
+
+template <typename Enum, size_t N>
+const char* NameOf(const Named<Enum> (&table)[N], Enum value, const char* otherwise) {
+  for (const Named<Enum>& entry : table) {
+    if (entry.value == value) return entry.name;
   }
+  return otherwise;
 }
 
-const char* ReduceAxisName(v1::ReduceAxis axis) {
-  switch (axis) {
-    case v1::REDUCE_AXIS_ALL: return "all";
-    case v1::REDUCE_AXIS_PER_ROW: return "per_row";
-    case v1::REDUCE_AXIS_PER_COLUMN: return "per_column";
-    default: return "unknown";
+// The entry named `name`, or INVALID_ARGUMENT "expected sum, min, max or
+// mean, got 'median'".
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ValueOf(const Named<Enum> (&table)[N], absl::string_view name) {
+  std::string expected;
+  for (size_t i = 0; i < N; ++i) {
+    if (table[i].name == name) return table[i].value;
+    absl::StrAppend(&expected, i == 0 ? "" : i + 1 == N ? " or " : ", ", table[i].name);
   }
+  return absl::InvalidArgumentError(absl::StrCat("expected ", expected, ", got '", name, "'"));
 }
 
-const char* OpName(v1::Op op) {
-  switch (op) {
-    case v1::OP_MATMUL: return "matmul";
-    case v1::OP_TRANSPOSE: return "transpose";
-    case v1::OP_REDUCE: return "reduce";
-    default: return "unspecified";
+}  // namespace
+
+const char* ReduceOpName(v1::ReduceOp op) { return NameOf(kReduceOps, op, "unknown"); }
+const char* ReduceAxisName(v1::ReduceAxis axis) { return NameOf(kReduceAxes, axis, "unknown"); }
+const char* OpName(v1::Op op) { return NameOf(kOps, op, "unspecified"); }
+
+absl::StatusOr<v1::ReduceOp> ParseReduceOp(absl::string_view name) {
+  return ValueOf(kReduceOps, name);
+}
+absl::StatusOr<v1::ReduceAxis> ParseReduceAxis(absl::string_view name) {
+  return ValueOf(kReduceAxes, name);
+}
+absl::StatusOr<v1::Op> ParseOp(absl::string_view name) { return ValueOf(kOps, name); }
+
+const char* ShapeSyntax(v1::Op op) { return op == v1::OP_MATMUL ? "MxKxN" : "MxN"; }
+
+absl::StatusOr<OpShape> ParseShape(v1::Op op, absl::string_view text) {
+  const bool matmul = op == v1::OP_MATMUL;
+  const char* example = matmul ? "512x256x128" : "4096x4096";
+  std::vector<int64_t> dims;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("xX"))) {
+    int64_t d;
+    if (!absl::SimpleAtoi(part, &d) || d < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("expected ", ShapeSyntax(op),
+                                                     " with positive integers, e.g. ", example,
+                                                     ", got '", text, "'"));
+    }
+    dims.push_back(d);
   }
+  const size_t want = matmul ? 3 : 2;
+  if (dims.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("expected ", want, " dimensions (",
+                                                   ShapeSyntax(op), ", e.g. ", example,
+                                                   "), got '", text, "'"));
+  }
+  // MxKxN: the order of a @ b, a M x K and b K x N.
+  return matmul ? OpShape{.m = dims[0], .n = dims[2], .k = dims[1]}
+                : OpShape{.m = dims[0], .n = dims[1], .k = 0};
+}
+
+std::string ShapeText(v1::Op op, const OpShape& shape) {
+  if (op == v1::OP_MATMUL) return absl::StrCat(shape.m, "x", shape.k, "x", shape.n);
+  return absl::StrCat(shape.m, "x", shape.n);
 }
 
 Client::Client(Client&&) noexcept = default;

@@ -65,6 +65,11 @@ std::string FakeComputeService::last_authorization() const {
   return last_authorization_;
 }
 
+v1::ProfileRequest FakeComputeService::last_profile_request() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_profile_request_;
+}
+
 grpc::Status FakeComputeService::MatMul(grpc::ServerContext* context,
                                         const v1::MatMulRequest* request,
                                         v1::MatMulResponse* response) {
@@ -135,6 +140,10 @@ grpc::Status FakeComputeService::Profile(grpc::ServerContext* context,
                                          const v1::ProfileRequest* request,
                                          v1::ProfileResponse* response) {
   Record(context);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_profile_request_ = *request;
+  }
   v1::VariantProfile* fast = response->add_variants();
   fast->set_variant("fake_fast");
   fast->set_ok(true);

@@ -27,11 +27,14 @@ class FakeComputeService final : public v1::Compute::Service {
 
   // The "authorization" metadata of the latest call ("" when absent).
   std::string last_authorization() const;
+  // The latest Profile request (empty before the first).
+  v1::ProfileRequest last_profile_request() const;
 
  private:
   void Record(grpc::ServerContext* context);
   mutable std::mutex mu_;
   std::string last_authorization_;
+  v1::ProfileRequest last_profile_request_;
 };
 
 // A server on 127.0.0.1 with a free port, the default health service

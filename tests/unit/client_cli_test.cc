@@ -24,6 +24,22 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
+// A 1-D float64 .npy file, as numpy.save writes one.
+void WriteNpy1D(const std::string& path, const std::vector<double>& values) {
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" +
+                       std::to_string(values.size()) + ",), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const char length[2] = {static_cast<char>(header.size() & 0xff),
+                          static_cast<char>(header.size() >> 8)};
+  out.write(length, 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(double)));
+}
+
 CliRun RunCli(const std::string& args) {
   const std::string command = std::string(GPUCOMPUTE_CLI) + " " + args + " 2>&1";
   std::FILE* pipe = popen(command.c_str(), "r");
@@ -78,6 +94,32 @@ TEST(CliUsageTest, HelpAndUsageErrors) {
   CliRun bad_op = RunCli("reduce --random 4x4 --op median");
   EXPECT_EQ(bad_op.exit_code, 2);
   EXPECT_THAT(bad_op.output, HasSubstr("--op: expected sum, min, max or mean, got 'median'"));
+
+  CliRun bad_axis = RunCli("reduce --random 4x4 --axis diagonal");
+  EXPECT_EQ(bad_axis.exit_code, 2);
+  EXPECT_THAT(bad_axis.output,
+              HasSubstr("--axis: expected all, per_row or per_column, got 'diagonal'"));
+
+  CliRun profile_help = RunCli("profile --help");
+  EXPECT_EQ(profile_help.exit_code, 0);
+  EXPECT_THAT(profile_help.output, HasSubstr("matmul:            MxKxN  (a is M x K, b is K x N"));
+  EXPECT_THAT(profile_help.output, HasSubstr("MxKxN for matmul, MxN otherwise"));
+
+  CliRun profile_shape = RunCli("profile --op matmul --shape 8x8");
+  EXPECT_EQ(profile_shape.exit_code, 2);
+  EXPECT_THAT(profile_shape.output,
+              HasSubstr("--shape: expected 3 dimensions (MxKxN, e.g. 512x256x128), got '8x8'"));
+  CliRun profile_op = RunCli("profile --op conv --shape 8x8");
+  EXPECT_EQ(profile_op.exit_code, 2);
+  EXPECT_THAT(profile_op.output,
+              HasSubstr("--op: expected matmul, transpose or reduce, got 'conv'"));
+  CliRun profile_no_shape = RunCli("profile --op transpose");
+  EXPECT_EQ(profile_no_shape.exit_code, 2);
+  EXPECT_THAT(profile_no_shape.output, HasSubstr("--shape=MxN is required"));
+  CliRun profile_warmup = RunCli("profile --shape 2x2x2 --warmup 3000000000");
+  EXPECT_EQ(profile_warmup.exit_code, 2);
+  EXPECT_THAT(profile_warmup.output, HasSubstr("--warmup: expected an integer >= 0 and <= "
+                                               "2147483647, got '3000000000'"));
 
   CliRun stray = RunCli("info extra");
   EXPECT_EQ(stray.exit_code, 2);
@@ -151,11 +193,32 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
   EXPECT_THAT(info.output, HasSubstr("version     fake-1"));
   EXPECT_THAT(info.output, HasSubstr("fake_naive"));
 
-  CliRun profile = RunCli("profile --op matmul --shape 64x64x64" + server_);
+  // MxKxN, as matmul --random takes it: a is 64x32, b is 32x16.
+  CliRun profile = RunCli("profile --op matmul --shape 64x32x16 --dtype f64" + server_);
   EXPECT_EQ(profile.exit_code, 0) << profile.output;
-  EXPECT_THAT(profile.output, HasSubstr("m=64 n=64 k=64"));
+  EXPECT_THAT(profile.output,
+              HasSubstr("matmul float64  64x32x16 (a 64x32 @ b 32x16; m=64 k=32 n=16)"));
+  const v1::ProfileRequest sent = fake_->service.last_profile_request();
+  EXPECT_EQ(sent.op(), v1::OP_MATMUL);
+  EXPECT_EQ(sent.dtype(), v1::DTYPE_FLOAT64);
+  EXPECT_EQ(sent.m(), 64);
+  EXPECT_EQ(sent.k(), 32);
+  EXPECT_EQ(sent.n(), 16);
   EXPECT_THAT(profile.output, HasSubstr("fake_broken  result differs from the reference"));
   EXPECT_THAT(profile.output, HasSubstr("selected  fake_fast"));
+
+  CliRun profile_reduce = RunCli(
+      "profile --op reduce --shape 30x20 --reduce_op max --reduce_axis per_row --warmup 1" +
+      server_);
+  EXPECT_EQ(profile_reduce.exit_code, 0) << profile_reduce.output;
+  EXPECT_THAT(profile_reduce.output, HasSubstr("reduce float32  30x20  max per_row"));
+  const v1::ProfileRequest reduce_sent = fake_->service.last_profile_request();
+  EXPECT_EQ(reduce_sent.m(), 30);
+  EXPECT_EQ(reduce_sent.n(), 20);
+  EXPECT_EQ(reduce_sent.k(), 0);
+  EXPECT_EQ(reduce_sent.reduce_op(), v1::REDUCE_OP_MAX);
+  EXPECT_EQ(reduce_sent.reduce_axis(), v1::REDUCE_AXIS_PER_ROW);
+  EXPECT_EQ(reduce_sent.warmup(), 1);
 
   CliRun health = RunCli("health" + server_);
   EXPECT_EQ(health.exit_code, 0) << health.output;
@@ -165,6 +228,30 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
   CliRun not_serving = RunCli("health --service gpucompute.v1.Compute" + server_);
   EXPECT_EQ(not_serving.exit_code, 1);
   EXPECT_THAT(not_serving.output, HasSubstr("NOT_SERVING"));
+}
+
+// A 1-D .npy file is one row (1 x N), as the Python client sends a 1-D array.
+TEST_F(CliTest, OneDimensionalNpyIsOneRow) {
+  const std::string v = ::testing::TempDir() + "/cli_v.npy";
+  const std::string b = ::testing::TempDir() + "/cli_b3x2.npy";
+  WriteNpy1D(v, {1.0, 2.0, 3.0});
+  const std::vector<double> b_values = {1, 0, 0, 1, 1, 1};
+  ASSERT_TRUE(WriteNpy(b, *Matrix::FromValues<double>(3, 2, b_values)).ok());
+
+  CliRun transpose = RunCli("transpose " + v + server_);
+  EXPECT_EQ(transpose.exit_code, 0) << transpose.output;
+  EXPECT_THAT(transpose.output, HasSubstr("transpose 1x3 float64"));
+  EXPECT_THAT(transpose.output, HasSubstr("result    3x1 float64"));
+
+  const std::string out = ::testing::TempDir() + "/cli_vb.npy";
+  CliRun matmul = RunCli("matmul " + v + " " + b + " --out " + out + server_);
+  EXPECT_EQ(matmul.exit_code, 0) << matmul.output;
+  EXPECT_THAT(matmul.output, HasSubstr("a 1x3 float64"));
+  absl::StatusOr<Matrix> c = ReadNpy(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->ShapeString(), "1x2 float64");
+  EXPECT_EQ(c->at(0, 0), 4.0);  // [1 2 3] @ [[1 0] [0 1] [1 1]]
+  EXPECT_EQ(c->at(0, 1), 5.0);
 }
 
 TEST_F(CliTest, TokenFileIsSent) {

@@ -289,6 +289,51 @@ TEST(ClientUnconnectedTest, CreateRejectsBadOptions) {
   EXPECT_EQ(Client::Create(no_deadline).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(NamesTest, ParseReadsBackEveryName) {
+  for (v1::ReduceOp op : {v1::REDUCE_OP_SUM, v1::REDUCE_OP_MIN, v1::REDUCE_OP_MAX,
+                          v1::REDUCE_OP_MEAN}) {
+    EXPECT_EQ(*ParseReduceOp(ReduceOpName(op)), op);
+  }
+  for (v1::ReduceAxis axis : {v1::REDUCE_AXIS_ALL, v1::REDUCE_AXIS_PER_ROW,
+                              v1::REDUCE_AXIS_PER_COLUMN}) {
+    EXPECT_EQ(*ParseReduceAxis(ReduceAxisName(axis)), axis);
+  }
+  for (v1::Op op : {v1::OP_MATMUL, v1::OP_TRANSPOSE, v1::OP_REDUCE}) {
+    EXPECT_EQ(*ParseOp(OpName(op)), op);
+  }
+  EXPECT_EQ(ParseReduceOp("median").status().message(),
+            "expected sum, min, max or mean, got 'median'");
+  EXPECT_EQ(ParseReduceAxis("").status().message(),
+            "expected all, per_row or per_column, got ''");
+  EXPECT_EQ(ParseOp("MATMUL").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_STREQ(OpName(v1::OP_UNSPECIFIED), "unspecified");
+}
+
+// MxKxN for matmul: the order of a @ b, whatever order ProfileRequest keeps.
+TEST(ShapeTest, MatMulIsMxKxN) {
+  absl::StatusOr<OpShape> s = ParseShape(v1::OP_MATMUL, "512x256x128");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->m, 512);
+  EXPECT_EQ(s->k, 256);
+  EXPECT_EQ(s->n, 128);
+  EXPECT_EQ(ShapeText(v1::OP_MATMUL, *s), "512x256x128");
+  EXPECT_STREQ(ShapeSyntax(v1::OP_MATMUL), "MxKxN");
+
+  s = ParseShape(v1::OP_TRANSPOSE, "30X20");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->m, 30);
+  EXPECT_EQ(s->n, 20);
+  EXPECT_EQ(s->k, 0);
+  EXPECT_EQ(ShapeText(v1::OP_REDUCE, *s), "30x20");
+
+  EXPECT_EQ(ParseShape(v1::OP_MATMUL, "8x8").status().message(),
+            "expected 3 dimensions (MxKxN, e.g. 512x256x128), got '8x8'");
+  EXPECT_EQ(ParseShape(v1::OP_REDUCE, "8x0").status().message(),
+            "expected MxN with positive integers, e.g. 4096x4096, got '8x0'");
+  EXPECT_FALSE(ParseShape(v1::OP_REDUCE, "8x").ok());
+  EXPECT_FALSE(ParseShape(v1::OP_REDUCE, "").ok());
+}
+
 TEST(MatrixTest, ShapesSizesAndViews) {
   EXPECT_EQ(*MatrixByteSize(DType::kFloat64, 3, 5), 120);
   EXPECT_FALSE(MatrixByteSize(DType::kFloat32, -1, 5).ok());

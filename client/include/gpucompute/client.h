@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
@@ -151,5 +152,25 @@ absl::StatusOr<Matrix> MoveFromProto(v1::Matrix* matrix, const std::string& fiel
 const char* ReduceOpName(v1::ReduceOp op);
 const char* ReduceAxisName(v1::ReduceAxis axis);
 const char* OpName(v1::Op op);
+// Those names read back; INVALID_ARGUMENT "expected sum, min, max or mean,
+// got 'median'" otherwise (callers prefix the flag).
+absl::StatusOr<v1::ReduceOp> ParseReduceOp(absl::string_view name);
+absl::StatusOr<v1::ReduceAxis> ParseReduceAxis(absl::string_view name);
+absl::StatusOr<v1::Op> ParseOp(absl::string_view name);
+
+// An operation's shape as ProfileRequest holds it. MatMul: a is m x k, b is
+// k x n. Transpose and Reduce: the input is m x n (k unused).
+struct OpShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+// How people type a shape, everywhere (CLI, load test, Python): "MxKxN" for
+// matmul, in the order of a @ b (a is M x K, b is K x N, the result M x N),
+// and "MxN" otherwise.
+const char* ShapeSyntax(v1::Op op);
+// Parses "512x256x128" (or "512X256X128"); INVALID_ARGUMENT naming the
+// syntax and the text otherwise (callers prefix the flag).
+absl::StatusOr<OpShape> ParseShape(v1::Op op, absl::string_view text);
+// The inverse: "512x256x128" for matmul, "4096x4096" otherwise.
+std::string ShapeText(v1::Op op, const OpShape& shape);
 
 }  // namespace gpucompute
