@@ -18,6 +18,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include "gpucompute/client.h"
+#include "gpucompute/kernels/problem.h"
 #include "grpc/health/v1/health.pb.h"
 #include "loadtest/tcp_echo.h"
 #include "wire/compute_wire.h"
@@ -331,36 +332,38 @@ bool WithinOfMean(const std::vector<double>& values, double tolerance) {
   return true;
 }
 
+// The workload as kernels/ states a shape; its functions do the arithmetic.
+kernels::Problem ProblemOf(const Workload& w) {
+  kernels::Problem p;
+  p.op = w.op == v1::OP_MATMUL      ? kernels::Op::kMatMul
+         : w.op == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
+                                    : kernels::Op::kReduce;
+  p.dtype = w.dtype == DType::kFloat32 ? kernels::DType::kFloat32 : kernels::DType::kFloat64;
+  p.m = w.m;
+  p.n = w.n;
+  p.k = w.k;
+  p.reduce_axis = w.axis == v1::REDUCE_AXIS_PER_ROW      ? kernels::ReduceAxis::kPerRow
+                  : w.axis == v1::REDUCE_AXIS_PER_COLUMN ? kernels::ReduceAxis::kPerColumn
+                                                         : kernels::ReduceAxis::kAll;
+  return p;
+}
+
 }  // namespace
 
-std::string Workload::ShapeText() const {
-  if (op == v1::OP_MATMUL) return absl::StrCat(m, "x", n, "x", k);
-  return absl::StrCat(m, "x", n);
-}
+std::string Workload::ShapeText() const { return gpucompute::ShapeText(op, {m, n, k}); }
 
-int64_t Workload::OutputRows() const {
-  switch (op) {
-    case v1::OP_MATMUL: return m;
-    case v1::OP_TRANSPOSE: return n;
-    default: return axis == v1::REDUCE_AXIS_PER_ROW ? m : 1;
-  }
-}
+int64_t Workload::OutputRows() const { return kernels::OutputRows(ProblemOf(*this)); }
 
-int64_t Workload::OutputCols() const {
-  switch (op) {
-    case v1::OP_MATMUL: return n;
-    case v1::OP_TRANSPOSE: return m;
-    default: return axis == v1::REDUCE_AXIS_PER_COLUMN ? n : 1;
-  }
-}
+int64_t Workload::OutputCols() const { return kernels::OutputCols(ProblemOf(*this)); }
 
 int64_t Workload::RequestPayloadBytes() const {
-  const int64_t size = DTypeSize(dtype);
-  return op == v1::OP_MATMUL ? (m * k + k * n) * size : m * n * size;
+  const kernels::Problem p = ProblemOf(*this);
+  return (kernels::InputAElements(p) + kernels::InputBElements(p)) * kernels::ElementSize(p.dtype);
 }
 
 int64_t Workload::ResponsePayloadBytes() const {
-  return OutputRows() * OutputCols() * DTypeSize(dtype);
+  const kernels::Problem p = ProblemOf(*this);
+  return kernels::OutputElements(p) * kernels::ElementSize(p.dtype);
 }
 
 absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::string& variant) {

@@ -37,7 +37,7 @@ struct Workload {
   bool allow_tf32 = false;
   uint64_t seed = 1;
 
-  std::string ShapeText() const;        // "1024x1024x1024" (MxNxK) or "4096x4096"
+  std::string ShapeText() const;        // "1024x512x256" (MxKxN) or "4096x4096"
   int64_t RequestPayloadBytes() const;  // matrix bytes sent
   int64_t ResponsePayloadBytes() const; // matrix bytes received
   int64_t OutputRows() const;

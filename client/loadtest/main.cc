@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -17,7 +18,6 @@
 #include "absl/flags/parse.h"
 #include "gpucompute/host_memory.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -32,7 +32,8 @@
 ABSL_FLAG(std::string, server, "localhost:50051", "server address (any gRPC target, e.g. dns:///name:port)");
 ABSL_FLAG(std::string, op, "matmul", "matmul, transpose or reduce");
 ABSL_FLAG(std::string, shape, "1024x1024x1024",
-          "matmul: MxNxK, a is M x K times b K x N (result M x N); transpose/reduce: MxN");
+          "matmul: MxKxN, a is M x K times b K x N (result M x N), as the gpucompute CLI "
+          "takes it; transpose/reduce: MxN");
 ABSL_FLAG(std::string, dtype, "float32", "float32 or float64");
 ABSL_FLAG(std::string, axis, "all", "reduce: all, per_row or per_column");
 ABSL_FLAG(std::string, reduce_op, "sum", "reduce: sum, min, max or mean");
@@ -91,20 +92,17 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseDims(const std::string& text, size_t count) {
-  std::vector<int64_t> dims;
-  for (absl::string_view part : absl::StrSplit(text, 'x')) {
-    int64_t d;
-    if (!absl::SimpleAtoi(part, &d) || d < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--shape: \"", text, "\" is not positive dimensions"));
-    }
-    dims.push_back(d);
+// The value of --flag read by `parse` (one of the client library's Parse*
+// functions); errors name the flag: "--axis: expected all, per_row or
+// per_column, got 'rows'".
+template <typename T>
+absl::StatusOr<T> ParseFlag(const char* flag, const std::string& value,
+                            const std::function<absl::StatusOr<T>(absl::string_view)>& parse) {
+  absl::StatusOr<T> parsed = parse(value);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", parsed.status().message()));
   }
-  if (dims.size() != count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shape: \"", text, "\": expected ", count == 3 ? "MxNxK for matmul" : "MxN", ""));
-  }
-  return dims;
+  return parsed;
 }
 
 template <typename T>
@@ -129,32 +127,29 @@ absl::StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::str
 
 absl::StatusOr<Workload> WorkloadFromFlags() {
   Workload w;
-  const std::string op = absl::GetFlag(FLAGS_op);
-  if (op == "matmul") {
-    w.op = v1::OP_MATMUL;
-  } else if (op == "transpose") {
-    w.op = v1::OP_TRANSPOSE;
-  } else if (op == "reduce") {
-    w.op = v1::OP_REDUCE;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--op: \"", op, "\": expected matmul, transpose or reduce"));
-  }
-  auto dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  absl::StatusOr<v1::Op> op = ParseFlag<v1::Op>("op", absl::GetFlag(FLAGS_op), ParseOp);
+  if (!op.ok()) return op.status();
+  w.op = *op;
+  absl::StatusOr<DType> dtype = ParseFlag<DType>(
+      "dtype", absl::GetFlag(FLAGS_dtype),
+      [](absl::string_view name) { return ParseDType(std::string(name)); });
   if (!dtype.ok()) return dtype.status();
   w.dtype = *dtype;
-  auto dims = ParseDims(absl::GetFlag(FLAGS_shape), w.op == v1::OP_MATMUL ? 3 : 2);
-  if (!dims.ok()) return dims.status();
-  w.m = (*dims)[0];
-  w.n = (*dims)[1];
-  if (w.op == v1::OP_MATMUL) w.k = (*dims)[2];
-  const std::string axis = absl::GetFlag(FLAGS_axis);
-  if (!v1::ReduceAxis_Parse(absl::StrCat("REDUCE_AXIS_", absl::AsciiStrToUpper(axis)), &w.axis)) {
-    return absl::InvalidArgumentError(absl::StrCat("--axis: \"", axis, "\": expected all, per_row or per_column"));
-  }
-  const std::string reduce_op = absl::GetFlag(FLAGS_reduce_op);
-  if (!v1::ReduceOp_Parse(absl::StrCat("REDUCE_OP_", absl::AsciiStrToUpper(reduce_op)), &w.reduce_op)) {
-    return absl::InvalidArgumentError(absl::StrCat("--reduce_op: \"", reduce_op, "\": expected sum, min, max or mean"));
-  }
+  absl::StatusOr<OpShape> shape = ParseFlag<OpShape>(
+      "shape", absl::GetFlag(FLAGS_shape),
+      [&w](absl::string_view text) { return ParseShape(w.op, text); });
+  if (!shape.ok()) return shape.status();
+  w.m = shape->m;
+  w.n = shape->n;
+  w.k = shape->k;
+  absl::StatusOr<v1::ReduceAxis> axis =
+      ParseFlag<v1::ReduceAxis>("axis", absl::GetFlag(FLAGS_axis), ParseReduceAxis);
+  if (!axis.ok()) return axis.status();
+  w.axis = *axis;
+  absl::StatusOr<v1::ReduceOp> reduce_op =
+      ParseFlag<v1::ReduceOp>("reduce_op", absl::GetFlag(FLAGS_reduce_op), ParseReduceOp);
+  if (!reduce_op.ok()) return reduce_op.status();
+  w.reduce_op = *reduce_op;
   w.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
   w.seed = absl::GetFlag(FLAGS_seed);
   return w;
@@ -413,12 +408,14 @@ int Run() {
   }
 
   for (const auto& [flag, render] :
-       std::vector<std::pair<std::string, std::function<std::string()>>>{
+       std::vector<std::pair<std::string, std::function<absl::StatusOr<std::string>()>>>{
            {absl::GetFlag(FLAGS_csv), [&] { return ToCsv(rows); }},
            {absl::GetFlag(FLAGS_json), [&] { return ToJson(run, rows); }},
            {absl::GetFlag(FLAGS_html), [&] { return ToHtml(run, rows); }}}) {
     if (flag.empty()) continue;
-    if (absl::Status st = WriteFile(flag, render()); !st.ok()) return Fail(std::string(st.message()));
+    absl::StatusOr<std::string> contents = render();
+    if (!contents.ok()) return Fail(std::string(contents.status().message()));
+    if (absl::Status st = WriteFile(flag, *contents); !st.ok()) return Fail(std::string(st.message()));
     std::printf("wrote %s\n", flag.c_str());
   }
   // A row without a single successful request means the comparison is void.
@@ -435,7 +432,7 @@ int main(int argc, char** argv) {
       "      --variants=auto,tiled32,cublas --concurrency=1,4,16,64 --html=report.html\n"
       "  gpucompute-loadtest --op=transpose --shape=4096x4096 --variants=all --rate=50,100 "
       "--baseline=tcp,grpc\n"
-      "--shape for matmul is MxNxK: a is M x K, b is K x N, the result M x N.");
+      "--shape for matmul is MxKxN: a is M x K, b is K x N, the result M x N.");
   absl::ParseCommandLine(argc, argv);
   gpucompute::RetainLargeHostAllocations();
   return gpucompute::loadtest::Run();

@@ -7,29 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include <google/protobuf/util/json_util.h>
 
 namespace gpucompute::loadtest {
 namespace {
 
 double Us(int64_t ns) { return ns / 1000.0; }
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          out += absl::StrFormat("\\u%04x", ch);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string Html(const std::string& s) {
   std::string out;
@@ -368,45 +351,73 @@ std::string ToCsv(const std::vector<Row>& rows) {
   return out;
 }
 
-std::string ToJson(const RunInfo& info, const std::vector<Row>& rows) {
-  std::vector<std::string> devices;
-  for (const std::string& d : info.devices) devices.push_back(JsonString(d));
-  std::string out = absl::StrFormat(
-      "{\n  \"server\": %s,\n  \"server_version\": %s,\n  \"backend\": %s,\n  \"devices\": [%s],\n"
-      "  \"op\": %s,\n  \"dtype\": %s,\n  \"shape\": %s,\n  \"shape_meaning\": %s,\n"
-      "  \"reduce\": %s,\n  \"request_payload_bytes\": %d,\n  \"response_payload_bytes\": %d,\n"
-      "  \"started\": %s,\n  \"settings\": %s,\n  \"rows\": [",
-      JsonString(info.server), JsonString(info.server_version), JsonString(info.backend),
-      absl::StrJoin(devices, ", "), JsonString(info.op), JsonString(info.dtype),
-      JsonString(info.shape), JsonString(info.shape_meaning), JsonString(info.reduce),
-      info.request_payload_bytes, info.response_payload_bytes, JsonString(info.started),
-      JsonString(info.settings));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    std::vector<std::string> errors, answered_errors;
-    for (const auto& [code, count] : r.errors) errors.push_back(absl::StrCat(JsonString(code), ": ", count));
-    for (const auto& [code, count] : r.answered_errors) {
-      answered_errors.push_back(absl::StrCat(JsonString(code), ": ", count));
+tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& rows) {
+  tools::v1::LoadtestReport report;
+  report.set_server(info.server);
+  report.set_server_version(info.server_version);
+  report.set_backend(info.backend);
+  for (const std::string& d : info.devices) report.add_devices(d);
+  report.set_op(info.op);
+  report.set_dtype(info.dtype);
+  report.set_shape(info.shape);
+  report.set_shape_meaning(info.shape_meaning);
+  report.set_reduce(info.reduce);
+  report.set_request_payload_bytes(static_cast<double>(info.request_payload_bytes));
+  report.set_response_payload_bytes(static_cast<double>(info.response_payload_bytes));
+  report.set_started(info.started);
+  report.set_settings(info.settings);
+  for (const Row& r : rows) {
+    tools::v1::LoadtestReport::Row* out = report.add_rows();
+    out->set_variant(r.variant);
+    out->set_mode(r.mode);
+    out->set_concurrency(r.concurrency);
+    out->set_rate(r.rate);
+    out->set_payload_bytes(static_cast<double>(r.payload_bytes));
+    out->set_requests(static_cast<int32_t>(r.requests));
+    out->set_seconds(r.seconds);
+    out->set_requests_per_s(r.requests_per_s);
+    out->set_gbytes_per_s(r.gbytes_per_s);
+    auto* latency = out->mutable_latency_us();
+    latency->set_avg(r.avg_us);
+    latency->set_p50(r.p50_us);
+    latency->set_p90(r.p90_us);
+    latency->set_p95(r.p95_us);
+    latency->set_p99(r.p99_us);
+    latency->set_max(r.max_us);
+    if (r.has_server_report) {
+      auto* server = out->mutable_server_us();
+      server->set_queue(r.queue_us);
+      server->set_upload(r.upload_us);
+      server->set_compute(r.compute_us);
+      server->set_download(r.download_us);
+      server->set_total(r.server_total_us);
+      out->set_client_other_us(r.client_other_us);
     }
-    auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string("null"); };
-    absl::StrAppendFormat(
-        &out,
-        "%s\n    {\"variant\": %s, \"mode\": %s, \"concurrency\": %d, \"rate\": %s, "
-        "\"payload_bytes\": %d, \"requests\": %d, \"seconds\": %s, \"requests_per_s\": %s, "
-        "\"gbytes_per_s\": %s, \"latency_us\": {\"avg\": %s, \"p50\": %s, \"p90\": %s, "
-        "\"p95\": %s, \"p99\": %s, \"max\": %s}, \"server_us\": {\"queue\": %s, \"upload\": %s, "
-        "\"compute\": %s, \"download\": %s, \"total\": %s}, \"client_other_us\": %s, "
-        "\"vs_tcp\": %s, \"errors\": {%s}, \"dropped\": %d, \"windows\": %d, \"stable\": %s, "
-        "\"answered\": {\"ok\": %d, \"errors\": {%s}}}",
-        i == 0 ? "" : ",", JsonString(r.variant), JsonString(r.mode), r.concurrency, Num(r.rate),
-        r.payload_bytes, r.requests, Num(r.seconds), Num(r.requests_per_s), Num(r.gbytes_per_s),
-        Num(r.avg_us), Num(r.p50_us), Num(r.p90_us), Num(r.p95_us), Num(r.p99_us), Num(r.max_us),
-        server(r.queue_us), server(r.upload_us), server(r.compute_us), server(r.download_us),
-        server(r.server_total_us), server(r.client_other_us),
-        r.vs_tcp > 0 ? Num(r.vs_tcp) : "null", absl::StrJoin(errors, ", "), r.dropped, r.windows,
-        r.stable ? "true" : "false", r.answered_ok, absl::StrJoin(answered_errors, ", "));
+    if (r.vs_tcp > 0) out->set_vs_tcp(r.vs_tcp);
+    for (const auto& [code, count] : r.errors) (*out->mutable_errors())[code] = int32_t(count);
+    out->set_dropped(static_cast<int32_t>(r.dropped));
+    out->set_windows(r.windows);
+    out->set_stable(r.stable);
+    out->mutable_answered()->set_ok(static_cast<int32_t>(r.answered_ok));
+    for (const auto& [code, count] : r.answered_errors) {
+      (*out->mutable_answered()->mutable_errors())[code] = int32_t(count);
+    }
   }
-  return out + "\n  ]\n}\n";
+  return report;
+}
+
+absl::StatusOr<std::string> ToJson(const RunInfo& info, const std::vector<Row>& rows) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;  // every key, zeros included
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto printed =
+      google::protobuf::util::MessageToJsonString(ToReport(info, rows), &json, options);
+  if (!printed.ok()) {
+    return absl::InternalError(absl::StrCat("printing the JSON report: ", printed.ToString()));
+  }
+  return json;
 }
 
 std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {

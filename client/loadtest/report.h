@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "load.h"
+#include "absl/status/statusor.h"
+#include "gpucompute/tools/v1/loadtest_report.pb.h"
+#include "loadtest/load.h"
 
 namespace gpucompute::loadtest {
 
@@ -67,7 +69,9 @@ std::string FormatTableHeader();
 std::string FormatTableRow(const Row& row);
 
 std::string ToCsv(const std::vector<Row>& rows);
-std::string ToJson(const RunInfo& info, const std::vector<Row>& rows);
+// The run as the message --json prints (proto/gpucompute/tools/v1/loadtest_report.proto).
+tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& rows);
+absl::StatusOr<std::string> ToJson(const RunInfo& info, const std::vector<Row>& rows);
 std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows);
 
 // "85 us", "1.23 ms", "2.50 s".

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "loadtest/load.h"
@@ -16,6 +18,14 @@
 
 namespace gpucompute::loadtest {
 namespace {
+
+// The --json report read back into its message; fails on unknown keys.
+tools::v1::LoadtestReport ParseReport(const std::string& json) {
+  tools::v1::LoadtestReport report;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, &report);
+  EXPECT_TRUE(parsed.ok()) << parsed.ToString() << "\n" << json;
+  return report;
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -54,6 +64,31 @@ TEST(WindowStatsTest, NearestRankPercentiles) {
   EXPECT_EQ(one.Percentile(99), 7);
 }
 
+TEST(WorkloadTest, ShapesAndPayloads) {
+  Workload matmul{.op = v1::OP_MATMUL, .dtype = DType::kFloat64, .m = 16, .n = 4, .k = 8};
+  EXPECT_EQ(matmul.ShapeText(), "16x8x4");  // MxKxN
+  EXPECT_EQ(matmul.OutputRows(), 16);
+  EXPECT_EQ(matmul.OutputCols(), 4);
+  EXPECT_EQ(matmul.RequestPayloadBytes(), (16 * 8 + 8 * 4) * 8);
+  EXPECT_EQ(matmul.ResponsePayloadBytes(), 16 * 4 * 8);
+
+  Workload transpose{.op = v1::OP_TRANSPOSE, .m = 30, .n = 20};
+  EXPECT_EQ(transpose.ShapeText(), "30x20");
+  EXPECT_EQ(transpose.OutputRows(), 20);
+  EXPECT_EQ(transpose.OutputCols(), 30);
+  EXPECT_EQ(transpose.RequestPayloadBytes(), 30 * 20 * 4);
+  EXPECT_EQ(transpose.ResponsePayloadBytes(), 30 * 20 * 4);
+
+  Workload reduce{.op = v1::OP_REDUCE, .m = 30, .n = 20, .axis = v1::REDUCE_AXIS_PER_COLUMN};
+  EXPECT_EQ(reduce.OutputRows(), 1);
+  EXPECT_EQ(reduce.OutputCols(), 20);
+  reduce.axis = v1::REDUCE_AXIS_PER_ROW;
+  EXPECT_EQ(reduce.OutputRows(), 30);
+  EXPECT_EQ(reduce.OutputCols(), 1);
+  reduce.axis = v1::REDUCE_AXIS_ALL;
+  EXPECT_EQ(reduce.ResponsePayloadBytes(), 4);
+}
+
 TEST(ReportTest, RowSeparatesServerTimeFromTransport) {
   Measurement m;
   m.stats.duration = std::chrono::seconds(2);
@@ -79,6 +114,70 @@ TEST(ReportTest, RowSeparatesServerTimeFromTransport) {
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(),
             std::vector<std::string>(absl::StrSplit(lines[1], ',')).size());
   EXPECT_NE(ToHtml(RunInfo{}, {r}).find("<polyline"), std::string::npos);
+}
+
+// The JSON keys and value types that consumers of today's --json read.
+TEST(ReportTest, JsonKeepsKeysAndNumbers) {
+  Measurement m;
+  m.stats.duration = std::chrono::seconds(1);
+  m.stats.latencies_ns = {1'000'000, 3'000'000};
+  m.stats.has_server_report = true;
+  m.stats.queue_us = 2 * 100;
+  m.stats.server_total_us = 2 * 1500;
+  m.stats.errors["UNAVAILABLE"] = 2;
+  m.answered_ok = 7;
+  m.answered_errors["DEADLINE_EXCEEDED"] = 1;
+  m.windows = 3;
+  m.stable = true;
+  Row compute = MakeRow("tiled32", "closed", 4, 0, 3'000'000'000, m);
+  compute.vs_tcp = 0.5;
+  Measurement echo_m;
+  echo_m.stats.duration = std::chrono::seconds(1);
+  echo_m.stats.latencies_ns = {1000};
+  Row echo = MakeRow(kTcpEcho, "closed", 4, 0, 3'000'000'000, echo_m);
+  RunInfo info;
+  info.backend = "cpu \"quoted\"\n";
+  info.devices = {"cuda:0 H200", "cuda:1 H200"};
+  info.op = "matmul";
+  info.shape = "64x32x16";
+  info.request_payload_bytes = 5'000'000'000;
+
+  absl::StatusOr<std::string> json = ToJson(info, {compute, echo});
+  ASSERT_TRUE(json.ok()) << json.status();
+  // Integers print as JSON numbers, not the strings proto3 uses for int64.
+  EXPECT_NE(json->find("\"request_payload_bytes\": 5000000000,"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"payload_bytes\": 3000000000,"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"concurrency\": 4,"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"UNAVAILABLE\": 2"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"reduce\": \"\""), std::string::npos) << "zero values keep their key";
+  EXPECT_NE(json->find("\"backend\": \"cpu \\\"quoted\\\"\\n\""), std::string::npos) << *json;
+
+  const tools::v1::LoadtestReport report = ParseReport(*json);
+  EXPECT_EQ(report.shape(), "64x32x16");
+  ASSERT_EQ(report.devices_size(), 2);
+  ASSERT_EQ(report.rows_size(), 2);
+  const auto& c = report.rows(0);
+  EXPECT_EQ(c.variant(), "tiled32");
+  EXPECT_EQ(c.requests(), 2);
+  EXPECT_DOUBLE_EQ(c.latency_us().avg(), 2000);
+  EXPECT_DOUBLE_EQ(c.latency_us().max(), 3000);
+  ASSERT_TRUE(c.has_server_us());
+  EXPECT_DOUBLE_EQ(c.server_us().queue(), 100);
+  EXPECT_DOUBLE_EQ(c.server_us().total(), 1500);
+  ASSERT_TRUE(c.has_client_other_us());
+  EXPECT_DOUBLE_EQ(c.client_other_us(), 500);
+  EXPECT_DOUBLE_EQ(c.vs_tcp(), 0.5);
+  EXPECT_EQ(c.errors().at("UNAVAILABLE"), 2);
+  EXPECT_EQ(c.answered().ok(), 7);
+  EXPECT_EQ(c.answered().errors().at("DEADLINE_EXCEEDED"), 1);
+  EXPECT_EQ(c.windows(), 3);
+  EXPECT_TRUE(c.stable());
+  // No server report, no TCP comparison: the keys are absent.
+  const auto& e = report.rows(1);
+  EXPECT_EQ(e.variant(), "tcp_echo");
+  EXPECT_FALSE(e.has_server_us());
+  EXPECT_FALSE(e.has_client_other_us());
+  EXPECT_FALSE(e.has_vs_tcp());
 }
 
 TEST(TcpEchoTest, EchoesRequestAndResponseSizes) {
@@ -141,9 +240,25 @@ TEST_F(LoadtestBinaryTest, SweepsVariantsWithBaselineAndWritesReports) {
   EXPECT_NE(r.output.find("xTCP"), std::string::npos) << r.output;
 
   const std::string j = ReadFile(json);
-  EXPECT_NE(j.find("\"backend\": \"cpu\""), std::string::npos);
-  EXPECT_NE(j.find("\"variant\": \"cpu_reference\""), std::string::npos);
-  EXPECT_NE(j.find("\"server_us\": {\"queue\": "), std::string::npos);
+  EXPECT_NE(j.find("\"backend\": \"cpu\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"variant\": \"cpu_reference\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"request_payload_bytes\": 12288,"), std::string::npos) << j;  // 64x48x4
+  const tools::v1::LoadtestReport report = ParseReport(j);
+  EXPECT_EQ(report.op(), "transpose");
+  EXPECT_EQ(report.shape(), "64x48");
+  ASSERT_EQ(report.rows_size(), 2 + 2 * 3) << j;
+  EXPECT_EQ(report.rows(0).variant(), "tcp_echo");
+  EXPECT_FALSE(report.rows(0).has_server_us());
+  for (int i = 2; i < report.rows_size(); ++i) {
+    const auto& row = report.rows(i);
+    EXPECT_TRUE(row.has_server_us()) << row.variant();
+    EXPECT_GT(row.requests(), 0) << row.variant();
+    EXPECT_GE(row.latency_us().p95(), row.latency_us().p50()) << row.variant();
+    EXPECT_GT(row.answered().ok(), 0) << row.variant();
+  }
+  EXPECT_EQ(report.rows(4).mode(), "open");
+  EXPECT_DOUBLE_EQ(report.rows(4).rate(), 40);
+  EXPECT_TRUE(report.rows(2).has_vs_tcp());   // auto c=1 beside tcp_echo c=1
   const std::string h = ReadFile(html);
   EXPECT_NE(h.find("p95 latency vs throughput"), std::string::npos);
   EXPECT_NE(h.find("<polyline"), std::string::npos);
@@ -156,8 +271,12 @@ TEST_F(LoadtestBinaryTest, MatMulAndReduceShapes) {
   RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=16x8x4 --dtype=float64",
                                          " --concurrency=2 --csv=", csv));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // 16x4 times 4x8 in, 16x8 out, 8 bytes each.
-  EXPECT_NE(ReadFile(csv).find(absl::StrCat(",", (16 * 4 + 4 * 8 + 16 * 8) * 8, ",")),
+  // MxKxN, as the CLI takes it: 16x8 times 8x4 in, 16x4 out, 8 bytes each.
+  EXPECT_NE(r.output.find("matmul 16x8x4 float64 (16x8 times 8x4)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("payload per request: 1280 bytes sent, 512 received"),
+            std::string::npos) << r.output;
+  EXPECT_NE(ReadFile(csv).find(absl::StrCat(",", (16 * 8 + 8 * 4 + 16 * 4) * 8, ",")),
             std::string::npos);
   r = RunLoadtest(absl::StrCat(Fast(), " --op=reduce --shape=30x20 --axis=per_column",
                                " --reduce_op=max --concurrency=1 --csv=", csv));
@@ -208,7 +327,12 @@ TEST_F(LoadtestBinaryTest, RejectsUnknownVariantsAndBadShapes) {
   EXPECT_NE(r.output.find("cpu_reference"), std::string::npos) << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=8x8"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("MxNxK"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--shape: expected 3 dimensions (MxKxN, e.g. 512x256x128), got '8x8'"),
+            std::string::npos) << r.output;
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=reduce --shape=8x8 --axis=diagonal"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--axis: expected all, per_row or per_column, got 'diagonal'"),
+            std::string::npos) << r.output;
 }
 
 }  // namespace
