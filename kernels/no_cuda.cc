@@ -3,7 +3,7 @@
 
 namespace gpucompute::kernels {
 
-void RegisterCudaVariants(Registry&) {}
+absl::Status RegisterCudaVariants(Registry&) { return absl::OkStatus(); }
 bool BuiltWithCuda() { return false; }
 
 }  // namespace gpucompute::kernels

@@ -1,6 +1,9 @@
 #include "gpucompute/kernels/registry.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,8 +18,16 @@ absl::Status Registry::Add(Variant variant) {
     return absl::AlreadyExistsError(absl::StrCat("variant ", OpName(variant.op), "/",
                                                  variant.name, " registered twice"));
   }
+  if (variant.name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", OpName(variant.op), " variant has no name"));
+  }
+  if (variant.dtypes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variant ", OpName(variant.op), "/", variant.name, " has no element type"));
+  }
   if (!variant.launch) {
-    return absl::InvalidArgumentError(absl::StrCat("variant ", variant.name, " has no launcher"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("variant ", OpName(variant.op), "/", variant.name, " has no launcher"));
   }
   variants_.push_back(std::move(variant));
   return absl::OkStatus();
@@ -45,14 +56,39 @@ std::vector<const Variant*> Registry::List(Backend backend) const {
   return out;
 }
 
-const Registry& DefaultRegistry() {
-  static const Registry* registry = [] {
-    auto* r = new Registry;
-    RegisterCpuVariants(*r);
-    RegisterCudaVariants(*r);
-    return r;
+namespace {
+
+struct LoadedRegistry {
+  Registry registry;
+  absl::Status status;
+};
+
+const LoadedRegistry& Loaded() {
+  static const LoadedRegistry* loaded = [] {
+    auto* l = new LoadedRegistry;
+    l->status = RegisterCpuVariants(l->registry);
+    if (l->status.ok()) l->status = RegisterCudaVariants(l->registry);
+    return l;
   }();
-  return *registry;
+  return *loaded;
+}
+
+}  // namespace
+
+absl::StatusOr<const Registry*> LoadDefaultRegistry() {
+  const LoadedRegistry& loaded = Loaded();
+  if (!loaded.status.ok()) return loaded.status;
+  return &loaded.registry;
+}
+
+const Registry& DefaultRegistry() {
+  const LoadedRegistry& loaded = Loaded();
+  if (!loaded.status.ok()) {
+    std::fprintf(stderr, "gpucompute: variant registration failed: %s\n",
+                 std::string(loaded.status.message()).c_str());
+    std::abort();
+  }
+  return loaded.registry;
 }
 
 }  // namespace gpucompute::kernels

@@ -4,13 +4,12 @@
 #include <limits>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "cpu/parallel_for.h"
-#include "gpucompute/kernels/registry.h"
+#include "gpucompute/kernels/variant.h"
 
-namespace gpucompute::kernels {
+namespace gpucompute::kernels::cpu {
 namespace {
-
-using cpu::ParallelFor;
 
 // i-k-j order: the inner loop streams rows of b and c, which vectorizes;
 // accumulation in double keeps FP32 well inside the contract at large k.
@@ -88,7 +87,7 @@ void Reduce(const Problem& p, const T* in, T* out) {
   }
   // ALL and PER_COLUMN: each thread reduces a band of rows into column
   // accumulators; the bands are then combined in a fixed order.
-  const int64_t hw = cpu::HardwareThreads();
+  const int64_t hw = HardwareThreads();
   const int64_t bands = std::max<int64_t>(1, std::min(hw, p.m));
   std::vector<std::vector<double>> partial(bands, std::vector<double>(p.n, Identity(op)));
   const int64_t rows_per_band = (p.m + bands - 1) / bands;
@@ -113,43 +112,36 @@ void Reduce(const Problem& p, const T* in, T* out) {
   out[0] = static_cast<T>(mean ? acc / (double(p.m) * double(p.n)) : acc);
 }
 
-template <typename T>
-void Run(const Problem& p, const Buffers& buf) {
-  const T* a = static_cast<const T*>(buf.a);
-  T* out = static_cast<T*>(buf.out);
-  switch (p.op) {
-    case Op::kMatMul: MatMul<T>(p, a, static_cast<const T*>(buf.b), out); break;
-    case Op::kTranspose: Transpose<T>(p, a, out); break;
-    case Op::kReduce: Reduce<T>(p, a, out); break;
-  }
-}
-
-Variant CpuVariant(Op op, std::string description) {
-  Variant v;
-  v.op = op;
-  v.name = "cpu_reference";
-  v.description = std::move(description);
-  v.dtypes = {DType::kFloat32, DType::kFloat64};
-  v.backend = Backend::kCpu;
-  v.launch = [](const Problem& p, const Buffers& buf, const LaunchContext&) {
-    if (p.dtype == DType::kFloat32) {
-      Run<float>(p, buf);
-    } else {
-      Run<double>(p, buf);
-    }
-    return absl::OkStatus();
-  };
-  return v;
-}
-
 }  // namespace
 
-void RegisterCpuVariants(Registry& registry) {
-  (void)registry.Add(CpuVariant(
-      Op::kMatMul, "CPU: i-k-j loops over row bands on all cores, float64 accumulation"));
-  (void)registry.Add(CpuVariant(Op::kTranspose, "CPU: 32x32 cache blocks on all cores"));
-  (void)registry.Add(CpuVariant(
-      Op::kReduce, "CPU: row-major passes on all cores, float64 accumulation, fixed-order combine"));
+// The launchers kernels/cpu/ladder.cc names.
+absl::Status CpuMatMul(const Problem& p, const Buffers& buf) {
+  if (p.dtype == DType::kFloat32) {
+    MatMul(p, static_cast<const float*>(buf.a), static_cast<const float*>(buf.b),
+           static_cast<float*>(buf.out));
+  } else {
+    MatMul(p, static_cast<const double*>(buf.a), static_cast<const double*>(buf.b),
+           static_cast<double*>(buf.out));
+  }
+  return absl::OkStatus();
 }
 
-}  // namespace gpucompute::kernels
+absl::Status CpuTranspose(const Problem& p, const Buffers& buf) {
+  if (p.dtype == DType::kFloat32) {
+    Transpose(p, static_cast<const float*>(buf.a), static_cast<float*>(buf.out));
+  } else {
+    Transpose(p, static_cast<const double*>(buf.a), static_cast<double*>(buf.out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuReduce(const Problem& p, const Buffers& buf) {
+  if (p.dtype == DType::kFloat32) {
+    Reduce(p, static_cast<const float*>(buf.a), static_cast<float*>(buf.out));
+  } else {
+    Reduce(p, static_cast<const double*>(buf.a), static_cast<double*>(buf.out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpucompute::kernels::cpu

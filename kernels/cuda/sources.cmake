@@ -1,18 +1,8 @@
-# CUDA variants, compiled into gpucompute_kernels. One file per variant family.
-target_sources(gpucompute_kernels PRIVATE
-  cuda/register_cuda.cc
-  cuda/cuda_util.cc
-  cuda/cuda_timer.cc
-  cuda/matmul/naive.cu
-  cuda/matmul/tiled.cu
-  cuda/matmul/register_tiled.cu
-  cuda/matmul/cublas.cc
-  cuda/transpose/transpose.cu
-  cuda/transpose/cublas.cc
-  cuda/reduce/tree.cu
-  cuda/reduce/warp_shuffle.cu
-  cuda/reduce/cub.cu
-)
+# CUDA variants, compiled into gpucompute_kernels: every .cu and .cc under
+# cuda/ (kernel files, each op's ladder.cc, the shared helpers).
+file(GLOB_RECURSE _cuda_sources CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cu ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cc)
+target_sources(gpucompute_kernels PRIVATE ${_cuda_sources})
 target_link_libraries(gpucompute_kernels PUBLIC CUDA::cudart CUDA::cublas)
 target_compile_options(gpucompute_kernels PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)

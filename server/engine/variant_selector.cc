@@ -7,17 +7,13 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "gpucompute/kernels/stats.h"
 
 namespace gpucompute::server {
 namespace {
 
 // Smallest power of two >= v: shapes in one bucket behave alike.
 int64_t Bucket(int64_t v) { return int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(v, 1)))); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 std::string Slot(const std::string& bucket, bool reduced) {
   return bucket + (reduced ? "|reduced" : "|exact");
@@ -49,17 +45,18 @@ kernels::Problem VariantSelector::CalibrationProblem(const kernels::Problem& p) 
 
 const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
                                                    bool allow_reduced) const {
-  static const char* const kOrder[] = {"cublas_tf32", "cublas",       "cub",
-                                       "register_tiled", "warp_shuffle", "shared_padded",
-                                       "cpu_reference"};
-  for (const char* name : kOrder) {
-    const kernels::Variant* v = registry_.Find(p.op, backend_, name);
-    if (v && v->Supports(p.dtype) && (allow_reduced || !v->reduced_precision)) return v;
-  }
+  // The ladder's own preference (Variant::fallback_rank), else its first
+  // variant that applies.
+  const kernels::Variant* ranked = nullptr;
+  const kernels::Variant* first = nullptr;
   for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
-    if (v->Supports(p.dtype) && (allow_reduced || !v->reduced_precision)) return v;
+    if (!v->Supports(p.dtype) || (v->reduced_precision && !allow_reduced)) continue;
+    if (first == nullptr) first = v;
+    if (v->fallback_rank > 0 && (ranked == nullptr || v->fallback_rank < ranked->fallback_rank)) {
+      ranked = v;
+    }
   }
-  return nullptr;
+  return ranked != nullptr ? ranked : first;
 }
 
 const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
@@ -135,7 +132,9 @@ void VariantSelector::Record(const kernels::Problem& p,
     const VariantMeasurement* best = nullptr;
     for (const VariantMeasurement& m : measured) {
       if (!m.ok || m.times_us.empty() || (m.variant->reduced_precision && !reduced)) continue;
-      if (best == nullptr || Median(m.times_us) < Median(best->times_us)) best = &m;
+      if (best == nullptr || kernels::Median(m.times_us) < kernels::Median(best->times_us)) {
+        best = &m;
+      }
     }
     if (best != nullptr) {
       absl::MutexLock lock(&mu_);

@@ -1,7 +1,7 @@
 // "auto": which variant runs when the client does not name one. Choices are
 // kept per (op, dtype, reduce op and axis, power-of-two shape bucket); a
 // bucket is filled from measurements (Profile, calibration) and otherwise
-// falls back to a fixed preference order of the fastest known variants.
+// falls back to the variant its ladder table ranks first (fallback_rank).
 #pragma once
 
 #include <map>

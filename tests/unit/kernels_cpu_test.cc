@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gpucompute/kernels/check.h"
+#include "gpucompute/kernels/ladder.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/kernels/registry.h"
 #include "support/test_util.h"
@@ -151,6 +152,7 @@ TEST(Registry, RejectsDuplicatesAndListsInOrder) {
   Registry r;
   Variant v;
   v.name = "x";
+  v.dtypes = {DType::kFloat32};
   v.launch = [](const Problem&, const Buffers&, const LaunchContext&) { return absl::OkStatus(); };
   EXPECT_TRUE(r.Add(v).ok());
   EXPECT_FALSE(r.Add(v).ok());
@@ -160,6 +162,95 @@ TEST(Registry, RejectsDuplicatesAndListsInOrder) {
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0]->name, "x");
   EXPECT_EQ(r.Find(Op::kMatMul, Backend::kCuda, "x"), nullptr);
+}
+
+TEST(Registry, RejectsVariantsWithoutLauncherNameOrElementType) {
+  Registry r;
+  Variant v;
+  v.name = "x";
+  v.dtypes = {DType::kFloat32};
+  const absl::Status no_launcher = r.Add(v);
+  EXPECT_EQ(no_launcher.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_launcher.message().find("matmul/x has no launcher"), std::string::npos)
+      << no_launcher;
+  v.launch = [](const Problem&, const Buffers&, const LaunchContext&) { return absl::OkStatus(); };
+  v.dtypes.clear();
+  EXPECT_FALSE(r.Add(v).ok());
+  v.dtypes = {DType::kFloat32};
+  v.name.clear();
+  EXPECT_FALSE(r.Add(v).ok());
+  EXPECT_TRUE(r.List(Backend::kCpu).empty());
+}
+
+absl::Status Succeed(const Problem&, const Buffers&) { return absl::OkStatus(); }
+
+TEST(Ladder, BrokenTablesAreErrors) {
+  constexpr LadderRow<CpuLaunch> kDuplicate[] = {
+      {.name = "a", .description = "first", .dtypes = kFloat32Only, .launch = Succeed},
+      {.name = "a", .description = "again", .dtypes = kFloat32Only, .launch = Succeed},
+  };
+  Registry dup;
+  const absl::Status twice = AddCpuLadder(dup, Op::kMatMul, kDuplicate);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kAlreadyExists) << twice;
+  EXPECT_NE(twice.message().find("matmul/a"), std::string::npos) << twice;
+
+  constexpr LadderRow<CpuLaunch> kNoLauncher[] = {
+      {.name = "b", .description = "no launcher", .dtypes = kFloat32AndFloat64},
+  };
+  Registry none;
+  const absl::Status missing = AddCpuLadder(none, Op::kReduce, kNoLauncher);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  EXPECT_NE(missing.message().find("reduce/b has no launcher"), std::string::npos) << missing;
+}
+
+TEST(Ladder, RowsBecomeCheckedVariantsInOrder) {
+  constexpr LadderRow<CpuLaunch> kRows[] = {
+      {.name = "simple", .description = "d1", .dtypes = kFloat32AndFloat64, .launch = Succeed},
+      {.name = "fast",
+       .description = "d2",
+       .dtypes = kFloat32Only,
+       .reduced_precision = true,
+       .fallback_rank = 1,
+       .workspace_bytes = [](const Problem& p) { return size_t(p.m) * 8; },
+       .launch = Succeed},
+  };
+  Registry r;
+  ASSERT_TRUE(AddCpuLadder(r, Op::kTranspose, kRows).ok());
+  const auto list = r.List(Op::kTranspose, Backend::kCpu);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]->name, "simple");
+  EXPECT_EQ(list[0]->dtypes, (std::vector<DType>{DType::kFloat32, DType::kFloat64}));
+  EXPECT_EQ(list[0]->fallback_rank, 0);
+  const Variant& fast = *list[1];
+  EXPECT_EQ(fast.description, "d2");
+  EXPECT_TRUE(fast.reduced_precision);
+  EXPECT_EQ(fast.fallback_rank, 1);
+  Problem p{Op::kTranspose, DType::kFloat32, 4, 3, 1};
+  EXPECT_EQ(fast.WorkspaceBytes(p), 32u);
+  std::vector<char> workspace(32);
+  Buffers buf;
+  EXPECT_EQ(fast.launch(p, buf, {}).code(), absl::StatusCode::kInvalidArgument);  // no workspace
+  buf.workspace = workspace.data();
+  buf.workspace_bytes = workspace.size();
+  EXPECT_TRUE(fast.launch(p, buf, {}).ok());
+  p.dtype = DType::kFloat64;
+  EXPECT_EQ(fast.launch(p, buf, {}).code(), absl::StatusCode::kInvalidArgument);
+  p.dtype = DType::kFloat32;
+  p.op = Op::kMatMul;
+  EXPECT_EQ(fast.launch(p, buf, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Registry, DefaultRegistryLoadsEveryLadder) {
+  const absl::StatusOr<const Registry*> loaded = LoadDefaultRegistry();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, &DefaultRegistry());
+  for (Op op : {Op::kMatMul, Op::kTranspose, Op::kReduce}) {
+    const auto cpu = (*loaded)->List(op, Backend::kCpu);
+    ASSERT_EQ(cpu.size(), 1u) << OpName(op);
+    EXPECT_EQ(cpu[0]->name, "cpu_reference");
+    EXPECT_GT(cpu[0]->fallback_rank, 0);
+    EXPECT_EQ((*loaded)->List(op, Backend::kCuda).empty(), !BuiltWithCuda()) << OpName(op);
+  }
 }
 
 }  // namespace

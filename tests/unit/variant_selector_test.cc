@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <tuple>
 
 #include "server/engine/variant_selector.h"
 
@@ -96,6 +98,53 @@ TEST_F(SelectTest, CacheFileRoundTrip) {
   EXPECT_EQ(restarted.Select(problem_, true)->name, "tf32");
   EXPECT_FALSE(restarted.Choose(problem_, false).calibrate);
   std::remove(path.c_str());
+}
+
+TEST_F(SelectTest, UnmeasuredBucketsTakeTheLowestFallbackRank) {
+  kernels::Registry ranked;
+  for (auto [name, reduced, rank] :
+       {std::tuple{"slow", false, 0}, {"fast", false, 2}, {"faster", false, 3}, {"tf32", true, 1}}) {
+    kernels::Variant v = Fake(name, reduced);
+    v.fallback_rank = rank;
+    ASSERT_TRUE(ranked.Add(v).ok());
+  }
+  VariantSelector selector(ranked, kernels::Backend::kCuda);
+  EXPECT_EQ(selector.Select(problem_, false)->name, "fast");
+  EXPECT_EQ(selector.Select(problem_, true)->name, "tf32");
+  EXPECT_EQ(selector.Choose(problem_, false).variant->name, "fast");
+  // Without ranks: the first variant of the ladder that applies.
+  VariantSelector unranked(registry_, kernels::Backend::kCuda);
+  EXPECT_EQ(unranked.Select(problem_, true)->name, "slow");
+  kernels::Problem f64 = problem_;
+  f64.dtype = kernels::DType::kFloat64;
+  EXPECT_EQ(unranked.Select(f64, true), nullptr);
+}
+
+// The fallbacks the built-in ladders give, as the name list they replaced did.
+TEST(DefaultLadders, FallbackChoices) {
+  const kernels::Registry& registry = kernels::DefaultRegistry();
+  auto fallback = [&](kernels::Backend backend, kernels::Op op, kernels::DType dtype,
+                      bool allow_reduced) {
+    kernels::Problem p;
+    p.op = op;
+    p.dtype = dtype;
+    const kernels::Variant* v = VariantSelector(registry, backend).Select(p, allow_reduced);
+    return v ? v->name : std::string("(none)");
+  };
+  using kernels::Backend, kernels::DType, kernels::Op;
+  for (Op op : {Op::kMatMul, Op::kTranspose, Op::kReduce}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+      EXPECT_EQ(fallback(Backend::kCpu, op, dtype, true), "cpu_reference");
+    }
+  }
+  if (!kernels::BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no CUDA ladders";
+  EXPECT_EQ(fallback(Backend::kCuda, Op::kMatMul, DType::kFloat32, false), "cublas");
+  EXPECT_EQ(fallback(Backend::kCuda, Op::kMatMul, DType::kFloat32, true), "cublas_tf32");
+  EXPECT_EQ(fallback(Backend::kCuda, Op::kMatMul, DType::kFloat64, true), "cublas");
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    EXPECT_EQ(fallback(Backend::kCuda, Op::kTranspose, dtype, false), "cublas");
+    EXPECT_EQ(fallback(Backend::kCuda, Op::kReduce, dtype, false), "cub");
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // C^T = B^T * A^T, so the call passes B first and swaps m and n.
 #include <cublas_v2.h>
 
+#include "cuda/launcher.h"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -48,5 +49,26 @@ template cudaError_t LaunchCublasMatMul<float>(const float*, const float*, float
 template cudaError_t LaunchCublasMatMul<double>(const double*, const double*, double*, int64_t,
                                                 int64_t, int64_t, bool, void*, void*, size_t,
                                                 cudaStream_t, int*);
+
+namespace {
+
+template <typename T>
+LaunchResult Gemm(const TypedLaunchArgs<T>& t, bool tf32) {
+  int status = 0;
+  const cudaError_t err = LaunchCublasMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, tf32, t.cublas,
+                                             t.workspace, t.workspace_bytes, t.stream, &status);
+  return LaunchResult(err, status);
+}
+
+}  // namespace
+
+LaunchResult CublasMatMul(const LaunchArgs& args) {
+  return ForElementType(args, [](const auto& t) { return Gemm(t, false); });
+}
+
+// Float only (the ladder declares it so).
+LaunchResult CublasTf32MatMul(const LaunchArgs& args) { return Gemm(args.As<float>(), true); }
+
+size_t CublasMatMulWorkspaceBytes(const Problem&) { return kCublasWorkspaceBytes; }
 
 }  // namespace gpucompute::kernels::cuda

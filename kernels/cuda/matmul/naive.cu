@@ -1,5 +1,6 @@
 // The textbook kernel: one thread per output element, reading a row of A and
 // a column of B straight from global memory.
+#include "cuda/launcher.h"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -33,5 +34,11 @@ template cudaError_t LaunchNaiveMatMul<float>(const float*, const float*, float*
                                               int64_t, int64_t, cudaStream_t);
 template cudaError_t LaunchNaiveMatMul<double>(const double*, const double*, double*, int64_t,
                                                int64_t, int64_t, cudaStream_t);
+
+LaunchResult NaiveMatMul(const LaunchArgs& args) {
+  return ForElementType(args, [](const auto& t) {
+    return LaunchNaiveMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, t.stream);
+  });
+}
 
 }  // namespace gpucompute::kernels::cuda

@@ -7,6 +7,7 @@
 // global-to-shared copy cannot do; the register prefetch gives the same
 // overlap.
 #include "cuda/cuda_util.h"
+#include "cuda/launcher.h"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -244,5 +245,11 @@ template cudaError_t LaunchRegisterTiledMatMul<float>(const float*, const float*
                                                       int64_t, int64_t, int64_t, cudaStream_t);
 template cudaError_t LaunchRegisterTiledMatMul<double>(const double*, const double*, double*,
                                                        int64_t, int64_t, int64_t, cudaStream_t);
+
+LaunchResult RegisterTiledMatMul(const LaunchArgs& args) {
+  return ForElementType(args, [](const auto& t) {
+    return LaunchRegisterTiledMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, t.stream);
+  });
+}
 
 }  // namespace gpucompute::kernels::cuda

@@ -1,6 +1,7 @@
 // The textbook shared-memory tiling: each block stages a tile of A and a tile
 // of B in shared memory, one output element per thread.
 #include "cuda/cuda_util.h"
+#include "cuda/launcher.h"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -57,5 +58,19 @@ template cudaError_t LaunchTiledMatMul<float>(const float*, const float*, float*
                                               int64_t, int64_t, int, bool, cudaStream_t);
 template cudaError_t LaunchTiledMatMul<double>(const double*, const double*, double*, int64_t,
                                                int64_t, int64_t, int, bool, cudaStream_t);
+
+namespace {
+
+LaunchResult Tiled(const LaunchArgs& args, int tile, bool padded) {
+  return ForElementType(args, [&](const auto& t) {
+    return LaunchTiledMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, tile, padded, t.stream);
+  });
+}
+
+}  // namespace
+
+LaunchResult TiledMatMul16(const LaunchArgs& args) { return Tiled(args, 16, false); }
+LaunchResult TiledMatMul32(const LaunchArgs& args) { return Tiled(args, 32, false); }
+LaunchResult TiledMatMul32Padded(const LaunchArgs& args) { return Tiled(args, 32, true); }
 
 }  // namespace gpucompute::kernels::cuda

@@ -7,6 +7,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include "cuda/cuda_util.h"
+#include "cuda/launcher.h"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 
@@ -94,5 +95,11 @@ template cudaError_t LaunchCubReduce<float>(const float*, float*, const Problem&
                                             cudaStream_t);
 template cudaError_t LaunchCubReduce<double>(const double*, double*, const Problem&, void*,
                                              size_t, cudaStream_t);
+
+LaunchResult CubReduce(const LaunchArgs& args) {
+  return ForElementType(args, [](const auto& t) {
+    return LaunchCubReduce(t.a, t.out, t.p, t.workspace, t.workspace_bytes, t.stream);
+  });
+}
 
 }  // namespace gpucompute::kernels::cuda

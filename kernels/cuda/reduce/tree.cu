@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/cuda_util.h"
+#include "cuda/launcher.h"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 
@@ -194,5 +195,25 @@ template cudaError_t LaunchTreeReduce<float>(const float*, float*, const Problem
                                              size_t, cudaStream_t);
 template cudaError_t LaunchTreeReduce<double>(const double*, double*, const Problem&, bool,
                                               void*, size_t, cudaStream_t);
+
+namespace {
+
+LaunchResult Tree(const LaunchArgs& args, bool sequential) {
+  return ForElementType(args, [&](const auto& t) {
+    return LaunchTreeReduce(t.a, t.out, t.p, sequential, t.workspace, t.workspace_bytes, t.stream);
+  });
+}
+
+}  // namespace
+
+LaunchResult InterleavedReduce(const LaunchArgs& args) { return Tree(args, false); }
+size_t InterleavedReduceWorkspaceBytes(const Problem& p) {
+  return TreeReduceWorkspaceBytes(p, false);
+}
+
+LaunchResult SequentialReduce(const LaunchArgs& args) { return Tree(args, true); }
+size_t SequentialReduceWorkspaceBytes(const Problem& p) {
+  return TreeReduceWorkspaceBytes(p, true);
+}
 
 }  // namespace gpucompute::kernels::cuda

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "cuda/cuda_util.h"
+#include "cuda/launcher.h"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 
@@ -309,5 +310,11 @@ template cudaError_t LaunchWarpShuffleReduce<float>(const float*, float*, const 
                                                     size_t, cudaStream_t);
 template cudaError_t LaunchWarpShuffleReduce<double>(const double*, double*, const Problem&,
                                                      void*, size_t, cudaStream_t);
+
+LaunchResult WarpShuffleReduce(const LaunchArgs& args) {
+  return ForElementType(args, [](const auto& t) {
+    return LaunchWarpShuffleReduce(t.a, t.out, t.p, t.workspace, t.workspace_bytes, t.stream);
+  });
+}
 
 }  // namespace gpucompute::kernels::cuda

@@ -3,6 +3,7 @@
 // result of shape m x n (leading dimension m) is the row-major n x m output.
 #include <cublas_v2.h>
 
+#include "cuda/launcher.h"
 #include "cuda/transpose/transpose_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -42,5 +43,14 @@ template cudaError_t LaunchCublasTranspose<float>(const float*, float*, int64_t,
                                                   cudaStream_t, int*);
 template cudaError_t LaunchCublasTranspose<double>(const double*, double*, int64_t, int64_t,
                                                    void*, cudaStream_t, int*);
+
+LaunchResult CublasTranspose(const LaunchArgs& args) {
+  return ForElementType(args, [](const auto& t) {
+    int status = 0;
+    const cudaError_t err =
+        LaunchCublasTranspose(t.a, t.out, t.p.m, t.p.n, t.cublas, t.stream, &status);
+    return LaunchResult(err, status);
+  });
+}
 
 }  // namespace gpucompute::kernels::cuda

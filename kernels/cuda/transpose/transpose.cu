@@ -2,6 +2,7 @@
 // one-dimensional (tile index = row tile * column tiles + column tile) so that
 // any shape fits the grid limits.
 #include "cuda/cuda_util.h"
+#include "cuda/launcher.h"
 #include "cuda/transpose/transpose_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -244,5 +245,34 @@ template cudaError_t LaunchTranspose<float>(const float*, float*, int64_t, int64
                                             cudaStream_t);
 template cudaError_t LaunchTranspose<double>(const double*, double*, int64_t, int64_t,
                                              TransposeKind, cudaStream_t);
+
+namespace {
+
+LaunchResult Transpose(const LaunchArgs& args, TransposeKind kind) {
+  return ForElementType(args, [&](const auto& t) {
+    return LaunchTranspose(t.a, t.out, t.p.m, t.p.n, kind, t.stream);
+  });
+}
+
+}  // namespace
+
+LaunchResult NaiveTranspose(const LaunchArgs& args) {
+  return Transpose(args, TransposeKind::kNaive);
+}
+LaunchResult SharedTranspose(const LaunchArgs& args) {
+  return Transpose(args, TransposeKind::kShared);
+}
+LaunchResult SharedPaddedTranspose(const LaunchArgs& args) {
+  return Transpose(args, TransposeKind::kSharedPadded);
+}
+LaunchResult SharedSwizzledTranspose(const LaunchArgs& args) {
+  return Transpose(args, TransposeKind::kSharedSwizzled);
+}
+LaunchResult SharedPaddedVec16Transpose(const LaunchArgs& args) {
+  return Transpose(args, TransposeKind::kTile64Vec16);
+}
+LaunchResult SharedPaddedWideTranspose(const LaunchArgs& args) {
+  return Transpose(args, TransposeKind::kSharedPaddedWide);
+}
 
 }  // namespace gpucompute::kernels::cuda

@@ -5,13 +5,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gpucompute/kernels/variant.h"
 
 namespace gpucompute::kernels {
 
 class Registry {
  public:
-  // Fails on a duplicate (op, backend, name).
+  // Fails on a duplicate (op, backend, name), and on a variant without a
+  // name, an element type or a launcher.
   absl::Status Add(Variant variant);
 
   // Null when no variant of that op, backend and name exists.
@@ -24,14 +26,19 @@ class Registry {
   std::vector<Variant> variants_;
 };
 
-// The CPU variants (always available).
-void RegisterCpuVariants(Registry& registry);
-// The CUDA variants; registers nothing in a build without CUDA.
-void RegisterCudaVariants(Registry& registry);
+// The CPU variants (always available), from the tables in kernels/cpu/.
+absl::Status RegisterCpuVariants(Registry& registry);
+// The CUDA variants, from the ladder tables in kernels/cuda/<op>/ladder.cc;
+// registers nothing in a build without CUDA.
+absl::Status RegisterCudaVariants(Registry& registry);
 // True when this build includes the CUDA variants.
 bool BuiltWithCuda();
 
-// A registry holding every variant this build has.
+// A registry holding every variant this build has, built on the first call;
+// the first registration error when a ladder table is broken.
+absl::StatusOr<const Registry*> LoadDefaultRegistry();
+// LoadDefaultRegistry's registry. A broken table is a programming error: this
+// aborts with its message (the server checks LoadDefaultRegistry at start-up).
 const Registry& DefaultRegistry();
 
 }  // namespace gpucompute::kernels

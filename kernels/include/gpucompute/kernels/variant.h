@@ -36,6 +36,9 @@ struct Variant {
   std::string description;  // one line: what the variant does
   std::vector<DType> dtypes;
   bool reduced_precision = false;  // e.g. TF32: never chosen by "auto" unless allowed
+  // "auto" on a shape it has not measured runs the supported variant with the
+  // lowest positive rank (ties: the earlier one); 0 never stands in.
+  int fallback_rank = 0;
   Backend backend = Backend::kCpu;
   // Scratch memory the launch needs; null means none.
   std::function<size_t(const Problem&)> workspace_bytes;

@@ -1,0 +1,67 @@
+// The one signature of a CUDA variant's launcher, CudaLaunch, so that a row of
+// its op's ladder table can name it (GPUCOMPUTE_KERNEL_FUNCTION) without any
+// header listing it. No abseil here: nvcc compiles the kernel files that
+// define launchers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "gpucompute/kernels/problem.h"
+
+namespace gpucompute::kernels::cuda {
+
+// One launch with its buffers as T (device pointers).
+template <typename T>
+struct TypedLaunchArgs {
+  const Problem& p;
+  const T* a;
+  const T* b;  // null for ops with one input
+  T* out;
+  void* workspace;  // at least the variant's workspace_bytes(p) bytes
+  size_t workspace_bytes;
+  cudaStream_t stream;
+  void* cublas;  // cublasHandle_t; launchers that use it bind it to `stream`
+};
+
+// One launch as the registry hands it over: buffers of the problem's dtype.
+struct LaunchArgs {
+  const Problem& p;
+  const void* a;
+  const void* b;
+  void* out;
+  void* workspace;
+  size_t workspace_bytes;
+  cudaStream_t stream;
+  void* cublas;
+
+  template <typename T>
+  TypedLaunchArgs<T> As() const {
+    return {p, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out),
+            workspace, workspace_bytes, stream, cublas};
+  }
+};
+
+// What a launch reports: the launch's CUDA error and, from launchers that
+// call cuBLAS, the cuBLAS status (0: success).
+struct LaunchResult {
+  // Implicit, so that a launcher can return its kernel's cudaError_t.
+  LaunchResult(cudaError_t cuda_error = cudaSuccess, int cublas_status = 0)
+      : cuda(cuda_error), cublas(cublas_status) {}
+  cudaError_t cuda;
+  int cublas;
+};
+
+// Enqueues the variant's work on args.stream and returns without waiting.
+using CudaLaunch = LaunchResult(const LaunchArgs&);
+
+// Calls launch(args.As<float>()) or launch(args.As<double>()) by the
+// problem's element type: the body of a launcher for both types.
+template <typename Launch>
+LaunchResult ForElementType(const LaunchArgs& args, const Launch& launch) {
+  if (args.p.dtype == DType::kFloat64) return launch(args.As<double>());
+  return launch(args.As<float>());
+}
+
+}  // namespace gpucompute::kernels::cuda

@@ -1,0 +1,51 @@
+// The MatMul ladder, simplest first: one row per variant. Each launcher is a
+// `LaunchResult Name(const LaunchArgs&)` defined in this folder's kernel files.
+#include "cuda/ladder.h"
+
+namespace gpucompute::kernels::cuda {
+
+// Not in an anonymous namespace: GPUCOMPUTE_KERNEL_FUNCTION declares the
+// launchers in the namespace enclosing the table.
+constexpr CudaLadderRow kMatMulLadder[] = {
+    {.name = "naive",
+     .description = "one thread per output element, A and B read from global memory",
+     .dtypes = kFloat32AndFloat64,
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, NaiveMatMul)},
+    {.name = "tiled16",
+     .description = "16x16 shared-memory tiles of A and B, one output element per thread",
+     .dtypes = kFloat32AndFloat64,
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul16)},
+    {.name = "tiled32",
+     .description = "32x32 shared-memory tiles of A and B, one output element per thread",
+     .dtypes = kFloat32AndFloat64,
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul32)},
+    {.name = "tiled32_padded",
+     .description = "32x33 padded shared-memory tiles, one output element per thread",
+     .dtypes = kFloat32AndFloat64,
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul32Padded)},
+    {.name = "register_tiled",
+     .description =
+         "128x128 block tile, 8x8 register tile per thread, 64x32 warp tiles, 16-byte loads, "
+         "transposed conflict-free A staging, double-buffered shared memory with register "
+         "prefetch",
+     .dtypes = kFloat32AndFloat64,
+     .fallback_rank = 3,
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, RegisterTiledMatMul)},
+    {.name = "cublas",
+     .description = "cuBLAS GEMM: FP32 without TF32, FP64 DGEMM",
+     .dtypes = kFloat32AndFloat64,
+     .fallback_rank = 2,
+     .workspace_bytes = GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, CublasMatMulWorkspaceBytes),
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, CublasMatMul)},
+    {.name = "cublas_tf32",
+     .description = "cuBLAS GEMM on TF32 tensor cores (reduced precision)",
+     .dtypes = kFloat32Only,
+     .reduced_precision = true,
+     .fallback_rank = 1,
+     .workspace_bytes = GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, CublasMatMulWorkspaceBytes),
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, CublasTf32MatMul)},
+};
+
+std::span<const CudaLadderRow> MatMulLadder() { return kMatMulLadder; }
+
+}  // namespace gpucompute::kernels::cuda

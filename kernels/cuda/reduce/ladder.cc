@@ -1,0 +1,44 @@
+// The Reduce ladder, simplest first: one row per variant. Each launcher is a
+// `LaunchResult Name(const LaunchArgs&)` and each workspace function a
+// `size_t Name(const Problem&)`, defined in this folder's kernel files.
+#include "cuda/ladder.h"
+
+namespace gpucompute::kernels::cuda {
+
+// Not in an anonymous namespace: GPUCOMPUTE_KERNEL_FUNCTION declares the
+// launchers in the namespace enclosing the table.
+constexpr CudaLadderRow kReduceLadder[] = {
+    {.name = "interleaved",
+     .description = "shared-memory tree with interleaved (divergent) addressing, one element "
+                    "per thread, repeated passes",
+     .dtypes = kFloat32AndFloat64,
+     .workspace_bytes =
+         GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, InterleavedReduceWorkspaceBytes),
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, InterleavedReduce)},
+    {.name = "sequential",
+     .description = "shared-memory tree with sequential addressing, two elements per thread, "
+                    "repeated passes",
+     .dtypes = kFloat32AndFloat64,
+     .workspace_bytes =
+         GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, SequentialReduceWorkspaceBytes),
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SequentialReduce)},
+    {.name = "warp_shuffle",
+     .description =
+         "16-byte loads with four in flight per thread, warp shuffles, deterministic final pass",
+     .dtypes = kFloat32AndFloat64,
+     .fallback_rank = 2,
+     .workspace_bytes =
+         GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, WarpShuffleReduceWorkspaceBytes),
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce)},
+    {.name = "cub",
+     .description = "cub::DeviceReduce (ALL), cub::DeviceSegmentedReduce (PER_ROW); PER_COLUMN "
+                    "uses the coalesced warp_shuffle column kernel",
+     .dtypes = kFloat32AndFloat64,
+     .fallback_rank = 1,
+     .workspace_bytes = GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, CubReduceWorkspaceBytes),
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, CubReduce)},
+};
+
+std::span<const CudaLadderRow> ReduceLadder() { return kReduceLadder; }
+
+}  // namespace gpucompute::kernels::cuda

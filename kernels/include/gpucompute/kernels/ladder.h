@@ -1,0 +1,90 @@
+// A ladder: the variants of one op on one backend, declared as one table next
+// to their kernels, simplest first (the order GetServerInfo, Profile and the
+// README list them in). A new variant is its kernel file plus one row:
+//
+//   {.name = "tiled64",
+//    .description = "64x64 shared-memory tiles, one output element per thread",
+//    .dtypes = kFloat32AndFloat64,
+//    .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul64)},
+//
+// where the kernel file defines `LaunchResult TiledMatMul64(const LaunchArgs&)`
+// in the table's namespace. Sources are picked up by a glob; no header lists
+// launchers.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gpucompute/kernels/registry.h"
+
+// The function `name` of type `Signature`, defined in a kernel file, as a
+// pointer: the block-scope declaration in the lambda declares it in the
+// namespace enclosing the table (a named one: a function declared in an
+// anonymous namespace would need its definition in the same file). A missing
+// or misspelt definition fails at link time.
+#define GPUCOMPUTE_KERNEL_FUNCTION(Signature, name) \
+  ([] {                                             \
+    Signature name;                                 \
+    return &name;                                   \
+  }())
+
+namespace gpucompute::kernels {
+
+// The element types a variant supports.
+struct DTypeSet {
+  bool float32 = false;
+  bool float64 = false;
+};
+inline constexpr DTypeSet kFloat32Only{.float32 = true};
+inline constexpr DTypeSet kFloat32AndFloat64{.float32 = true, .float64 = true};
+
+// Scratch bytes a launch of `p` needs (Variant::workspace_bytes).
+using WorkspaceFunction = size_t(const Problem&);
+
+// One row of a ladder table. `Launch` is the backend's launcher type
+// (CudaLaunch in kernels/cuda/launcher.h, CpuLaunch below).
+template <typename Launch>
+struct LadderRow {
+  const char* name = "";
+  const char* description = "";  // one line: what the variant does
+  DTypeSet dtypes;
+  bool reduced_precision = false;  // e.g. TF32: "auto" picks it only when the request allows
+  int fallback_rank = 0;           // Variant::fallback_rank: "auto"'s pick before measuring
+  WorkspaceFunction* workspace_bytes = nullptr;  // null: no scratch
+  Launch* launch = nullptr;
+};
+
+// The Variant a row declares, without its launcher.
+Variant DeclaredVariant(Op op, Backend backend, const char* name, const char* description,
+                        DTypeSet dtypes, bool reduced_precision, int fallback_rank,
+                        WorkspaceFunction* workspace_bytes);
+
+// Variant::launch for `variant`: checks what every launch must (the op, the
+// element type, the workspace size) and then runs `run`.
+std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> CheckedLaunch(
+    const Variant& variant,
+    std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> run);
+
+// Registers `rows` in order, each with `adapt(name, row.launch)` (the
+// backend's call of its launcher) behind CheckedLaunch. A row without a
+// launcher, a duplicate name or an empty one fails, naming the row.
+template <typename Launch, typename Adapt>
+absl::Status AddLadder(Registry& registry, Op op, Backend backend,
+                       std::span<const LadderRow<Launch>> rows, const Adapt& adapt) {
+  for (const LadderRow<Launch>& row : rows) {
+    Variant v = DeclaredVariant(op, backend, row.name, row.description, row.dtypes,
+                                row.reduced_precision, row.fallback_rank, row.workspace_bytes);
+    if (row.launch != nullptr) v.launch = CheckedLaunch(v, adapt(v.name, row.launch));
+    if (absl::Status s = registry.Add(std::move(v)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// The CPU launcher: runs synchronously on the calling thread; host pointers.
+using CpuLaunch = absl::Status(const Problem&, const Buffers&);
+absl::Status AddCpuLadder(Registry& registry, Op op, std::span<const LadderRow<CpuLaunch>> rows);
+
+}  // namespace gpucompute::kernels

@@ -1,0 +1,48 @@
+#include "gpucompute/kernels/ladder.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpucompute::kernels {
+
+Variant DeclaredVariant(Op op, Backend backend, const char* name, const char* description,
+                        DTypeSet dtypes, bool reduced_precision, int fallback_rank,
+                        WorkspaceFunction* workspace_bytes) {
+  Variant v;
+  v.op = op;
+  v.name = name;
+  v.description = description;
+  if (dtypes.float32) v.dtypes.push_back(DType::kFloat32);
+  if (dtypes.float64) v.dtypes.push_back(DType::kFloat64);
+  v.reduced_precision = reduced_precision;
+  v.fallback_rank = fallback_rank;
+  v.backend = backend;
+  if (workspace_bytes != nullptr) v.workspace_bytes = workspace_bytes;
+  return v;
+}
+
+std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> CheckedLaunch(
+    const Variant& variant,
+    std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> run) {
+  return [op = variant.op, name = variant.name, dtypes = variant.dtypes,
+          workspace = variant.workspace_bytes,
+          run = std::move(run)](const Problem& p, const Buffers& buf,
+                                const LaunchContext& ctx) -> absl::Status {
+    if (p.op != op) return absl::InvalidArgumentError(absl::StrCat(name, ": wrong op"));
+    if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " does not support ", DTypeName(p.dtype)));
+    }
+    const size_t needed = workspace ? workspace(p) : 0;
+    if (buf.workspace_bytes < needed || (needed > 0 && buf.workspace == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " needs ", needed,
+                                                     " bytes of workspace, got ",
+                                                     buf.workspace_bytes));
+    }
+    return run(p, buf, ctx);
+  };
+}
+
+}  // namespace gpucompute::kernels
