@@ -63,11 +63,15 @@ class Result:
 
 
 def row_major(array: Any, name: str) -> Tuple[int, np.ndarray]:
-    """(wire dtype, row-major little-endian array) of a 2-D float32/float64
-    array of any layout."""
+    """(wire dtype, row-major little-endian 2-D array) of a 2-D float32/float64
+    array of any layout, or of a 1-D one, sent as one row (1 x N) as the CLI
+    reads a 1-D .npy file."""
     a = np.asarray(array)
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
     if a.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array, got shape {a.shape}")
+        raise ValueError(f"{name}: expected a 2-D array (or 1-D, sent as 1 x N), "
+                         f"got shape {a.shape}")
     if a.dtype.kind != "f" or a.dtype.itemsize not in _WIRE_DTYPE:
         raise TypeError(f"{name}: dtype {a.dtype} is neither float32 nor float64; "
                         f"convert it first, e.g. {name}.astype(numpy.float32)")
@@ -177,9 +181,11 @@ def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis,
     op_v = op_value(op)
     shape = tuple(int(s) for s in shape)
     if op_v == pb.OP_MATMUL:
+        # (m, k, n), the order of a @ b and of the CLI's MxKxN.
         if len(shape) != 3:
-            raise ValueError(f"matmul shape: expected (m, n, k), got {shape}")
-        m, n, k = shape
+            raise ValueError(f"matmul shape: expected (m, k, n) for a (m x k) @ b (k x n), "
+                             f"got {shape}")
+        m, k, n = shape
     else:
         if len(shape) != 2:
             raise ValueError(f"{op} shape: expected (m, n), got {shape}")

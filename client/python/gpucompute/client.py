@@ -17,7 +17,8 @@ class Client:
     """Channels to a gpucompute server; safe to share between threads.
 
     Arrays go in as any 2-D float32/float64 NumPy array (C- or F-ordered,
-    strided, either byte order) and come back as read-only row-major arrays.
+    strided, either byte order; a 1-D array is one row, 1 x N) and come back
+    as read-only row-major 2-D arrays.
     Failed calls raise ComputeError with the gRPC status code and message.
 
     target: "host:port" or a gRPC target such as "dns:///name:port".
@@ -89,7 +90,7 @@ class Client:
                 axis: Union[str, int, None] = None, warmup: int = 0, repetitions: int = 0,
                 timeout: Optional[float] = _UNSET) -> c.ProfileResult:
         """Times every variant (or `variants`) on server-generated data.
-        shape: (m, n, k) for matmul (a is m x k, b is k x n), (m, n) otherwise."""
+        shape: (m, k, n) for matmul (a is m x k, b is k x n), (m, n) otherwise."""
         request = c.profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
                                     repetitions)
         return c.ProfileResult(self._call("Profile", request, timeout))

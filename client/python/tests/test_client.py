@@ -71,6 +71,19 @@ def test_reduce_matches_numpy(client, rng, op):
         assert np.max(np.abs(out - expected)) <= tol, (op, axis)
 
 
+def test_one_dimensional_arrays_are_one_row(client, rng):
+    """A 1-D array is sent as 1 x N, as the CLI reads a 1-D .npy file; results
+    are always 2-D."""
+    v = uniform(rng, 7, np.float64)
+    np.testing.assert_array_equal(client.transpose(v), v.reshape(7, 1))
+    b = uniform(rng, (7, 3), np.float64)
+    c = client.matmul(v, b)
+    assert c.shape == (1, 3)
+    np.testing.assert_allclose(c[0], v @ b, rtol=1e-12, atol=1e-12)
+    assert client.reduce(v, "sum", "per_column").shape == (1, 7)
+    assert client.reduce(v, "max", "per_row")[0, 0] == v.max()
+
+
 def test_results_are_read_only_views(client):
     out = client.transpose(np.ones((3, 2), np.float32))
     assert not out.flags.writeable
@@ -108,7 +121,9 @@ def test_client_side_argument_errors(client):
     with pytest.raises(TypeError, match="astype"):
         client.transpose(np.ones((2, 2), np.int32))
     with pytest.raises(ValueError, match="2-D"):
-        client.transpose(np.ones(4, np.float32))
+        client.transpose(np.ones((2, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="2-D"):
+        client.transpose(np.float32(1))
     with pytest.raises(ValueError, match="axis"):
         client.reduce(np.ones((2, 2)), "sum", axis=2)
     with pytest.raises(ValueError, match="reduce op"):

@@ -62,3 +62,29 @@ def test_malformed_responses_raise_internal(raw, why):
 
 def test_varint_encodes_negative_int64_in_ten_bytes():
     assert _wire._varint(-1) == b"\xff" * 9 + b"\x01"
+
+
+def test_one_dimensional_arrays_are_one_row(rng):
+    """A 1-D array is 1 x N, as the CLI reads a 1-D .npy file."""
+    v = rng.standard_normal(5)
+    dtype, a = c.row_major(v, "a")
+    assert dtype == pb.DTYPE_FLOAT64 and a.shape == (1, 5)
+    np.testing.assert_array_equal(a[0], v)
+    b = rng.standard_normal((5, 2))
+    expected = pb.MatMulRequest(a=pb.Matrix(dtype=pb.DTYPE_FLOAT64, rows=1, cols=5,
+                                            data=v.tobytes()), b=proto_matrix(b))
+    assert c.matmul_request(v, b, "", False) == expected.SerializeToString()
+    for bad in (np.float64(1.0), np.ones((2, 2, 2))):
+        with pytest.raises(ValueError, match="2-D array"):
+            c.row_major(bad, "x")
+
+
+def test_profile_shape_is_m_k_n():
+    """(m, k, n) for matmul, the order of a @ b and of the CLI's MxKxN;
+    ProfileRequest keeps its m, n, k fields."""
+    r = c.profile_request("matmul", (64, 32, 16), np.float32, (), "sum", None, 0, 0)
+    assert (r.op, r.m, r.k, r.n) == (pb.OP_MATMUL, 64, 32, 16)
+    r = c.profile_request("transpose", (30, 20), np.float64, (), "sum", None, 0, 0)
+    assert (r.m, r.n, r.k, r.dtype) == (30, 20, 0, pb.DTYPE_FLOAT64)
+    with pytest.raises(ValueError, match=r"expected \(m, k, n\)"):
+        c.profile_request("matmul", (64, 32), np.float32, (), "sum", None, 0, 0)
