@@ -140,6 +140,11 @@ bool StopSignalPending() {
 }
 
 int Run() {
+  // A broken ladder table (a duplicate or launcher-less variant) stops start-up.
+  if (auto registry = kernels::LoadDefaultRegistry(); !registry.ok()) {
+    LogError(absl::StrCat("variant registry: ", registry.status().message()));
+    return 1;
+  }
   KeepLargeAllocationsInHeap();
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
