@@ -20,6 +20,7 @@
 #include "server/cpu/cpu_device.h"
 #include "server/grpc/credentials.h"
 #include "server/cuda/open_devices.h"
+#include "server/ops/flags_usage.h"
 #include "server/ops/log.h"
 #include "server/ops/metrics.h"
 #include "server/engine/compute_engine.h"
@@ -61,6 +62,24 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "file whose first line is a bearer token; when set, Compute calls without "
           "\"authorization: Bearer <token>\" get UNAUTHENTICATED (health and reflection stay "
           "open). Use with TLS: the token is otherwise sent in clear text");
+ABSL_FLAG(int64_t, grpc_memory_quota_bytes, int64_t{4} << 30,
+          "memory gRPC may use for all connections' buffers (grpc::ResourceQuota); 0: unbounded");
+ABSL_FLAG(int32_t, max_connection_idle_seconds, 300,
+          "close a client connection that had no call in flight for this long; 0: never");
+ABSL_FLAG(int32_t, max_connection_age_seconds, 0,
+          "ask a client to reconnect once its connection is this old (calls in flight finish "
+          "first); 0: never");
+ABSL_FLAG(int64_t, response_buffer_pool_bytes, int64_t{2} << 30,
+          "host memory kept for reuse by large response payloads while the server is busy");
+ABSL_FLAG(int32_t, idle_trim_seconds, 10,
+          "after this long without calls, free the kept response buffers and return free heap "
+          "memory to the system; 0: never");
+ABSL_FLAG(std::string, log_level, "info",
+          "least severe log lines written to stderr: info, warning (adds every failed request) "
+          "or error");
+ABSL_FLAG(std::string, access_log, "",
+          "one line per call (peer, method, status, variant, total microseconds) appended to "
+          "this file; \"-\" for stderr; empty: off");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "requests one client connection may have in flight at once; more wait in the client "
           "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, unlimited)");
@@ -145,6 +164,14 @@ int Run() {
     LogError(absl::StrCat("variant registry: ", registry.status().message()));
     return 1;
   }
+  if (auto s = SetLogLevel(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
+    LogError(std::string(s.message()));
+    return 1;
+  }
+  if (auto s = OpenAccessLog(absl::GetFlag(FLAGS_access_log)); !s.ok()) {
+    LogError(std::string(s.message()));
+    return 1;
+  }
   KeepLargeAllocationsInHeap();
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
@@ -188,6 +215,7 @@ int Run() {
   }
 
   ServiceConfig config;
+  config.host_buffer_pool_bytes = absl::GetFlag(FLAGS_response_buffer_pool_bytes);
   config.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
   config.version = GPUCOMPUTE_VERSION;
   config.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
@@ -202,7 +230,13 @@ int Run() {
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   builder.AddListeningPort(listen, security->credentials, &port);
-  ApplyTransportOptions(builder);
+  // A second server on the same port must fail to start, not share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ConnectionLimits connection_limits;
+  connection_limits.memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
+  connection_limits.max_idle_ms = int64_t{1000} * absl::GetFlag(FLAGS_max_connection_idle_seconds);
+  connection_limits.max_age_ms = int64_t{1000} * absl::GetFlag(FLAGS_max_connection_age_seconds);
+  ApplyTransportOptions(builder, connection_limits);
   builder.SetMaxReceiveMessageSize(MaxReceiveMessageBytes(config.limits.max_matrix_bytes));
   if (max_streams > 0) builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_streams);
   builder.RegisterService(&service);
@@ -245,6 +279,19 @@ int Run() {
   service.Activate(engine);
   metrics.AttachScheduler(&scheduler);
 
+  // Start-up's probes (ceilings, calibration buffers) are freed by now; the
+  // heap keeps them unless told to give them back.
+  ReturnFreeHeapToSystem();
+  std::optional<IdleMemoryTrimmer> trimmer;
+  if (const int32_t idle = absl::GetFlag(FLAGS_idle_trim_seconds); idle > 0) {
+    trimmer.emplace(
+        absl::Seconds(idle),
+        [&service] {
+          return IdleMemoryTrimmer::Activity{service.calls_started(), service.calls_in_flight()};
+        },
+        [&service] { service.ReleaseRetainedBuffers(); });
+  }
+
   // A stop requested during start-up drains at once, never showing SERVING.
   if (!StopSignalPending()) {
     health->SetServingStatus(kServiceName, true);
@@ -274,6 +321,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gpucompute-server: GPU MatMul, Transpose and Reduce over gRPC.\n"
       "  gpucompute-server --listen=0.0.0.0:50051 --backend=auto");
+  gpucompute::server::HandleHelpAndVersion(argc, argv, "gpucompute-server");
   absl::ParseCommandLine(argc, argv);
   return gpucompute::server::Run();
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/profile_response.h"
+#include "server/ops/log.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute::server {
@@ -21,32 +22,61 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
 }  // namespace
 
 // A unary reactor that records cancellation so queued work can be abandoned,
-// and counts its call in the metrics when it finishes.
+// and counts its call in the metrics (and the access log) when it finishes.
 class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
  public:
-  CallReactor(Metrics& metrics, RpcOp op) : metrics_(metrics), op_(op) {
+  CallReactor(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op,
+              std::atomic<int64_t>& started, std::atomic<int64_t>& in_flight)
+      : ctx_(ctx), metrics_(metrics), op_(op), deadline_(DeadlineOf(ctx)), in_flight_(in_flight) {
     metrics_.RequestStarted();
+    started.fetch_add(1, std::memory_order_relaxed);
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
   void OnCancel() override { cancelled_->store(true); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
   std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
   absl::Time received() const { return received_; }
+  absl::Time deadline() const { return deadline_; }
 
   // Records the outcome, then answers the client; called exactly once per
   // call. `variant` is the one that ran or was chosen ("" when none was).
-  void Complete(const absl::Status& status, const std::string& variant = "",
+  void Complete(absl::Status status, const std::string& variant = "",
                 StageLatencies latencies = {}) {
-    if (latencies.total_us < 0) {
-      latencies.total_us = absl::ToInt64Microseconds(absl::Now() - received_);
+    const absl::Time now = absl::Now();
+    if (latencies.total_us < 0) latencies.total_us = absl::ToInt64Microseconds(now - received_);
+    // A call the client gave up on ends as the client sees it, whatever the
+    // work's own outcome was (it may have failed because the call went away).
+    if (cancelled_->load() || ctx_->IsCancelled()) {
+      status = now >= deadline_ ? absl::DeadlineExceededError("deadline passed")
+                                : absl::CancelledError("cancelled by the client");
+    } else if (status.ok() && now >= deadline_) {
+      status = absl::DeadlineExceededError("deadline passed before the response was ready");
     }
     metrics_.RequestFinished(op_, variant, status.code(), latencies);
+    if (!status.ok() && status.code() != absl::StatusCode::kCancelled &&
+        status.code() != absl::StatusCode::kDeadlineExceeded) {
+      LogWarning(absl::StrCat(RpcOpName(op_), " from ", ctx_->peer(), ": ",
+                              absl::StatusCodeToString(status.code()), ": ", status.message()));
+    }
+    if (AccessLogEnabled()) {
+      LogAccess(absl::StrCat(ctx_->peer(), " ", RpcOpName(op_), " ",
+                             absl::StatusCodeToString(status.code()), " variant=",
+                             variant.empty() ? "none" : variant, " total_us=",
+                             latencies.total_us));
+    }
     Finish(ToGrpcStatus(status));
   }
 
  private:
+  grpc::CallbackServerContext* const ctx_;
   Metrics& metrics_;
   const RpcOp op_;
   const absl::Time received_ = absl::Now();
+  const absl::Time deadline_;
+  std::atomic<int64_t>& in_flight_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -103,11 +133,6 @@ absl::StatusOr<kernels::Problem> Validate(kernels::Op op, const wire::ComputeReq
   return absl::InternalError("unknown op");
 }
 
-RequestLifetime LifetimeOf(const grpc::CallbackServerContext* ctx,
-                           std::shared_ptr<std::atomic<bool>> cancelled) {
-  return RequestLifetime{DeadlineOf(ctx), std::move(cancelled)};
-}
-
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
   v1::ExecutionReport report;
   report.set_variant(outcome.variant->name);
@@ -126,13 +151,15 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
                                                      kernels::Op op,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(metrics_, rpc);
+  auto* reactor = new CallReactor(ctx, metrics_, rpc, calls_started_, calls_in_flight_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
 
   auto state = std::make_shared<ComputeState>();
-  if (!request->Dump(&state->slices).ok()) {
-    reactor->Complete(absl::InternalError("request: the received message could not be read"));
+  // No message at all (the client half-closed without sending one) leaves
+  // the buffer invalid.
+  if (!request->Valid() || !request->Dump(&state->slices).ok()) {
+    reactor->Complete(absl::InvalidArgumentError("request: no request message was received"));
     return reactor;
   }
   auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);
@@ -166,7 +193,7 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     state->out = buffers_.Acquire(bytes);
     return static_cast<void*>(state->out->data());
   };
-  call.lifetime = LifetimeOf(ctx, reactor->cancelled());
+  call.lifetime = RequestLifetime{reactor->deadline(), reactor->cancelled()};
   engine->Compute(std::move(call), [this, reactor, response, state](
                                        absl::Status status, const ComputeOutcome& outcome) {
     StageLatencies latencies;
@@ -210,7 +237,7 @@ grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,
                                                   const v1::ProfileRequest* req,
                                                   v1::ProfileResponse* resp) {
-  auto* reactor = new CallReactor(metrics_, RpcOp::kProfile);
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kProfile, calls_started_, calls_in_flight_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
   auto problem = ValidateProfile(*req, config_.limits);
@@ -239,7 +266,7 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
     }
     job.variants.push_back(*v);
   }
-  call.lifetime = LifetimeOf(ctx, reactor->cancelled());
+  call.lifetime = RequestLifetime{reactor->deadline(), reactor->cancelled()};
   engine->Profile(std::move(call), [reactor, resp, problem = *problem, seed = job.seed](
                                        absl::Status status, const ProfileOutcome& outcome) {
     StageLatencies latencies;
@@ -258,7 +285,7 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                         const v1::ServerInfoRequest*,
                                                         v1::ServerInfo* resp) {
-  auto* reactor = new CallReactor(metrics_, RpcOp::kServerInfo);
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kServerInfo, calls_started_, calls_in_flight_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
   resp->set_version(config_.version);

@@ -39,6 +39,13 @@ class ComputeService final
   // Starts serving on opened devices; call once. `engine` must outlive the server.
   void Activate(ComputeEngine& engine);
 
+  // Calls begun so far, and calls not yet finished: the server is idle while
+  // the first stays the same and the second is 0.
+  int64_t calls_started() const { return calls_started_.load(std::memory_order_relaxed); }
+  int64_t calls_in_flight() const { return calls_in_flight_.load(std::memory_order_relaxed); }
+  // Frees the response buffers kept for reuse; returns their bytes.
+  int64_t ReleaseRetainedBuffers() { return buffers_.Trim(); }
+
   // MatMul, Transpose and Reduce take their messages as raw bytes (see
   // server/wire.h): the payloads are read from and written to the transport's
   // buffers without protobuf copies.
@@ -77,6 +84,8 @@ class ComputeService final
   ResponseBufferPool buffers_{config_.host_buffer_pool_bytes};
   const BearerTokenAuth* const auth_;
   std::atomic<ComputeEngine*> engine_{nullptr};
+  std::atomic<int64_t> calls_started_{0};
+  std::atomic<int64_t> calls_in_flight_{0};
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

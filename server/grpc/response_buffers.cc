@@ -1,5 +1,7 @@
 #include "server/grpc/response_buffers.h"
 
+#include <utility>
+
 namespace gpucompute::server {
 
 std::unique_ptr<std::string> ResponseBufferPool::Acquire(size_t size) {
@@ -30,6 +32,17 @@ void ResponseBufferPool::Release(std::unique_ptr<std::string> buffer) {
   if (retained_ + int64_t(size) > max_retained_bytes_) return;
   retained_ += int64_t(size);
   free_.emplace(size, std::move(buffer));
+}
+
+int64_t ResponseBufferPool::Trim() {
+  std::multimap<size_t, std::unique_ptr<std::string>> freed;
+  int64_t bytes = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    freed.swap(free_);
+    bytes = std::exchange(retained_, 0);
+  }
+  return bytes;  // `freed` goes out of scope outside the lock
 }
 
 int64_t ResponseBufferPool::retained_bytes() const {

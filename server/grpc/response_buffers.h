@@ -27,6 +27,9 @@ class ResponseBufferPool {
   // Keeps `buffer` for reuse unless that would retain more than the limit.
   void Release(std::unique_ptr<std::string> buffer);
 
+  // Frees every retained buffer (the server went idle); returns the bytes.
+  int64_t Trim();
+
   int64_t retained_bytes() const;
 
  private:

@@ -1,10 +1,20 @@
 #include "server/grpc/transport.h"
 
+#include <grpcpp/resource_quota.h>
+
+#include <algorithm>
 #include <limits>
 
 namespace gpucompute::server {
+namespace {
 
-void ApplyTransportOptions(grpc::ServerBuilder& builder) {
+int ClampToInt(int64_t v) {
+  return int(std::clamp<int64_t>(v, 0, std::numeric_limits<int>::max()));
+}
+
+}  // namespace
+
+void ApplyTransportOptions(grpc::ServerBuilder& builder, const ConnectionLimits& limits) {
   // Protobuf caps one message near 2 GiB; allow up to that.
   builder.SetMaxReceiveMessageSize(std::numeric_limits<int>::max());
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
@@ -17,6 +27,23 @@ void ApplyTransportOptions(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_TCP_READ_CHUNK_SIZE, 4 << 20);
   builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256 << 10);
   builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 16 << 20);
+
+  if (limits.memory_quota_bytes > 0) {
+    grpc::ResourceQuota quota("gpucompute-server");
+    quota.Resize(size_t(limits.memory_quota_bytes));
+    builder.SetResourceQuota(quota);
+  }
+  if (limits.max_idle_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ClampToInt(limits.max_idle_ms));
+  }
+  if (limits.max_age_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ClampToInt(limits.max_age_ms));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               ClampToInt(limits.max_age_grace_ms));
+  }
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ClampToInt(limits.min_ping_interval_ms));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
 }
 
 }  // namespace gpucompute::server

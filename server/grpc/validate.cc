@@ -39,11 +39,15 @@ absl::Status CheckDim(int64_t value, const std::string& field) {
 absl::Status CheckSize(int64_t rows, int64_t cols, DType dtype, const std::string& what,
                        const Limits& limits) {
   const int64_t bytes = MatrixBytes(rows, cols, dtype);
-  if (bytes >= 0 && bytes <= limits.max_matrix_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      what, ": ", Shape(rows, cols, dtype), " matrix is ",
-      bytes < 0 ? std::string("more than 2^63") : absl::StrCat(bytes), " bytes, above max_matrix_bytes ",
-      limits.max_matrix_bytes));
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", Shape(rows, cols, dtype),
+                                                   " matrix: its byte size overflows int64"));
+  }
+  if (bytes <= limits.max_matrix_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(what, ": ", Shape(rows, cols, dtype),
+                                                   " matrix is ", bytes,
+                                                   " bytes, above max_matrix_bytes ",
+                                                   limits.max_matrix_bytes));
 }
 
 // Checks one input matrix and returns its dtype.

@@ -9,4 +9,40 @@ void KeepLargeAllocationsInHeap() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...which is not shrunk after each free
 }
 
+void ReturnFreeHeapToSystem() { malloc_trim(0); }
+
+IdleMemoryTrimmer::IdleMemoryTrimmer(absl::Duration period, std::function<Activity()> activity,
+                                     std::function<void()> release)
+    : period_(period), activity_(std::move(activity)), release_(std::move(release)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+IdleMemoryTrimmer::~IdleMemoryTrimmer() {
+  stop_.Notify();
+  thread_.join();
+}
+
+int64_t IdleMemoryTrimmer::trims() const {
+  absl::MutexLock lock(&mu_);
+  return trims_;
+}
+
+void IdleMemoryTrimmer::Loop() {
+  Activity last = activity_();
+  bool trimmed = false;
+  while (!stop_.WaitForNotificationWithTimeout(period_)) {
+    const Activity now = activity_();
+    const bool idle = now.in_flight == 0 && now.started == last.started;
+    if (!idle) trimmed = false;
+    if (idle && !trimmed) {
+      if (release_) release_();
+      ReturnFreeHeapToSystem();
+      trimmed = true;
+      absl::MutexLock lock(&mu_);
+      ++trims_;
+    }
+    last = now;
+  }
+}
+
 }  // namespace gpucompute::server

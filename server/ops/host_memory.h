@@ -1,12 +1,52 @@
-// How the server's heap treats large blocks. glibc serves every allocation
-// above 32 MiB with a fresh mmap and returns it with munmap, so each large
-// request or response would pay a page fault per 4 KiB page before a byte is
-// copied. The server keeps such blocks in its heap for the next message.
+// How the server's host memory is kept and given back. glibc serves every
+// allocation above 32 MiB with a fresh mmap and returns it with munmap, so
+// each large request or response would pay a page fault per 4 KiB page
+// before a byte is copied: the server keeps such blocks in its heap while it
+// is busy, and hands free memory back to the system once it has been idle.
 #pragma once
+
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 namespace gpucompute::server {
 
 // Call once at start-up, before threads start.
 void KeepLargeAllocationsInHeap();
+
+// Returns free heap pages to the system (malloc_trim).
+void ReturnFreeHeapToSystem();
+
+// Every `period`, when nothing happened since the last look (the activity
+// count did not move and nothing is in flight), calls `release` (for pools
+// the caller keeps) and returns free heap memory to the system, once per
+// idle spell.
+class IdleMemoryTrimmer {
+ public:
+  struct Activity {
+    int64_t started = 0;    // calls begun so far
+    int64_t in_flight = 0;  // calls not yet finished
+  };
+  IdleMemoryTrimmer(absl::Duration period, std::function<Activity()> activity,
+                    std::function<void()> release);
+  ~IdleMemoryTrimmer();  // stops the thread
+
+  int64_t trims() const;
+
+ private:
+  void Loop();
+
+  const absl::Duration period_;
+  const std::function<Activity()> activity_;
+  const std::function<void()> release_;
+  absl::Notification stop_;
+  mutable absl::Mutex mu_;
+  int64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
 
 }  // namespace gpucompute::server

@@ -104,10 +104,11 @@ TEST(Validate, UnknownVariantAndUnsupportedDType) {
 TEST(Validate, MatrixAboveMaxMatrixBytes) {
   ExpectError(ValidateMatMul(MatMul(Mat(1024, 1024), Mat(1024, 1)), kLimits).status(),
               absl::StatusCode::kResourceExhausted, {"a", "4194304", "max_matrix_bytes 1048576"});
-  // Overflowing shapes are refused before anything is allocated.
+  // A shape whose byte size overflows int64 is a bad argument, not a big one
+  // (API.md), refused before anything is allocated.
   ExpectError(ValidateMatMul(MatMul(Mat(int64_t{1} << 40, int64_t{1} << 40), Mat(1, 1)), kLimits)
                   .status(),
-              absl::StatusCode::kResourceExhausted, {"a", "2^63"});
+              absl::StatusCode::kInvalidArgument, {"a", "overflows int64"});
   // A small a and b can still ask for a huge result.
   ExpectError(ValidateMatMul(MatMul(Mat(100000, 1), Mat(1, 100000)), Limits{int64_t{1} << 30})
                   .status(),

@@ -1,0 +1,190 @@
+// End to end: the server's command line (--help, --version), its port, and
+// calls that arrive broken or that the client abandons: each ends with the
+// status the client sees, counted so in the metrics, and logged.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+
+#include "absl/strings/str_cat.h"
+#include "gpucompute/v1/compute.grpc.pb.h"
+#include "support/e2e_util.h"
+#include "support/metrics_scrape.h"
+#include "support/server_process.h"
+#include "support/test_util.h"
+
+namespace gpucompute {
+namespace {
+
+namespace v1 = ::gpucompute::v1;
+using testing::Connect;
+using testing::FreshSeed;
+using testing::RandomMatrix;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command, stdout and stderr together.
+CommandResult RunCommand(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+TEST(ServerCommandLine, HelpListsTheServersFlagsAndExitsZero) {
+  const CommandResult help = RunCommand(absl::StrCat(GPUCOMPUTE_SERVER_PATH, " --help"));
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("--listen"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("--max_matrix_bytes"), std::string::npos);
+  EXPECT_NE(help.output.find("--access_log"), std::string::npos);
+  EXPECT_EQ(help.output.find("No flags matched"), std::string::npos);
+}
+
+TEST(ServerCommandLine, VersionPrintsTheVersion) {
+  const CommandResult version = RunCommand(absl::StrCat(GPUCOMPUTE_SERVER_PATH, " --version"));
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.output, absl::StrCat("gpucompute-server ", GPUCOMPUTE_VERSION, "\n"));
+}
+
+TEST(ServerCommandLine, BadLogLevelStopsStartUp) {
+  const CommandResult bad = RunCommand(absl::StrCat(
+      GPUCOMPUTE_SERVER_PATH, " --backend=cpu --metrics_listen= --log_level=loud"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("--log_level"), std::string::npos) << bad.output;
+}
+
+TEST(ServerPort, ASecondServerOnTheSamePortFailsToStart) {
+  testing::ServerProcess first(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--metrics_listen="});
+  ASSERT_TRUE(first.started());
+  const CommandResult second = RunCommand(absl::StrCat(
+      "timeout 30 ", GPUCOMPUTE_SERVER_PATH, " --backend=cpu --metrics_listen= --listen=",
+      first.target()));
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_NE(second.output.find("cannot listen"), std::string::npos) << second.output;
+}
+
+class HostileCalls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    access_log_ = ::testing::TempDir() + "/access-" + std::to_string(FreshSeed()) + ".log";
+    server_ = testing::StartServerWithMetrics(
+        GPUCOMPUTE_SERVER_PATH,
+        {"--backend=cpu", "--cpu_workers=2", "--access_log=" + access_log_});
+    ASSERT_TRUE(server_.started());
+    channel_ = Connect(server_.process->target());
+    stub_ = v1::Compute::NewStub(channel_);
+  }
+
+  double Count(const std::string& op, const std::string& code) {
+    auto scrape = testing::ScrapeMetrics(server_.metrics_port);
+    EXPECT_TRUE(scrape.ok()) << scrape.status();
+    return scrape.ok() ? scrape->Sum("gpucompute_requests_total", {{"op", op}, {"code", code}})
+                       : -1;
+  }
+
+  std::string access_log_;
+  testing::ServerWithMetrics server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Compute::Stub> stub_;
+};
+
+TEST_F(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
+  grpc::GenericStub generic(channel_);
+  for (const char* method : {"/gpucompute.v1.Compute/MatMul", "/gpucompute.v1.Compute/Transpose",
+                             "/gpucompute.v1.Compute/Reduce"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::CompletionQueue cq;
+    auto call = generic.PrepareCall(&ctx, method, &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    call->WritesDone(reinterpret_cast<void*>(2));  // half-close without a message
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    grpc::ByteBuffer reply;
+    grpc::Status status;
+    call->Read(&reply, reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT) << method << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find("no request message"), std::string::npos);
+  }
+  EXPECT_EQ(Count("matmul", "INTERNAL"), 0);
+  EXPECT_EQ(Count("matmul", "INVALID_ARGUMENT"), 1);
+}
+
+// Calls the client abandons (deadlines far shorter than the work, and
+// cancellations mid-flight) are never counted OK or INTERNAL: they end as the
+// client saw them, and the server keeps serving.
+TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest req;
+  *req.mutable_input() = RandomMatrix<float>(2048, 2049, rng);  // 16 MiB: tens of ms on a CPU
+  constexpr int kEach = 12;
+  int client_deadline = 0, client_cancelled = 0;
+  std::vector<std::future<grpc::StatusCode>> calls;
+  for (int i = 0; i < 2 * kEach; ++i) {
+    const bool cancel = i % 2 == 1;
+    calls.push_back(std::async(std::launch::async, [&, cancel, i] {
+      grpc::ClientContext ctx;
+      v1::TransposeResponse resp;
+      if (cancel) {
+        std::thread canceller([&ctx, i] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1 + i % 5));
+          ctx.TryCancel();
+        });
+        const grpc::StatusCode code = stub_->Transpose(&ctx, req, &resp).error_code();
+        canceller.join();
+        return code;
+      }
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1 + i % 5));
+      return stub_->Transpose(&ctx, req, &resp).error_code();
+    }));
+  }
+  for (auto& c : calls) {
+    const grpc::StatusCode code = c.get();
+    client_deadline += code == grpc::DEADLINE_EXCEEDED;
+    client_cancelled += code == grpc::CANCELLED;
+  }
+  EXPECT_EQ(client_deadline, kEach);
+  EXPECT_EQ(client_cancelled, kEach);
+  // The server's count settles once every abandoned job has ended.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(Count("transpose", "OK"), 0);
+  EXPECT_EQ(Count("transpose", "INTERNAL"), 0);
+  EXPECT_LE(Count("transpose", "DEADLINE_EXCEEDED"), kEach);
+  EXPECT_LE(Count("transpose", "CANCELLED"), kEach);
+
+  // Still serving, and the access log has a line per counted call.
+  grpc::ClientContext ctx;
+  v1::TransposeResponse resp;
+  ASSERT_TRUE(stub_->Transpose(&ctx, req, &resp).ok());
+  EXPECT_EQ(Count("transpose", "OK"), 1);
+  std::ifstream log(access_log_);
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("transpose OK variant=cpu_reference"), std::string::npos) << text.str();
+}
+
+}  // namespace
+}  // namespace gpucompute
