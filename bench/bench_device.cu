@@ -83,37 +83,16 @@ cudaError_t MaxAbsDiff(const void* x, const void* y, int64_t count, bool is_doub
   return err;
 }
 
-cudaError_t TimeCubSum(const float* data, int64_t count, int reps, cudaStream_t stream,
-                       double* median_ms, float* sum) {
-  float* out = nullptr;
-  void* temp = nullptr;
-  size_t temp_bytes = 0;
-  cudaError_t err = cub::DeviceReduce::Sum(nullptr, temp_bytes, data, out, count, stream);
-  if (err == cudaSuccess) err = cudaMalloc(&out, sizeof(float));
-  if (err == cudaSuccess) err = cudaMalloc(&temp, temp_bytes);
-  std::vector<float> times;
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; err == cudaSuccess && i < reps + 3; ++i) {
-    cudaEventRecord(start, stream);
-    err = cub::DeviceReduce::Sum(temp, temp_bytes, data, out, count, stream);
-    cudaEventRecord(stop, stream);
-    if (err == cudaSuccess) err = cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (i >= 3) times.push_back(ms);
-  }
-  if (err == cudaSuccess) err = cudaMemcpy(sum, out, sizeof(float), cudaMemcpyDeviceToHost);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(out);
-  cudaFree(temp);
-  if (!times.empty()) {
-    std::sort(times.begin(), times.end());
-    *median_ms = times[times.size() / 2];
-  }
-  return err;
+cudaError_t CubSumScratchBytes(int64_t count, size_t* bytes) {
+  const float* no_input = nullptr;
+  float* no_output = nullptr;
+  // Without scratch CUB only computes the size it needs.
+  return cub::DeviceReduce::Sum(nullptr, *bytes, no_input, no_output, count);
+}
+
+cudaError_t CubSum(const float* data, int64_t count, void* scratch, size_t scratch_bytes,
+                   float* sum, cudaStream_t stream) {
+  return cub::DeviceReduce::Sum(scratch, scratch_bytes, data, sum, count, stream);
 }
 
 }  // namespace gpucompute::bench

@@ -1,9 +1,10 @@
 // Device helpers of the benchmark: random fill, output comparison and the CUB
-// reference, kept in a .cu file of their own.
+// reference, kept in a .cu file of their own (no abseil: nvcc compiles it).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gpucompute::bench {
@@ -16,9 +17,10 @@ cudaError_t FillUniform(void* data, int64_t count, bool is_double, uint64_t seed
 cudaError_t MaxAbsDiff(const void* x, const void* y, int64_t count, bool is_double,
                        cudaStream_t stream, double* max_diff, double* max_abs_y);
 
-// cub::DeviceReduce::Sum over `count` floats, `reps` timed launches after a
-// warm-up; median milliseconds through *median_ms, the sum through *sum.
-cudaError_t TimeCubSum(const float* data, int64_t count, int reps, cudaStream_t stream,
-                       double* median_ms, float* sum);
+// cub::DeviceReduce::Sum over `count` floats into *sum (device memory), with
+// `scratch` of at least the *bytes CubSumScratchBytes gives. Timed by the caller.
+cudaError_t CubSumScratchBytes(int64_t count, size_t* bytes);
+cudaError_t CubSum(const float* data, int64_t count, void* scratch, size_t scratch_bytes,
+                   float* sum, cudaStream_t stream);
 
 }  // namespace gpucompute::bench

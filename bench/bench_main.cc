@@ -18,14 +18,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "bench_device.h"
 #include "cuda/matmul/matmul_kernels.h"
 #include "cuda/transpose/transpose_kernels.h"
+#include "google/protobuf/util/json_util.h"
 #include "gpucompute/kernels/check.h"
+#include "gpucompute/kernels/cuda_status.h"
+#include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/registry.h"
+#include "gpucompute/kernels/stats.h"
+#include "gpucompute/tools/v1/bench_report.pb.h"
 
 namespace gk = gpucompute::kernels;
+namespace gc = gpucompute::kernels::cuda;
 namespace gb = gpucompute::bench;
 
 namespace {
@@ -40,14 +47,26 @@ namespace {
     }                                                                                    \
   } while (0)
 
-struct Row {
-  std::string op, dtype, shape, variant;
-  double median_ms = 0, gflops = 0, gbytes = 0;
-  std::string reference;  // what `ratio` divides by
-  double reference_value = 0, ratio = 0;
-  bool ok = false;
-  std::string note;
-};
+using Report = gpucompute::tools::v1::BenchReport;
+using Row = Report::Row;
+
+Row NewRow(const std::string& op, const std::string& dtype, const std::string& shape,
+           const std::string& variant) {
+  Row row;
+  row.set_op(op);
+  row.set_dtype(dtype);
+  row.set_shape(shape);
+  row.set_variant(variant);
+  return row;
+}
+
+// Exits the bench with the failure's message.
+void CheckOk(const absl::Status& status) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "gpucompute-bench: %s\n", std::string(status.message()).c_str());
+    std::exit(1);
+  }
+}
 
 struct Device {
   void* ptr = nullptr;
@@ -62,30 +81,25 @@ cublasHandle_t g_cublas;
 int g_min_reps = 10;
 double g_budget_ms = 400;
 
-// Median milliseconds of `launch` over events, after two warm-ups; repeats
-// until about g_budget_ms has been spent, at least 3 and at most 50 times.
-double MedianMs(const std::function<void()>& launch) {
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 2; ++i) launch();
+// Median milliseconds of `launch` (kernels::TimeLaunches: CUDA events on
+// g_stream), after two warm-ups; repeats until about g_budget_ms has been
+// spent, at least 3 and at most 50 times. Exits on a failed launch.
+double MedianMs(const std::function<absl::Status()>& launch) {
+  absl::StatusOr<gc::EventTimer> timer = gc::EventTimer::Create();
+  CheckOk(timer.status());
+  CheckOk(gc::TimeLaunches(*timer, g_stream, 2, 0, launch).status());
   CHECK_CUDA(cudaStreamSynchronize(g_stream));
-  std::vector<float> times;
-  float spent = 0;
-  while (times.size() < 50 && (times.size() < 3 || (times.size() < size_t(g_min_reps) && spent < g_budget_ms) || spent < 0.25 * g_budget_ms)) {
-    CHECK_CUDA(cudaEventRecord(start, g_stream));
-    launch();
-    CHECK_CUDA(cudaEventRecord(stop, g_stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-    spent += ms;
+  std::vector<double> times;
+  double spent = 0;
+  while (times.size() < 50 &&
+         (times.size() < 3 || (times.size() < size_t(g_min_reps) && spent < g_budget_ms) ||
+          spent < 0.25 * g_budget_ms)) {
+    absl::StatusOr<std::vector<double>> ms = gc::TimeLaunches(*timer, g_stream, 0, 1, launch);
+    CheckOk(ms.status());
+    times.push_back(ms->front());
+    spent += ms->front();
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return gk::Median(times);
 }
 
 gk::Buffers MakeBuffers(const void* a, const void* b, void* out, const Device& ws, size_t ws_bytes) {
@@ -125,7 +139,10 @@ double MemcpyGBps() {
   const size_t bytes = size_t(1) << 30;
   Device src(bytes), dst(bytes);
   CHECK_CUDA(gb::FillUniform(src.ptr, bytes / 4, false, 7, g_stream));
-  const double ms = MedianMs([&] { CHECK_CUDA(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, g_stream)); });
+  const double ms = MedianMs([&] {
+    return gc::CudaStatus(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, g_stream),
+                          "cudaMemcpyAsync");
+  });
   return 2.0 * double(bytes) / (ms * 1e6);  // read + write
 }
 
@@ -139,14 +156,48 @@ double CublasSgemmGflops(int64_t size) {
   const float one = 1, zero = 0;
   const int s = int(size);
   const double ms = MedianMs([&] {
-    if (cublasSgemm(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, s, s, s, &one, static_cast<float*>(b.ptr), s,
-                    static_cast<float*>(a.ptr), s, &zero, static_cast<float*>(c.ptr), s) != CUBLAS_STATUS_SUCCESS) {
-      std::fprintf(stderr, "cublasSgemm failed\n");
-      std::exit(1);
-    }
+    return gc::CublasStatus(cublasSgemm(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, s, s, s, &one,
+                                        static_cast<float*>(b.ptr), s, static_cast<float*>(a.ptr), s,
+                                        &zero, static_cast<float*>(c.ptr), s),
+                            "cublasSgemm");
   });
   cublasSetMathMode(g_cublas, CUBLAS_DEFAULT_MATH);
   return 2.0 * double(size) * double(size) * double(size) / (ms * 1e6);
+}
+
+// GB/s read by cub::DeviceReduce::Sum over `count` floats: 20 timed runs
+// after 3 warm-ups.
+double CubSumGBps(int64_t count) {
+  Device data(size_t(count) * 4), sum(sizeof(float));
+  CHECK_CUDA(gb::FillUniform(data.ptr, count, false, 51, g_stream));
+  size_t scratch_bytes = 0;
+  CHECK_CUDA(gb::CubSumScratchBytes(count, &scratch_bytes));
+  Device scratch(scratch_bytes);
+  absl::StatusOr<gc::EventTimer> timer = gc::EventTimer::Create();
+  CheckOk(timer.status());
+  absl::StatusOr<std::vector<double>> ms = gc::TimeLaunches(*timer, g_stream, 3, 20, [&] {
+    return gc::CudaStatus(gb::CubSum(static_cast<const float*>(data.ptr), count, scratch.ptr,
+                                     scratch_bytes, static_cast<float*>(sum.ptr), g_stream),
+                          "cub::DeviceReduce::Sum");
+  });
+  CheckOk(ms.status());
+  return double(count) * 4 / (gk::Median(*ms) * 1e6);
+}
+
+// Whether a row's ratio compares GFLOP/s or GB/s with its reference.
+enum class Rate { kFlops, kBytes };
+
+// Times `launch` (MedianMs) for a row whose output checked out, and sets its
+// rates and their ratio to `reference_value`, measured in the same run.
+void TimeRow(Row& row, const gk::Problem& p, Rate rate, const std::string& reference,
+             double reference_value, const std::function<absl::Status()>& launch) {
+  const double ms = MedianMs(launch);
+  row.set_median_ms(ms);
+  row.set_gflops(gk::UsefulFlops(p) / (ms * 1e6));
+  row.set_gbytes_per_s(gk::MinimalBytes(p) / (ms * 1e6));
+  row.set_reference(reference);
+  row.set_reference_value(reference_value);
+  row.set_ratio((rate == Rate::kFlops ? row.gflops() : row.gbytes_per_s()) / reference_value);
 }
 
 // ---- ops ----
@@ -169,7 +220,7 @@ void BenchMatMul(int64_t size, gk::DType dtype, double ref_gflops, const std::st
   if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, ws_bytes), Context()).ok()) std::exit(1);
   for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
     if (!v->Supports(dtype)) continue;
-    Row row{"matmul", gk::DTypeName(dtype), ShapeOf(p), v->name};
+    Row row = NewRow("matmul", gk::DTypeName(dtype), ShapeOf(p), v->name);
     const gk::Buffers buf = MakeBuffers(a.ptr, b.ptr, c.ptr, ws, ws_bytes);
     CHECK_CUDA(cudaMemsetAsync(c.ptr, 0xFF, bytes, g_stream));
     const auto status = v->launch(p, buf, Context());
@@ -178,17 +229,12 @@ void BenchMatMul(int64_t size, gk::DType dtype, double ref_gflops, const std::st
     const double err = diff / std::max(1.0, mag);
     // Both sides carry rounding error: allow the contract's tolerance.
     const double tol = v->reduced_precision ? 5e-3 : (dbl ? 1e-12 : 1e-4);
-    row.ok = status.ok() && err <= tol;
+    row.set_ok(status.ok() && err <= tol);
     char note[96];
     std::snprintf(note, sizeof note, "err %.1e vs cuBLAS", err);
-    row.note = status.ok() ? note : std::string(status.message());
-    if (row.ok) {
-      row.median_ms = MedianMs([&] { (void)v->launch(p, buf, Context()); });
-      row.gflops = gk::UsefulFlops(p) / (row.median_ms * 1e6);
-      row.gbytes = gk::MinimalBytes(p) / (row.median_ms * 1e6);
-      row.reference = ref_name;
-      row.reference_value = ref_gflops;
-      row.ratio = row.gflops / ref_gflops;
+    row.set_note(status.ok() ? note : std::string(status.message()));
+    if (row.ok()) {
+      TimeRow(row, p, Rate::kFlops, ref_name, ref_gflops, [&] { return v->launch(p, buf, Context()); });
     }
     rows.push_back(row);
   }
@@ -206,20 +252,16 @@ void BenchTranspose(int64_t size, gk::DType dtype, double memcpy_gbps, std::vect
   const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "naive");
   if (!ref->launch(p, MakeBuffers(in.ptr, nullptr, expect.ptr, ws, 0), Context()).ok()) std::exit(1);
   for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
-    Row row{"transpose", gk::DTypeName(dtype), ShapeOf(p), v->name};
+    Row row = NewRow("transpose", gk::DTypeName(dtype), ShapeOf(p), v->name);
     const gk::Buffers buf = MakeBuffers(in.ptr, nullptr, out.ptr, ws, 0);
     CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
     const auto status = v->launch(p, buf, Context());
     double diff = 0, mag = 0;
     if (status.ok()) CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, dbl, g_stream, &diff, &mag));
-    row.ok = status.ok() && diff == 0;
-    row.note = status.ok() ? (diff == 0 ? "exact" : "MISMATCH") : std::string(status.message());
-    if (row.ok) {
-      row.median_ms = MedianMs([&] { (void)v->launch(p, buf, Context()); });
-      row.gbytes = gk::MinimalBytes(p) / (row.median_ms * 1e6);
-      row.reference = "memcpy d2d";
-      row.reference_value = memcpy_gbps;
-      row.ratio = row.gbytes / memcpy_gbps;
+    row.set_ok(status.ok() && diff == 0);
+    row.set_note(status.ok() ? (diff == 0 ? "exact" : "MISMATCH") : std::string(status.message()));
+    if (row.ok()) {
+      TimeRow(row, p, Rate::kBytes, "memcpy d2d", memcpy_gbps, [&] { return v->launch(p, buf, Context()); });
     }
     rows.push_back(row);
   }
@@ -248,7 +290,7 @@ void BenchReduce(int64_t size, double cub_gbps, std::vector<Row>& rows) {
     const size_t ws_bytes = MaxWorkspace(p.op, p);
     Device ws(ws_bytes);
     for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
-      Row row{"reduce sum " + std::string(gk::ReduceAxisName(axis)), "float32", ShapeOf(p), v->name};
+      Row row = NewRow("reduce sum " + std::string(gk::ReduceAxisName(axis)), "float32", ShapeOf(p), v->name);
       const gk::Buffers buf = MakeBuffers(in.ptr, nullptr, out.ptr, ws, ws_bytes);
       CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, size_t(size) * 4, g_stream));
       const auto status = v->launch(p, buf, Context());
@@ -256,17 +298,12 @@ void BenchReduce(int64_t size, double cub_gbps, std::vector<Row>& rows) {
       CHECK_CUDA(cudaMemcpyAsync(got.data(), out.ptr, got.size() * 4, cudaMemcpyDeviceToHost, g_stream));
       CHECK_CUDA(cudaStreamSynchronize(g_stream));
       const gk::CheckResult check = gk::CheckAgainstReference(p, false, host.data(), got.data(), reference);
-      row.ok = status.ok() && check.ok;
+      row.set_ok(status.ok() && check.ok);
       char note[96];
       std::snprintf(note, sizeof note, "err %.1e of sum|x|", check.max_rel_error);
-      row.note = status.ok() ? note : std::string(status.message());
-      if (row.ok) {
-        row.median_ms = MedianMs([&] { (void)v->launch(p, buf, Context()); });
-        row.gflops = gk::UsefulFlops(p) / (row.median_ms * 1e6);
-        row.gbytes = gk::MinimalBytes(p) / (row.median_ms * 1e6);
-        row.reference = "CUB sum all";
-        row.reference_value = cub_gbps;
-        row.ratio = row.gbytes / cub_gbps;
+      row.set_note(status.ok() ? note : std::string(status.message()));
+      if (row.ok()) {
+        TimeRow(row, p, Rate::kBytes, "CUB sum all", cub_gbps, [&] { return v->launch(p, buf, Context()); });
       }
       rows.push_back(row);
     }
@@ -277,7 +314,6 @@ void BenchReduce(int64_t size, double cub_gbps, std::vector<Row>& rows) {
 // so that the choice can be checked: k-tile depth and resident blocks of the
 // matmul, rows of threads (elements per thread) of the 32x32 transposes.
 void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& rows) {
-  namespace gc = gpucompute::kernels::cuda;
   for (int64_t size : {4096, 8192}) {
     const size_t bytes = size_t(size * size) * 4;
     Device a(bytes), b(bytes), c(bytes), expect(bytes), ws(gc::kCublasWorkspaceBytes);
@@ -292,20 +328,19 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
     const float* fb = static_cast<const float*>(b.ptr);
     float* fc = static_cast<float*>(c.ptr);
     for (auto [bk, min_blocks] : {std::pair{8, 2}, {8, 1}, {16, 2}, {16, 1}}) {
-      Row row{"ablation matmul", "float32", ShapeOf(p),
-              "rt bk" + std::to_string(bk) + " minblk" + std::to_string(min_blocks)};
+      Row row = NewRow("ablation matmul", "float32", ShapeOf(p),
+                       "rt bk" + std::to_string(bk) + " minblk" + std::to_string(min_blocks));
       CHECK_CUDA(cudaMemsetAsync(c.ptr, 0xFF, bytes, g_stream));
       CHECK_CUDA(gc::LaunchRegisterTiledMatMulConfig<float>(fa, fb, fc, size, size, size, bk, min_blocks, g_stream));
       double diff = 0, mag = 0;
       CHECK_CUDA(gb::MaxAbsDiff(c.ptr, expect.ptr, size * size, false, g_stream, &diff, &mag));
-      row.ok = diff / std::max(1.0, mag) <= 1e-4;
-      row.note = row.ok ? "ok vs cuBLAS" : "MISMATCH";
-      if (row.ok) {
-        row.median_ms = MedianMs([&] { (void)gc::LaunchRegisterTiledMatMulConfig<float>(fa, fb, fc, size, size, size, bk, min_blocks, g_stream); });
-        row.gflops = gk::UsefulFlops(p) / (row.median_ms * 1e6);
-        row.reference = "cuBLAS FP32";
-        row.reference_value = refs.at("cublas_sgemm_gflops_" + std::to_string(size));
-        row.ratio = row.gflops / row.reference_value;
+      row.set_ok(diff / std::max(1.0, mag) <= 1e-4);
+      row.set_note(row.ok() ? "ok vs cuBLAS" : "MISMATCH");
+      if (row.ok()) {
+        TimeRow(row, p, Rate::kFlops, "cuBLAS FP32", refs.at("cublas_sgemm_gflops_" + std::to_string(size)), [&] {
+          return gc::CudaStatus(gc::LaunchRegisterTiledMatMulConfig<float>(fa, fb, fc, size, size, size, bk, min_blocks, g_stream),
+                                "register_tiled configuration");
+        });
       }
       rows.push_back(row);
     }
@@ -322,40 +357,40 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
   for (auto [kind, name] : {std::pair{gc::TransposeKind::kSharedPadded, "shared_padded"},
                             {gc::TransposeKind::kSharedSwizzled, "shared_swizzled"}}) {
     for (int block_rows : {8, 4, 2}) {
-      Row row{"ablation transpose", "float32", ShapeOf(p), std::string(name) + " rows" + std::to_string(block_rows)};
+      Row row = NewRow("ablation transpose", "float32", ShapeOf(p),
+                       std::string(name) + " rows" + std::to_string(block_rows));
       CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
       float* dst = static_cast<float*>(out.ptr);
       CHECK_CUDA(gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream));
       double diff = 0, mag = 0;
       CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, false, g_stream, &diff, &mag));
-      row.ok = diff == 0;
-      row.note = row.ok ? "exact" : "MISMATCH";
-      if (row.ok) {
-        row.median_ms = MedianMs([&] { (void)gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream); });
-        row.gbytes = gk::MinimalBytes(p) / (row.median_ms * 1e6);
-        row.reference = "memcpy d2d";
-        row.reference_value = refs.at("memcpy_d2d_gbps");
-        row.ratio = row.gbytes / row.reference_value;
+      row.set_ok(diff == 0);
+      row.set_note(row.ok() ? "exact" : "MISMATCH");
+      if (row.ok()) {
+        TimeRow(row, p, Rate::kBytes, "memcpy d2d", refs.at("memcpy_d2d_gbps"), [&] {
+          return gc::CudaStatus(gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream),
+                                "transpose configuration");
+        });
       }
       rows.push_back(row);
     }
   }
   for (auto [tx, ty, block_rows] : {std::tuple{2, 1, 8}, {1, 2, 8}, {2, 2, 8}, {2, 2, 16}}) {
-    Row row{"ablation transpose", "float32", ShapeOf(p),
-            "padded " + std::to_string(32 * ty) + "x" + std::to_string(32 * tx + 1) + " rows" + std::to_string(block_rows)};
+    Row row = NewRow("ablation transpose", "float32", ShapeOf(p),
+                     "padded " + std::to_string(32 * ty) + "x" + std::to_string(32 * tx + 1) +
+                         " rows" + std::to_string(block_rows));
     CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
     float* dst = static_cast<float*>(out.ptr);
     CHECK_CUDA(gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty, block_rows, g_stream));
     double diff = 0, mag = 0;
     CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, false, g_stream, &diff, &mag));
-    row.ok = diff == 0;
-    row.note = row.ok ? "exact" : "MISMATCH";
-    if (row.ok) {
-      row.median_ms = MedianMs([&] { (void)gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty, block_rows, g_stream); });
-      row.gbytes = gk::MinimalBytes(p) / (row.median_ms * 1e6);
-      row.reference = "memcpy d2d";
-      row.reference_value = refs.at("memcpy_d2d_gbps");
-      row.ratio = row.gbytes / row.reference_value;
+    row.set_ok(diff == 0);
+    row.set_note(row.ok() ? "exact" : "MISMATCH");
+    if (row.ok()) {
+      TimeRow(row, p, Rate::kBytes, "memcpy d2d", refs.at("memcpy_d2d_gbps"), [&] {
+        return gc::CudaStatus(gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty, block_rows, g_stream),
+                              "wide transpose configuration");
+      });
     }
     rows.push_back(row);
   }
@@ -364,7 +399,7 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
 const Row* Find(const std::vector<Row>& rows, const std::string& op, const std::string& shape,
                 const std::string& variant) {
   for (const Row& r : rows)
-    if (r.op == op && r.shape == shape && r.variant == variant && r.ok) return &r;
+    if (r.op() == op && r.shape() == shape && r.variant() == variant && r.ok()) return &r;
   return nullptr;
 }
 
@@ -372,17 +407,10 @@ const Row* Best(const std::vector<Row>& rows, const std::string& op, const std::
                 const std::string& exclude = "") {
   const Row* best = nullptr;
   for (const Row& r : rows)
-    if (r.op == op && r.shape == shape && r.ok && r.variant != exclude && (!best || r.ratio > best->ratio)) best = &r;
+    if (r.op() == op && r.shape() == shape && r.ok() && r.variant() != exclude && (!best || r.ratio() > best->ratio())) {
+      best = &r;
+    }
   return best;
-}
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 }  // namespace
@@ -419,14 +447,7 @@ int main(int argc, char** argv) {
   refs["memcpy_d2d_gbps"] = MemcpyGBps();
   for (int64_t s : {1024, 4096, 8192}) refs["cublas_sgemm_gflops_" + std::to_string(s)] = CublasSgemmGflops(s);
   const int64_t reduce_size = 16384;
-  {
-    Device data(size_t(reduce_size * reduce_size) * 4);
-    CHECK_CUDA(gb::FillUniform(data.ptr, reduce_size * reduce_size, false, 51, g_stream));
-    double ms = 0;
-    float sum = 0;
-    CHECK_CUDA(gb::TimeCubSum(static_cast<const float*>(data.ptr), reduce_size * reduce_size, 20, g_stream, &ms, &sum));
-    refs["cub_sum_gbps"] = double(reduce_size * reduce_size) * 4 / (ms * 1e6);
-  }
+  refs["cub_sum_gbps"] = CubSumGBps(reduce_size * reduce_size);
   std::printf("references: memcpy d2d %.0f GB/s (read+write), cuBLAS FP32 (pedantic, no TF32) "
               "%.0f / %.0f / %.0f GFLOP/s at 1024/4096/8192, CUB sum %.0f GB/s (read)\n",
               refs["memcpy_d2d_gbps"], refs["cublas_sgemm_gflops_1024"], refs["cublas_sgemm_gflops_4096"],
@@ -442,11 +463,12 @@ int main(int argc, char** argv) {
     std::vector<Row> f64;
     BenchMatMul(4096, gk::DType::kFloat64, 1, "", f64);
     const Row* dgemm = Find(f64, "matmul", "4096x4096x4096", "cublas");
+    const double dgemm_gflops = dgemm ? dgemm->gflops() : 0;
     for (Row& r : f64) {
-      if (r.ok && dgemm) {
-        r.reference = "cuBLAS DGEMM";
-        r.reference_value = dgemm->gflops;
-        r.ratio = r.gflops / dgemm->gflops;
+      if (r.ok() && dgemm_gflops > 0) {
+        r.set_reference("cuBLAS DGEMM");
+        r.set_reference_value(dgemm_gflops);
+        r.set_ratio(r.gflops() / dgemm_gflops);
       }
       rows.push_back(r);
     }
@@ -460,77 +482,75 @@ int main(int argc, char** argv) {
               "variant", "median_ms", "GFLOP/s", "GB/s", "reference", "ref", "ratio", "check");
   bool all_ok = true;
   for (const Row& r : rows) {
-    all_ok = all_ok && r.ok;
-    std::printf("%-22s %-8s %-16s %-20s %10.4f %10.0f %9.0f  %-13s %9.0f %6.3f  %s%s\n", r.op.c_str(),
-                r.dtype.c_str(), r.shape.c_str(), r.variant.c_str(), r.median_ms, r.gflops, r.gbytes,
-                r.reference.c_str(), r.reference_value, r.ratio, r.ok ? "ok " : "FAILED ", r.note.c_str());
+    all_ok = all_ok && r.ok();
+    std::printf("%-22s %-8s %-16s %-20s %10.4f %10.0f %9.0f  %-13s %9.0f %6.3f  %s%s\n", r.op().c_str(),
+                r.dtype().c_str(), r.shape().c_str(), r.variant().c_str(), r.median_ms(), r.gflops(),
+                r.gbytes_per_s(), r.reference().c_str(), r.reference_value(), r.ratio(),
+                r.ok() ? "ok " : "FAILED ", r.note().c_str());
   }
 
   // The issue's targets, as ratios from this run.
-  struct Target {
-    std::string name;
-    double value, goal;
+  std::vector<Report::Target> targets;
+  auto target = [&](const std::string& name, double value, double goal) {
+    Report::Target& t = targets.emplace_back();
+    t.set_name(name);
+    t.set_ratio(value);
+    t.set_goal(goal);
   };
-  std::vector<Target> targets;
-  auto ratio = [&](const Row* r) { return r ? r->ratio : 0.0; };
+  auto ratio = [&](const Row* r) { return r ? r->ratio() : 0.0; };
+  auto variant = [](const Row* r) { return r ? r->variant() : std::string("-"); };
   for (const char* shape : {"4096x4096x4096", "8192x8192x8192"}) {
-    targets.push_back({std::string("register_tiled / cuBLAS FP32 at ") + shape,
-                       ratio(Find(rows, "matmul", shape, "register_tiled")), 0.80});
-    targets.push_back({std::string("tiled32 / cuBLAS FP32 at ") + shape,
-                       ratio(Find(rows, "matmul", shape, "tiled32")), 0});
+    target(std::string("register_tiled / cuBLAS FP32 at ") + shape,
+           ratio(Find(rows, "matmul", shape, "register_tiled")), 0.80);
+    target(std::string("tiled32 / cuBLAS FP32 at ") + shape, ratio(Find(rows, "matmul", shape, "tiled32")), 0);
   }
   const Row* padded = Find(rows, "transpose", "16384x16384", "shared_padded");
   const Row* shared = Find(rows, "transpose", "16384x16384", "shared");
-  targets.push_back({"transpose shared_padded / memcpy at 16384^2", ratio(padded), 0.90});
+  target("transpose shared_padded / memcpy at 16384^2", ratio(padded), 0.90);
   const Row* best_t = Best(rows, "transpose", "16384x16384");
-  targets.push_back({"best transpose (" + (best_t ? best_t->variant : std::string("-")) + ") / memcpy", ratio(best_t), 0.95});
-  targets.push_back({"transpose shared / shared_padded (bank conflicts)",
-                     shared && padded ? shared->gbytes / padded->gbytes : 0.0, 0});
-  targets.push_back({"reduce warp_shuffle SUM ALL / CUB at 2^28",
-                     ratio(Find(rows, "reduce sum all", "16384x16384", "warp_shuffle")), 0.97});
+  target("best transpose (" + variant(best_t) + ") / memcpy", ratio(best_t), 0.95);
+  target("transpose shared / shared_padded (bank conflicts)",
+         shared && padded ? shared->gbytes_per_s() / padded->gbytes_per_s() : 0.0, 0);
+  target("reduce warp_shuffle SUM ALL / CUB at 2^28",
+         ratio(Find(rows, "reduce sum all", "16384x16384", "warp_shuffle")), 0.97);
   for (const char* axis : {"per_row", "per_column"}) {
     const std::string op = std::string("reduce sum ") + axis;
     const Row* best = Best(rows, op, "16384x16384", "cub");
     const Row* cub = Find(rows, op, "16384x16384", "cub");
-    targets.push_back({"best " + std::string(axis) + " SUM (" + (best ? best->variant : std::string("-")) +
-                           ") / CUB ALL", ratio(best), 0.85});
-    targets.push_back({"cub " + std::string(axis) + " SUM / CUB ALL", ratio(cub), 0});
+    target("best " + std::string(axis) + " SUM (" + variant(best) + ") / CUB ALL", ratio(best), 0.85);
+    target("cub " + std::string(axis) + " SUM / CUB ALL", ratio(cub), 0);
   }
   std::printf("\n%-58s %7s %7s\n", "target", "ratio", "goal");
-  for (const Target& t : targets) {
-    if (t.goal > 0) std::printf("%-58s %7.3f %7.2f  %s\n", t.name.c_str(), t.value, t.goal, t.value >= t.goal ? "met" : "MISSED");
-    else std::printf("%-58s %7.3f %7s\n", t.name.c_str(), t.value, "-");
+  for (const Report::Target& t : targets) {
+    if (t.goal() > 0) {
+      std::printf("%-58s %7.3f %7.2f  %s\n", t.name().c_str(), t.ratio(), t.goal(),
+                  t.ratio() >= t.goal() ? "met" : "MISSED");
+    } else {
+      std::printf("%-58s %7.3f %7s\n", t.name().c_str(), t.ratio(), "-");
+    }
   }
 
   if (!json_path.empty()) {
+    Report report;
+    report.set_device(prop.name);
+    report.set_sms(prop.multiProcessorCount);
+    report.mutable_references()->insert(refs.begin(), refs.end());
+    for (const Row& r : rows) *report.add_rows() = r;
+    for (const Report::Target& t : targets) *report.add_targets() = t;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    std::string json;
+    if (const auto s = google::protobuf::util::MessageToJsonString(report, &json, options); !s.ok()) {
+      std::fprintf(stderr, "bench report as JSON: %s\n", s.ToString().c_str());
+      return 1;
+    }
     FILE* f = std::fopen(json_path.c_str(), "w");
-    if (!f) {
+    if (!f || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0) {
       std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
       return 1;
     }
-    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sms\": %d,\n  \"references\": {", JsonEscape(prop.name).c_str(), prop.multiProcessorCount);
-    bool first = true;
-    for (const auto& [k, v] : refs) {
-      std::fprintf(f, "%s\n    \"%s\": %.3f", first ? "" : ",", k.c_str(), v);
-      first = false;
-    }
-    std::fprintf(f, "\n  },\n  \"rows\": [");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::fprintf(f, "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", \"variant\": \"%s\", "
-                   "\"ok\": %s, \"median_ms\": %.6f, \"gflops\": %.3f, \"gbytes_per_s\": %.3f, "
-                   "\"reference\": \"%s\", \"reference_value\": %.3f, \"ratio\": %.4f, \"note\": \"%s\"}",
-                   i ? "," : "", r.op.c_str(), r.dtype.c_str(), r.shape.c_str(), r.variant.c_str(),
-                   r.ok ? "true" : "false", r.median_ms, r.gflops, r.gbytes, r.reference.c_str(),
-                   r.reference_value, r.ratio, JsonEscape(r.note).c_str());
-    }
-    std::fprintf(f, "\n  ],\n  \"targets\": [");
-    for (size_t i = 0; i < targets.size(); ++i) {
-      std::fprintf(f, "%s\n    {\"name\": \"%s\", \"ratio\": %.4f, \"goal\": %.2f}", i ? "," : "",
-                   JsonEscape(targets[i].name).c_str(), targets[i].value, targets[i].goal);
-    }
-    std::fprintf(f, "\n  ]\n}\n");
-    std::fclose(f);
   }
   cublasDestroy(g_cublas);
   cudaStreamDestroy(g_stream);
