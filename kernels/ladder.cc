@@ -27,9 +27,8 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
     const Variant& variant,
     std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> run) {
   return [op = variant.op, name = variant.name, dtypes = variant.dtypes,
-          workspace = variant.workspace_bytes,
-          run = std::move(run)](const Problem& p, const Buffers& buf,
-                                const LaunchContext& ctx) -> absl::Status {
+          workspace = variant.workspace_bytes, run = std::move(run)](
+             const Problem& p, const Buffers& buf, const LaunchContext& ctx) -> absl::Status {
     if (p.op != op) return absl::InvalidArgumentError(absl::StrCat(name, ": wrong op"));
     if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) {
       return absl::InvalidArgumentError(
@@ -37,9 +36,8 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
     }
     const size_t needed = workspace ? workspace(p) : 0;
     if (buf.workspace_bytes < needed || (needed > 0 && buf.workspace == nullptr)) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " needs ", needed,
-                                                     " bytes of workspace, got ",
-                                                     buf.workspace_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " needs ", needed, " bytes of workspace, got ", buf.workspace_bytes));
     }
     return run(p, buf, ctx);
   };

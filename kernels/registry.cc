@@ -15,11 +15,12 @@ bool Variant::Supports(DType dtype) const {
 
 absl::Status Registry::Add(Variant variant) {
   if (Find(variant.op, variant.backend, variant.name) != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat("variant ", OpName(variant.op), "/",
-                                                 variant.name, " registered twice"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("variant ", OpName(variant.op), "/", variant.name, " registered twice"));
   }
   if (variant.name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", OpName(variant.op), " variant has no name"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", OpName(variant.op), " variant has no name"));
   }
   if (variant.dtypes.empty()) {
     return absl::InvalidArgumentError(

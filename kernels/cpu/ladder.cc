@@ -24,8 +24,7 @@ constexpr LadderRow<CpuLaunch> kTransposeLadder[] = {
 
 constexpr LadderRow<CpuLaunch> kReduceLadder[] = {
     {.name = "cpu_reference",
-     .description =
-         "CPU: row-major passes on all cores, float64 accumulation, fixed-order combine",
+     .description = "CPU: row-major passes on all cores, float64 accumulation, fixed-order combine",
      .dtypes = kFloat32AndFloat64,
      .fallback_rank = 1,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CpuLaunch, CpuReduce)},

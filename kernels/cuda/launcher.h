@@ -38,8 +38,14 @@ struct LaunchArgs {
 
   template <typename T>
   TypedLaunchArgs<T> As() const {
-    return {p, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out),
-            workspace, workspace_bytes, stream, cublas};
+    return {p,
+            static_cast<const T*>(a),
+            static_cast<const T*>(b),
+            static_cast<T*>(out),
+            workspace,
+            workspace_bytes,
+            stream,
+            cublas};
   }
 };
 

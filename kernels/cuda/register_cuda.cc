@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -14,24 +15,32 @@
 namespace gpucompute::kernels {
 namespace cuda {
 
+namespace {
+
+// Variant::launch's call of a CUDA launcher: the registry's buffers and
+// context as LaunchArgs, the launch's errors as an absl::Status naming `name`.
+std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> CallOf(
+    const std::string& name, CudaLaunch* launch) {
+  return [name, launch](const Problem& p, const Buffers& buf, const LaunchContext& ctx) {
+    const LaunchResult result = launch(LaunchArgs{
+        .p = p,
+        .a = buf.a,
+        .b = buf.b,
+        .out = buf.out,
+        .workspace = buf.workspace,
+        .workspace_bytes = buf.workspace_bytes,
+        .stream = static_cast<cudaStream_t>(ctx.stream),
+        .cublas = ctx.cublas,
+    });
+    if (absl::Status s = CudaStatus(result.cuda, name.c_str()); !s.ok()) return s;
+    return CublasStatus(static_cast<cublasStatus_t>(result.cublas), name.c_str());
+  };
+}
+
+}  // namespace
+
 absl::Status AddCudaLadder(Registry& registry, Op op, std::span<const CudaLadderRow> rows) {
-  return AddLadder(registry, op, Backend::kCuda, rows, [](const std::string& name, CudaLaunch* launch) {
-    return [name, launch](const Problem& p, const Buffers& buf,
-                          const LaunchContext& ctx) -> absl::Status {
-      const LaunchResult result = launch(LaunchArgs{
-          .p = p,
-          .a = buf.a,
-          .b = buf.b,
-          .out = buf.out,
-          .workspace = buf.workspace,
-          .workspace_bytes = buf.workspace_bytes,
-          .stream = static_cast<cudaStream_t>(ctx.stream),
-          .cublas = ctx.cublas,
-      });
-      if (absl::Status s = CudaStatus(result.cuda, name.c_str()); !s.ok()) return s;
-      return CublasStatus(static_cast<cublasStatus_t>(result.cublas), name.c_str());
-    };
-  });
+  return AddLadder(registry, op, Backend::kCuda, rows, CallOf);
 }
 
 }  // namespace cuda
