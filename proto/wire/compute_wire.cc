@@ -1,50 +1,129 @@
 #include "wire/compute_wire.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
 namespace gpucompute::wire {
 namespace {
 
-constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
+constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4,
+              kFixed32 = 5;
 
-// Reads the protobuf wire format across a sequence of slices.
+// Any bytes must get the verdict and the values that protobuf's generated
+// classes give them, so these are the limits of its parser (3.21,
+// parse_context.{h,cc}):
+//  - a tag is a varint of at most 5 bytes, taken modulo 2^32;
+//  - a length is a varint of at most 5 bytes, the fifth below 8, and at most
+//    INT_MAX - 16 (ParseContext::kSlopBytes);
+//  - an integer is a varint of at most 10 bytes, taken modulo 2^64;
+//  - a message nests at most 100 deep (CodedInputStream's default recursion
+//    limit): each embedded message and each group costs one level;
+//  - a whole message is at most INT_MAX bytes.
+constexpr int kRecursionLimit = 100;
+constexpr uint32_t kMaxLength = uint32_t(INT_MAX) - 16;
+
+// Reads the protobuf wire format across a sequence of slices, never past
+// the end of the message being read (its limit).
 class SliceReader {
  public:
   explicit SliceReader(const std::vector<grpc::Slice>& slices) : slices_(slices) {
-    for (const grpc::Slice& s : slices) size_ += int64_t(s.size());
+    for (const grpc::Slice& s : slices) limit_ += int64_t(s.size());
+    size_ = limit_;
     SkipEmptySlices();
   }
   int64_t position() const { return position_; }
   int64_t size() const { return size_; }
+  bool AtLimit() const { return position_ >= limit_; }
 
+  // Bounds reads to the next `length` bytes (which must lie within the
+  // current limit); returns the limit to restore.
+  int64_t PushLimit(int64_t length) {
+    const int64_t old = limit_;
+    limit_ = position_ + length;
+    return old;
+  }
+  void PopLimit(int64_t old) { limit_ = old; }
+
+  bool ReadByte(uint8_t* byte) {
+    if (position_ >= limit_) return false;
+    *byte = uint8_t(Current()[0]);
+    Advance(1);
+    return true;
+  }
+
+  // An integer: at most 10 bytes, bits past 64 dropped.
   bool ReadVarint(uint64_t* value) {
-    *value = 0;
+    uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-      if (position_ >= size_) return false;
-      const uint8_t byte = uint8_t(Current()[0]);
-      Advance(1);
-      *value |= uint64_t(byte & 0x7f) << shift;
-      if (!(byte & 0x80)) return true;
+      uint8_t byte;
+      if (!ReadByte(&byte)) return false;
+      v |= uint64_t(byte & 0x7f) << shift;
+      if (byte < 0x80) {
+        *value = v;
+        return true;
+      }
     }
     return false;  // more than 10 bytes
   }
 
-  // Moves past `n` bytes, recording where they lie when `pieces` is given.
-  bool Take(int64_t n, std::vector<absl::Span<const char>>* pieces) {
-    if (n < 0 || n > size_ - position_) return false;
+  // A tag: at most 5 bytes, bits past 32 dropped.
+  bool ReadTag(uint32_t* tag) {
+    uint32_t v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+      uint8_t byte;
+      if (!ReadByte(&byte)) return false;
+      v |= uint32_t(byte & 0x7f) << shift;
+      if (byte < 0x80) {
+        *tag = v;
+        return true;
+      }
+    }
+    return false;  // more than 5 bytes
+  }
+
+  // The length of a length-delimited value: at most 5 bytes, the fifth
+  // below 8, at most kMaxLength, and the value must fit before the limit.
+  bool ReadLength(int64_t* length) {
+    uint32_t v = 0;
+    uint8_t byte;
+    for (int shift = 0; shift < 28; shift += 7) {
+      if (!ReadByte(&byte)) return false;
+      v |= uint32_t(byte & 0x7f) << shift;
+      if (byte < 0x80) return Fits(v, length);
+    }
+    if (!ReadByte(&byte) || byte >= 8) return false;
+    v |= uint32_t(byte) << 28;
+    return Fits(v, length);
+  }
+
+  // Moves past `n` bytes (n <= bytes left before the limit), calling
+  // `piece(data, size)` on each run of them within one slice.
+  template <typename PieceFn>
+  void Consume(int64_t n, PieceFn&& piece) {
     while (n > 0) {
       const int64_t here = std::min<int64_t>(n, int64_t(slices_[index_].size() - offset_));
-      if (pieces) pieces->emplace_back(Current(), size_t(here));
+      piece(Current(), size_t(here));
       Advance(here);
       n -= here;
     }
+  }
+  bool Skip(int64_t n) {
+    if (n > limit_ - position_) return false;
+    Consume(n, [](const char*, size_t) {});
     return true;
   }
 
  private:
+  bool Fits(uint32_t v, int64_t* length) const {
+    if (v > kMaxLength || int64_t(v) > limit_ - position_) return false;
+    *length = int64_t(v);
+    return true;
+  }
   const char* Current() const {
     return reinterpret_cast<const char*>(slices_[index_].begin()) + offset_;
   }
@@ -64,6 +143,7 @@ class SliceReader {
   size_t index_ = 0;
   size_t offset_ = 0;
   int64_t position_ = 0;
+  int64_t limit_ = 0;
   int64_t size_ = 0;
 };
 
@@ -72,94 +152,147 @@ absl::Status Malformed(const std::string& what, int64_t at) {
       absl::StrCat("not a valid protobuf message (", what, " at byte ", at, ")"));
 }
 
-// Calls `field(number, wire_type, end)` for each field of the message that
-// ends at `end`; `field` consumes the value and returns false on bad input.
-template <typename FieldFn>
-absl::Status ForEachField(SliceReader& in, int64_t end, FieldFn field) {
-  while (in.position() < end) {
-    uint64_t tag = 0;
-    const int64_t at = in.position();
-    if (!in.ReadVarint(&tag) || (tag >> 3) == 0) return Malformed("bad field tag", at);
-    const int number = int(tag >> 3), type = int(tag & 7);
-    if (auto s = field(number, type); !s.ok()) return s;
-    if (in.position() > end) return Malformed("field runs past its message", at);
-  }
-  return absl::OkStatus();
-}
+bool SkipGroup(SliceReader& in, uint32_t number, int depth);
 
-// Skips one value of a field this reader does not use.
-absl::Status SkipValue(SliceReader& in, int type) {
-  const int64_t at = in.position();
+// Skips the value of a field this reader does not know, or knows under
+// another wire type (protobuf keeps both as unknown fields). `depth`: the
+// nesting levels left.
+bool SkipField(SliceReader& in, uint32_t number, int type, int depth) {
   uint64_t v = 0;
+  int64_t length = 0;
   switch (type) {
-    case kVarint: return in.ReadVarint(&v) ? absl::OkStatus() : Malformed("bad varint", at);
-    case kFixed64: return in.Take(8, nullptr) ? absl::OkStatus() : Malformed("truncated", at);
-    case kFixed32: return in.Take(4, nullptr) ? absl::OkStatus() : Malformed("truncated", at);
-    case kLengthDelimited:
-      return in.ReadVarint(&v) && in.Take(int64_t(v), nullptr) ? absl::OkStatus()
-                                                                : Malformed("truncated", at);
-    default: return Malformed("unsupported wire type", at);
+    case kVarint: return in.ReadVarint(&v);
+    case kFixed64: return in.Skip(8);
+    case kLengthDelimited: return in.ReadLength(&length) && in.Skip(length);
+    case kStartGroup: return SkipGroup(in, number, depth - 1);
+    case kFixed32: return in.Skip(4);
+    default: return false;  // 4 (end group) is the caller's; 6 and 7 do not exist
   }
 }
 
-absl::Status ReadVarintField(SliceReader& in, int type, int64_t* out) {
-  const int64_t at = in.position();
-  uint64_t v = 0;
-  if (type != kVarint || !in.ReadVarint(&v)) return Malformed("bad integer field", at);
-  *out = int64_t(v);
+// Skips the fields of a group up to the end-group tag of the same number.
+bool SkipGroup(SliceReader& in, uint32_t number, int depth) {
+  if (depth < 0) return false;
+  while (!in.AtLimit()) {
+    uint32_t tag = 0;
+    if (!in.ReadTag(&tag) || tag == 0) return false;
+    if ((tag & 7) == kEndGroup) return (tag >> 3) == number;
+    if ((tag >> 3) == 0 || !SkipField(in, tag >> 3, int(tag & 7), depth)) return false;
+  }
+  return false;  // the message ended inside the group
+}
+
+// Reads the fields of the message that ends at the reader's limit.
+// `field(number, type, at)` reads the value of a field it knows under that
+// wire type and returns how that went, or returns std::nullopt to have the
+// field skipped as unknown (`at`: where its tag starts, for errors).
+using FieldResult = std::optional<absl::Status>;
+
+template <typename FieldFn>
+absl::Status ForEachField(SliceReader& in, int depth, FieldFn&& field) {
+  while (!in.AtLimit()) {
+    const int64_t at = in.position();
+    uint32_t tag = 0;
+    // Tag 0 and end-group tags end a message only inside a group: protobuf
+    // refuses them here, as it refuses field number 0.
+    if (!in.ReadTag(&tag) || (tag >> 3) == 0 || (tag & 7) == kEndGroup) {
+      return Malformed("bad field tag", at);
+    }
+    const uint32_t number = tag >> 3;
+    const int type = int(tag & 7);
+    if (FieldResult read = field(number, type, at)) {
+      if (!read->ok()) return *std::move(read);
+    } else if (!SkipField(in, number, type, depth)) {
+      return Malformed(absl::StrCat("bad unknown field ", number, " of wire type ", type), at);
+    }
+  }
   return absl::OkStatus();
 }
 
-// The extent of a length-delimited value: [position, end).
-absl::StatusOr<int64_t> ReadLength(SliceReader& in, int type) {
-  const int64_t at = in.position();
-  uint64_t len = 0;
-  if (type != kLengthDelimited || !in.ReadVarint(&len) ||
-      len > uint64_t(in.size() - in.position())) {
-    return Malformed("bad length-delimited field", at);
+// Structurally valid UTF-8 (what protobuf requires of proto3 strings):
+// shortest forms only, no surrogates, nothing above U+10FFFF.
+bool IsValidUtf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    int n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0) lo = 0xa0;  // overlong
+      if (c == 0xed) hi = 0x9f;  // surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0) lo = 0x90;  // overlong
+      if (c == 0xf4) hi = 0x8f;  // above U+10FFFF
+    } else {
+      return false;
+    }
+    if (end - p <= n || p[1] < lo || p[1] > hi) return false;
+    for (int i = 2; i <= n; ++i) {
+      if (p[i] < 0x80 || p[i] > 0xbf) return false;
+    }
+    p += n + 1;
   }
-  return in.position() + int64_t(len);
+  return true;
 }
 
-absl::Status ReadString(SliceReader& in, int type, std::string* out) {
-  auto end = ReadLength(in, type);
-  if (!end.ok()) return end.status();
-  std::vector<absl::Span<const char>> pieces;
-  in.Take(*end - in.position(), &pieces);
+// A varint field's value (kVarint only: another wire type makes it unknown).
+template <typename T>
+absl::Status ReadInt(SliceReader& in, int64_t at, T* out) {
+  uint64_t v = 0;
+  if (!in.ReadVarint(&v)) return Malformed("bad varint", at);
+  *out = T(v);  // enums, bool and int64 as protobuf converts them
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(SliceReader& in, int64_t at, std::string* out) {
+  int64_t length = 0;
+  if (!in.ReadLength(&length)) return Malformed("bad string length", at);
   out->clear();
-  for (const auto& p : pieces) out->append(p.data(), p.size());
+  in.Consume(length, [&](const char* p, size_t n) { out->append(p, n); });
+  if (!IsValidUtf8(*out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("string field at byte ", at, " is not valid UTF-8"));
+  }
   return absl::OkStatus();
 }
 
 // Merges a Matrix message into `m` (later fields win, as protobuf does).
-absl::Status ReadMatrix(SliceReader& in, int type, Matrix& m) {
-  auto end = ReadLength(in, type);
-  if (!end.ok()) return end.status();
-  return ForEachField(in, *end, [&](int number, int t) -> absl::Status {
-    int64_t v = 0;
-    switch (number) {
-      case 1:
-        if (auto s = ReadVarintField(in, t, &v); !s.ok()) return s;
-        m.dtype = int(v);
-        return absl::OkStatus();
-      case 2: return ReadVarintField(in, t, &m.rows);
-      case 3: return ReadVarintField(in, t, &m.cols);
-      case 4: {
-        auto data_end = ReadLength(in, t);
-        if (!data_end.ok()) return data_end.status();
-        m.data.clear();
-        m.data_bytes = *data_end - in.position();
-        in.Take(m.data_bytes, &m.data);
-        return absl::OkStatus();
-      }
-      default: return SkipValue(in, t);
+absl::Status ReadMatrix(SliceReader& in, int64_t at, int depth, Matrix& m) {
+  int64_t length = 0;
+  if (!in.ReadLength(&length)) return Malformed("bad Matrix length", at);
+  if (depth - 1 < 0) return Malformed("nested too deep", at);
+  const int64_t old_limit = in.PushLimit(length);
+  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
+    if (number == 1 && type == kVarint) return ReadInt(in, at, &m.dtype);
+    if (number == 2 && type == kVarint) return ReadInt(in, at, &m.rows);
+    if (number == 3 && type == kVarint) return ReadInt(in, at, &m.cols);
+    if (number == 4 && type == kLengthDelimited) {  // bytes data: the later one wins
+      int64_t n = 0;
+      if (!in.ReadLength(&n)) return Malformed("bad data length", at);
+      m.data.clear();
+      m.data_bytes = n;
+      in.Consume(n, [&](const char* p, size_t size) { m.data.emplace_back(p, size); });
+      return absl::OkStatus();
     }
-  });
+    return std::nullopt;
+  };
+  absl::Status status = ForEachField(in, depth - 1, field);
+  in.PopLimit(old_limit);
+  return status;
 }
 
 // Field numbers of each request message in compute.proto.
 struct RequestFields {
-  int a, b, variant, allow_tf32, reduce_op, reduce_axis;  // 0: absent
+  uint32_t a, b, variant, allow_tf32, reduce_op, reduce_axis;  // 0: absent
 };
 
 RequestFields FieldsOf(v1::Op op) {
@@ -179,52 +312,71 @@ void AppendVarint(std::string& out, uint64_t v) {
   out.push_back(char(v));
 }
 
-void AppendTag(std::string& out, int number, int type) { AppendVarint(out, uint64_t(number) << 3 | type); }
+void AppendTag(std::string& out, int number, int type) {
+  AppendVarint(out, uint64_t(number) << 3 | type);
+}
+
+absl::Status CheckSize(const SliceReader& in) {
+  if (in.size() > INT_MAX) return Malformed("message of more than INT_MAX bytes", 0);
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
                                                    const std::vector<grpc::Slice>& slices) {
   SliceReader in(slices);
+  if (auto s = CheckSize(in); !s.ok()) return s;
   const RequestFields f = FieldsOf(op);
   ComputeRequest req;
-  auto status = ForEachField(in, in.size(), [&](int number, int type) -> absl::Status {
-    int64_t v = 0;
-    if (number == f.a) return ReadMatrix(in, type, req.a);
-    if (number == f.b) return ReadMatrix(in, type, req.b);
-    if (number == f.variant) return ReadString(in, type, &req.variant);
-    if (number == f.allow_tf32) {
-      if (auto s = ReadVarintField(in, type, &v); !s.ok()) return s;
-      req.allow_tf32 = v != 0;
-      return absl::OkStatus();
+  // Field numbers are never 0 here, so an absent field (0) matches nothing.
+  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
+    if (type == kLengthDelimited) {
+      if (number == f.a) return ReadMatrix(in, at, kRecursionLimit, req.a);
+      if (number == f.b) return ReadMatrix(in, at, kRecursionLimit, req.b);
+      if (number == f.variant) return ReadString(in, at, &req.variant);
+    } else if (type == kVarint) {
+      if (number == f.allow_tf32) return ReadInt(in, at, &req.allow_tf32);
+      if (number == f.reduce_op) return ReadInt(in, at, &req.reduce_op);
+      if (number == f.reduce_axis) return ReadInt(in, at, &req.reduce_axis);
     }
-    if (number == f.reduce_op || number == f.reduce_axis) {
-      if (auto s = ReadVarintField(in, type, &v); !s.ok()) return s;
-      (number == f.reduce_op ? req.reduce_op : req.reduce_axis) = int(v);
-      return absl::OkStatus();
-    }
-    return SkipValue(in, type);
-  });
+    return std::nullopt;
+  };
+  absl::Status status = ForEachField(in, kRecursionLimit, field);
   if (!status.ok()) return status;
   return req;
 }
 
 absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Slice>& slices) {
   SliceReader in(slices);
+  if (auto s = CheckSize(in); !s.ok()) return s;
   ComputeResponse resp;
-  auto status = ForEachField(in, in.size(), [&](int number, int type) -> absl::Status {
-    if (number == 1) return ReadMatrix(in, type, resp.output);
+  // Each ExecutionReport, still wrapped as field 2, for protobuf to parse
+  // and merge at the end (a report is small).
+  std::string reports;
+  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
+    if (type != kLengthDelimited) return std::nullopt;
+    if (number == 1) return ReadMatrix(in, at, kRecursionLimit, resp.output);
     if (number == 2) {
-      std::string report;
-      if (auto s = ReadString(in, type, &report); !s.ok()) return s;
-      if (!resp.report.ParseFromString(report)) {
-        return absl::InvalidArgumentError("report: not a valid ExecutionReport");
-      }
+      int64_t length = 0;
+      if (!in.ReadLength(&length)) return Malformed("bad report length", at);
+      AppendTag(reports, 2, kLengthDelimited);
+      AppendVarint(reports, uint64_t(length));
+      in.Consume(length, [&](const char* p, size_t n) { reports.append(p, n); });
       return absl::OkStatus();
     }
-    return SkipValue(in, type);
-  });
+    return std::nullopt;
+  };
+  absl::Status status = ForEachField(in, kRecursionLimit, field);
   if (!status.ok()) return status;
+  if (!reports.empty()) {
+    // Parsed as the field of a response, so that the nesting limit is the same.
+    v1::TransposeResponse holder;
+    if (!holder.ParseFromString(reports)) {
+      return absl::InvalidArgumentError("report: not a valid ExecutionReport");
+    }
+    resp.report = std::move(*holder.mutable_report());
+  }
   return resp;
 }
 
@@ -247,7 +399,7 @@ void MessageWriter::BytesField(int field, const std::string& value) {
 }
 
 void MessageWriter::MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols,
-                           grpc::Slice payload) {
+                                grpc::Slice payload) {
   std::string head;  // the Matrix's fields before its payload bytes
   AppendTag(head, 1, kVarint);
   AppendVarint(head, uint64_t(int64_t(dtype)));

@@ -3,10 +3,11 @@
 // slice parse back as the proto messages.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
-#include "wire/compute_wire.h"
 #include "support/test_util.h"
+#include "wire/compute_wire.h"
 
 namespace gpucompute::wire {
 namespace {
@@ -123,13 +124,14 @@ TEST(Wire, ResponsesParseAsProtobufAndReleaseTheirPayload) {
   report.set_device("cuda:0 NVIDIA H200");
   report.set_total_us(1234);
   {
-    grpc::ByteBuffer buffer = EncodeComputeResponse(
-        v1::DTYPE_FLOAT64, 6, 4,
-        SliceOwning(std::move(payload), [&](std::unique_ptr<std::string> s) {
-          EXPECT_EQ(*s, expected);
-          ++released;
-        }),
-        report);
+    grpc::ByteBuffer buffer =
+        EncodeComputeResponse(v1::DTYPE_FLOAT64, 6, 4,
+                              SliceOwning(std::move(payload),
+                                          [&](std::unique_ptr<std::string> s) {
+                                            EXPECT_EQ(*s, expected);
+                                            ++released;
+                                          }),
+                              report);
     std::vector<grpc::Slice> slices;
     ASSERT_TRUE(buffer.Dump(&slices).ok());
     std::string bytes;
@@ -153,6 +155,231 @@ TEST(Wire, ResponsesParseAsProtobufAndReleaseTheirPayload) {
     EXPECT_EQ(released, 0) << "released while still referenced";
   }
   EXPECT_EQ(released, 1);
+}
+
+// ---- Agreement with protobuf on any bytes (tests/fuzz/wire_request_fuzz
+// checks this at scale; these are the divergences it and a review found). ----
+
+std::string Unhex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+std::string Varint(uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(char(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(char(v));
+  return out;
+}
+std::string Tag(int number, int type) { return Varint(uint64_t(number) << 3 | type); }
+std::string Ld(int number, const std::string& payload) {
+  return Tag(number, 2) + Varint(payload.size()) + payload;
+}
+std::string Groups(int number, int depth) {
+  std::string out;
+  for (int i = 0; i < depth; ++i) out += Tag(number, 3);
+  for (int i = 0; i < depth; ++i) out += Tag(number, 4);
+  return out;
+}
+
+// Parses `bytes` as `op`'s request with the generated class and with the
+// slice parser (whole, and cut after every byte), and expects the same
+// verdict and the same fields. Returns protobuf's verdict.
+bool ExpectSameAsProtobuf(v1::Op op, const std::string& bytes) {
+  v1::MatMulRequest mm;
+  v1::TransposeRequest tr;
+  v1::ReduceRequest rd;
+  bool pb_ok = false;
+  v1::Matrix a, b;
+  std::string variant;
+  bool tf32 = false;
+  int reduce_op = 0, reduce_axis = 0;
+  if (op == v1::OP_MATMUL) {
+    pb_ok = mm.ParseFromString(bytes);
+    a = mm.a();
+    b = mm.b();
+    variant = mm.variant();
+    tf32 = mm.allow_tf32();
+  } else if (op == v1::OP_TRANSPOSE) {
+    pb_ok = tr.ParseFromString(bytes);
+    a = tr.input();
+    variant = tr.variant();
+  } else {
+    pb_ok = rd.ParseFromString(bytes);
+    a = rd.input();
+    variant = rd.variant();
+    reduce_op = rd.op();
+    reduce_axis = rd.axis();
+  }
+  std::vector<std::vector<grpc::Slice>> splits = {{grpc::Slice(bytes)}};
+  for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+    splits.push_back(
+        {grpc::Slice(bytes.data(), cut), grpc::Slice(bytes.data() + cut, bytes.size() - cut)});
+  }
+  for (const auto& slices : splits) {
+    SCOPED_TRACE("first slice " + std::to_string(slices[0].size()) + " bytes");
+    auto req = ParseComputeRequest(op, slices);
+    EXPECT_EQ(req.ok(), pb_ok) << req.status();
+    if (!req.ok() || !pb_ok) continue;
+    EXPECT_EQ(req->a.dtype, int(a.dtype()));
+    EXPECT_EQ(req->a.rows, a.rows());
+    EXPECT_EQ(req->a.cols, a.cols());
+    EXPECT_EQ(req->a.data_bytes, int64_t(a.data().size()));
+    EXPECT_EQ(Joined(req->a.data), a.data());
+    EXPECT_EQ(req->b.dtype, int(b.dtype()));
+    EXPECT_EQ(req->b.rows, b.rows());
+    EXPECT_EQ(req->b.cols, b.cols());
+    EXPECT_EQ(Joined(req->b.data), b.data());
+    EXPECT_EQ(req->variant, variant);
+    EXPECT_EQ(req->allow_tf32, tf32);
+    EXPECT_EQ(req->reduce_op, reduce_op);
+    EXPECT_EQ(req->reduce_axis, reduce_axis);
+  }
+  return pb_ok;
+}
+
+TEST(WireVsProtobuf, TagsAndLengthsLongerThanFiveBytesAreRefused) {
+  // A 6-byte Matrix length: protobuf refuses (the parser used to accept).
+  EXPECT_FALSE(
+      ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Unhex("0a8c808080800008011001180122040000803f")));
+  // The same length in 5 bytes is fine.
+  EXPECT_TRUE(
+      ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Unhex("0a8c8080800008011001180122040000803f")));
+  // A 6-byte tag.
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_REDUCE, Unhex("98808080800001")));
+  // A 5-byte length whose fifth byte is 8 or more (>= 2 GiB), and one
+  // above INT_MAX - 16: refused before the bytes are looked for.
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(2, 2) + Unhex("8080808008") + "x"));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(2, 2) + Unhex("f0ffffff07") + "x"));
+  // A 10-byte varint is fine (its bits past 64 dropped), 11 bytes is not.
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_REDUCE, Tag(2, 0) + Unhex("ffffffffffffffffff7f")));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_REDUCE, Tag(2, 0) + Unhex("ffffffffffffffffff8001")));
+}
+
+TEST(WireVsProtobuf, FiveByteTagsKeepTheirLow32Bits) {
+  // Field 3 (axis), varint, with bit 32 set in the tag: protobuf reads axis = 1.
+  const std::string bytes = Unhex("0a1008011002180122080000803f00000040988080801001");
+  ASSERT_TRUE(ExpectSameAsProtobuf(v1::OP_REDUCE, bytes));
+  auto req = ParseComputeRequest(v1::OP_REDUCE, {grpc::Slice(bytes)});
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->reduce_axis, int(v1::REDUCE_AXIS_PER_ROW));
+  EXPECT_EQ(req->a.rows, 2);
+  // Enums keep the low 32 bits of a 64-bit varint.
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_REDUCE, Tag(2, 0) + Varint(uint64_t{1} << 32 | 2)));
+}
+
+TEST(WireVsProtobuf, UnknownGroupsAndWrongWireTypesAreSkipped) {
+  // An unknown group after a valid message.
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Unhex("0a0c08011001180122040000803f2b2c")));
+  // A known field (2: variant) with the wrong wire type (varint): unknown.
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Unhex("0a0c08011001180122040000803f1000")));
+  // The Matrix as a varint, inside fields as fixed32/64 and groups, nested groups.
+  EXPECT_TRUE(ExpectSameAsProtobuf(
+      v1::OP_MATMUL, Tag(1, 0) + Varint(5) + Tag(2, 5) + "abcd" + Tag(3, 1) + "12345678"));
+  EXPECT_TRUE(ExpectSameAsProtobuf(
+      v1::OP_MATMUL,
+      Ld(1, Tag(1, 2) + Varint(1) + "x" + Tag(4, 0) + Varint(9) + Groups(4, 3) + Ld(4, "abcd")) +
+          Tag(15, 3) + Tag(1, 0) + Varint(1) + Ld(2, "zz") + Tag(15, 4)));
+  // Future fields (Matrix 5 and 6, request 10) are skipped.
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE,
+                                   Ld(1, Ld(4, "abcd") + Ld(5, "tensor-7") + Ld(6, Ld(1, "shm"))) +
+                                       Ld(10, Tag(1, 0) + Varint(1))));
+  // Groups must close with their own number, inside their message.
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(5, 3) + Tag(6, 4)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(5, 3)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Ld(1, Tag(5, 3)) + Tag(5, 4)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(5, 3) + std::string(1, '\0')));
+  // End-group tags outside a group, tag 0, field 0, wire types 6 and 7.
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(5, 4)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Ld(1, Tag(5, 4))));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, std::string(1, '\0')));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(0, 0) + Varint(1)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(7, 6)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(7, 7)));
+}
+
+TEST(WireVsProtobuf, GroupsNestAsDeepAsProtobufAllows) {
+  // 100 levels at the top, 99 inside a Matrix (which takes one level).
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Groups(9, 100)));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Groups(9, 101)));
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Ld(1, Groups(9, 99))));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Ld(1, Groups(9, 100))));
+}
+
+TEST(WireVsProtobuf, VariantMustBeUtf8) {
+  for (const char* bad : {"\xc3\x28", "\xed\xa0\x80", "\xc0\xaf", "\xe0\x80\xaf",
+                          "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80", "\xff", "abc\x80"}) {
+    SCOPED_TRACE(Joined({absl::Span<const char>(bad, std::strlen(bad))}));
+    EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_MATMUL, Ld(3, bad)));
+    // An invalid variant fails the parse even when a later one is valid.
+    EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_REDUCE, Ld(4, bad) + Ld(4, "cub")));
+  }
+  for (const std::string& good :
+       {std::string("\xc3\xa9t\xc3\xa9"), std::string("\xef\xbf\xbf"),
+        std::string("\xf0\x9f\x98\x80"), std::string("\xf4\x8f\xbf\xbf"), std::string("a\0b", 3)}) {
+    EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Ld(2, good)));
+  }
+  // `data` is bytes: anything goes.
+  EXPECT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Ld(1, Ld(4, "\xff\xfe"))));
+}
+
+TEST(WireVsProtobuf, RepeatedFieldsMerge) {
+  // The Matrix twice: fields of the first stay unless the second sets them
+  // (a zero it sends counts); the later payload wins.
+  const std::string bytes =
+      Ld(1, Tag(1, 0) + Varint(1) + Tag(2, 0) + Varint(3) + Tag(3, 0) + Varint(4) + Ld(4, "aaaa")) +
+      Ld(2, "first") + Ld(1, Tag(2, 0) + Varint(0) + Ld(4, "bbbbbbbb") + Ld(4, "cc")) +
+      Ld(2, "second");
+  ASSERT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, bytes));
+  auto req = ParseComputeRequest(v1::OP_TRANSPOSE, {grpc::Slice(bytes)});
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->a.dtype, 1);
+  EXPECT_EQ(req->a.rows, 0);
+  EXPECT_EQ(req->a.cols, 4);
+  EXPECT_EQ(Joined(req->a.data), "cc");
+  EXPECT_EQ(req->a.data_bytes, 2);
+  EXPECT_EQ(req->variant, "second");
+}
+
+TEST(WireVsProtobuf, TruncatedAndOverlongFieldsAreRefused) {
+  const std::string valid = Ld(1, Tag(1, 0) + Varint(1) + Ld(4, "abcd")) + Ld(2, "v");
+  for (size_t cut = 1; cut < valid.size(); ++cut) {
+    ExpectSameAsProtobuf(v1::OP_TRANSPOSE, valid.substr(0, cut));
+  }
+  // A field inside the Matrix that runs past the Matrix's end.
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, Tag(1, 2) + Varint(3) + Ld(4, "abcd")));
+  EXPECT_FALSE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE,
+                                    Tag(1, 2) + Varint(2) + Tag(9, 1) + "1234567" + Ld(2, "x")));
+}
+
+TEST(WireVsProtobuf, ResponsesMergeTheirReports) {
+  v1::ExecutionReport first;
+  first.set_variant("cpu_naive");
+  first.set_device("cpu");
+  first.set_total_us(42);
+  const std::string bytes = Ld(2, first.SerializeAsString()) +
+                            Ld(1, Tag(2, 0) + Varint(1) + Ld(4, "abcd")) +
+                            Ld(2, Tag(7, 0) + Varint(0) + Ld(1, "cub"));
+  v1::ReduceResponse pb;
+  ASSERT_TRUE(pb.ParseFromString(bytes));
+  auto resp = ParseComputeResponse({grpc::Slice(bytes)});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->report.SerializeAsString(), pb.report().SerializeAsString());
+  EXPECT_EQ(resp->report.variant(), "cub");
+  EXPECT_EQ(resp->report.device(), "cpu");
+  EXPECT_EQ(resp->report.total_us(), 0);
+  EXPECT_EQ(resp->output.rows, 1);
+  EXPECT_EQ(Joined(resp->output.data), "abcd");
+  // A report that is not valid fails the response, as in protobuf.
+  const std::string bad = Ld(2, Ld(1, "\xff"));
+  EXPECT_FALSE(pb.ParseFromString(bad));
+  EXPECT_FALSE(ParseComputeResponse({grpc::Slice(bad)}).ok());
 }
 
 }  // namespace
