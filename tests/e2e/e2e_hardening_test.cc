@@ -186,5 +186,71 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   EXPECT_NE(text.str().find("transpose OK variant=cpu_reference"), std::string::npos) << text.str();
 }
 
+// SIGTERM while 16 large responses are on their way: every admitted call is
+// answered in full, then the process exits promptly.
+TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
+  // One worker: the calls queue behind each other, so most are still waiting
+  // or running when the signal comes.
+  testing::ServerWithMetrics server = testing::StartServerWithMetrics(
+      GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
+  ASSERT_TRUE(server.started());
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest req;
+  *req.mutable_input() = RandomMatrix<float>(2896, 2896, rng);  // 32 MiB each way
+  constexpr int kCalls = 16;
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;  // a connection each, made first
+  for (int i = 0; i < kCalls; ++i) {
+    channels.push_back(Connect(server.process->target()));
+    ASSERT_TRUE(channels.back()->WaitForConnected(std::chrono::system_clock::now() +
+                                                  std::chrono::seconds(10)));
+  }
+  std::vector<std::future<std::pair<bool, Clock::time_point>>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::async(std::launch::async, [&, i] {
+      auto stub = v1::Compute::NewStub(channels[i]);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      v1::TransposeResponse resp;
+      const grpc::Status s = stub->Transpose(&ctx, req, &resp);
+      const bool ok = s.ok() && resp.output().data().size() == req.input().data().size();
+      if (!s.ok()) {
+        ADD_FAILURE() << "a call in flight at SIGTERM ended " << s.error_code() << ": "
+                      << s.error_message();
+      }
+      return std::make_pair(ok, Clock::now());
+    }));
+  }
+  // Every call reached its handler (answered or in flight) before the signal.
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto scrape = testing::ScrapeMetrics(server.metrics_port);
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    const double admitted = scrape->Sum("gpucompute_requests_in_flight") +
+                            scrape->Sum("gpucompute_requests_total", {{"op", "transpose"}});
+    if (admitted >= kCalls) {
+      EXPECT_GT(scrape->Sum("gpucompute_requests_in_flight"), kCalls / 2)
+          << "too few calls still in flight to test the drain";
+      break;
+    }
+    ASSERT_LT(Clock::now(), give_up) << "only " << admitted << " calls arrived";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int exit_code = server.process->Stop(SIGTERM);
+  const Clock::time_point exited = Clock::now();
+  Clock::time_point last_answer{};
+  int delivered = 0;
+  for (auto& c : calls) {
+    auto [ok, at] = c.get();
+    delivered += ok;
+    last_answer = std::max(last_answer, at);
+  }
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(delivered, kCalls);
+  EXPECT_LE(exited - last_answer, std::chrono::seconds(1))
+      << "exit came " << std::chrono::duration<double>(exited - last_answer).count()
+      << " s after the last answer";
+}
+
 }  // namespace
 }  // namespace gpucompute
