@@ -1,6 +1,7 @@
 #include "server/cuda/staging.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "gpucompute/kernels/cuda_status.h"
 
@@ -13,25 +14,19 @@ absl::StatusOr<std::unique_ptr<StagingBuffers>> StagingBuffers::Create(
     std::atomic<int64_t>& host_alloc_calls) {
   std::unique_ptr<StagingBuffers> s(new StagingBuffers);
   for (int i = 0; i < 2; ++i) {
-    host_alloc_calls.fetch_add(1);
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaHostAlloc(&s->chunk_[i], kChunkBytes, cudaHostAllocDefault),
-                                    "cudaHostAlloc(staging)");
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&s->done_[i], cudaEventDisableTiming),
-                                    "cudaEventCreate(staging)");
+    auto chunk = PinnedHostAlloc(kChunkBytes, "cudaHostAlloc(staging)", host_alloc_calls);
+    if (!chunk.ok()) return chunk.status();
+    s->chunk_[i] = std::move(*chunk);
+    auto done = CreateEvent(cudaEventDisableTiming);
+    if (!done.ok()) return done.status();
+    s->done_[i] = std::move(*done);
   }
   return s;
 }
 
-StagingBuffers::~StagingBuffers() {
-  for (int i = 0; i < 2; ++i) {
-    if (chunk_[i]) cudaFreeHost(chunk_[i]);
-    if (done_[i]) cudaEventDestroy(done_[i]);
-  }
-}
-
 absl::Status StagingBuffers::WaitChunk(int b) {
   if (!queued_[b]) return absl::OkStatus();
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b]), "staging wait");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_[b].get()), "staging wait");
   queued_[b] = false;
   return absl::OkStatus();
 }
@@ -66,12 +61,12 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
         piece_offset = 0;
       }
     }
-    copier.Gather(static_cast<char*>(chunk_[b]), chunk_src);
+    copier.Gather(chunk(b), chunk_src);
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, chunk_[b], len,
+        cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, chunk(b), len,
                         cudaMemcpyHostToDevice, stream),
         "upload cudaMemcpyAsync");
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b], stream), "upload event");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b].get(), stream), "upload event");
     queued_[b] = true;
   }
   return absl::OkStatus();
@@ -86,10 +81,10 @@ absl::Status StagingBuffers::Download(void* host_dst, const void* device_src, si
     const int b = int(i % 2);
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(chunk_[b], static_cast<const char*>(device_src) + offset, len,
+        cudaMemcpyAsync(chunk(b), static_cast<const char*>(device_src) + offset, len,
                         cudaMemcpyDeviceToHost, stream),
         "download cudaMemcpyAsync");
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b], stream), "download event");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b].get(), stream), "download event");
     queued_[b] = true;
     return absl::OkStatus();
   };
@@ -104,7 +99,7 @@ absl::Status StagingBuffers::Download(void* host_dst, const void* device_src, si
     const int b = int(i % 2);
     const size_t offset = i * kChunkBytes, len = std::min(kChunkBytes, bytes - offset);
     if (auto s = WaitChunk(b); !s.ok()) return s;
-    copier.Copy(static_cast<char*>(host_dst) + offset, chunk_[b], len);
+    copier.Copy(static_cast<char*>(host_dst) + offset, chunk(b), len);
   }
   return absl::OkStatus();
 }

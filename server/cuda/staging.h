@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "server/cuda/cuda_handles.h"
 #include "server/cuda/host_copy.h"
 #include "server/engine/device.h"
 
@@ -23,7 +24,6 @@ class StagingBuffers {
 
   // Two pinned chunks; counts the cudaHostAlloc calls in `host_alloc_calls`.
   static absl::StatusOr<std::unique_ptr<StagingBuffers>> Create(std::atomic<int64_t>& host_alloc_calls);
-  ~StagingBuffers();
 
   // Queues the copy on `stream` and returns once every byte is in a staging
   // buffer: work queued after it on the stream sees the data, and the host
@@ -40,15 +40,15 @@ class StagingBuffers {
   // orders its own copies and waits for them before the next use: first
   // waits until no queued DMA uses either chunk.
   absl::Status WaitIdle();
-  char* chunk(int b) { return static_cast<char*>(chunk_[b]); }
+  char* chunk(int b) { return static_cast<char*>(chunk_[b].get()); }
 
  private:
   StagingBuffers() = default;
   // Waits for the last DMA that used chunk `b`, if one may still run.
   absl::Status WaitChunk(int b);
 
-  void* chunk_[2] = {nullptr, nullptr};
-  cudaEvent_t done_[2] = {nullptr, nullptr};
+  UniquePinnedMemory chunk_[2];
+  UniqueEvent done_[2];
   bool queued_[2] = {false, false};  // a DMA on chunk b was queued and not waited for
 };
 
