@@ -1,0 +1,125 @@
+#include "server/cuda/profile_runner.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "gpucompute/kernels/check.h"
+#include "gpucompute/kernels/cuda_status.h"
+#include "gpucompute/kernels/cuda_timer.h"
+#include "gpucompute/kernels/reference.h"
+#include "server/cuda/fill.h"
+#include "server/cuda/reference_gemm.h"
+
+namespace gpucompute::server::cuda {
+
+using kernels::cuda::CudaStatus;
+
+namespace {
+
+cudaError_t Fill(kernels::DType dtype, void* data, int64_t count, uint64_t seed, cudaStream_t stream) {
+  return dtype == kernels::DType::kFloat32 ? FillUniform(static_cast<float*>(data), count, seed, stream)
+                                           : FillUniform(static_cast<double*>(data), count, seed, stream);
+}
+
+// `repetitions` timed launches of `v` after `warmup` untimed ones, fewer when
+// `stop` turns true; microseconds of each.
+absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v, const kernels::Problem& p,
+                                                const kernels::Buffers& buffers, Slot& slot, int warmup,
+                                                int repetitions, const StopRequested& stop) {
+  const kernels::LaunchContext ctx = slot.launch_context();
+  auto ms = kernels::cuda::TimeLaunches(
+      slot.timer(), slot.stream(), warmup, repetitions, [&] { return v.launch(p, buffers, ctx); }, stop);
+  if (!ms.ok()) return ms.status();
+  std::vector<double> us;
+  us.reserve(ms->size());
+  for (double t : *ms) us.push_back(t * 1000.0);
+  return us;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job, const StopRequested& stop, Slot& slot,
+                                                           DeviceMemory& memory, HostCopyPool& copier,
+                                                           DeviceHealth& health) {
+  const kernels::Problem& p = job.problem;
+  const cudaStream_t stream = slot.stream();
+  const int64_t es = kernels::ElementSize(p.dtype);
+  const int64_t na = kernels::InputAElements(p), nb = kernels::InputBElements(p);
+  const int64_t nout = kernels::OutputElements(p);
+  int64_t ws_bytes = 0;
+  for (const kernels::Variant* v : job.variants) ws_bytes = std::max<int64_t>(ws_bytes, v->WorkspaceBytes(p));
+  const bool device_reference =
+      p.op == kernels::Op::kMatMul && double(p.m) * double(p.n) * double(p.k) > kHostReferenceMaxMacs;
+  const int64_t ref_bytes =
+      device_reference ? AlignedBytes(8 * na) + AlignedBytes(8 * nb) + AlignedBytes(8 * nout) : 0;
+  const int64_t total = AlignedBytes(na * es) + AlignedBytes(nb * es) + AlignedBytes(nout * es) +
+                        AlignedBytes(ws_bytes) + ref_bytes;
+  auto reservation = memory.Reserve(total, absl::Now() + kMaxMemoryWait);
+  if (!reservation.ok()) return reservation.status();
+
+  RequestMemory buffers_memory(std::move(*reservation), stream);
+  auto a = buffers_memory.Get(na * es);
+  auto b = nb ? buffers_memory.Get(nb * es) : absl::StatusOr<void*>(nullptr);
+  auto out = buffers_memory.Get(nout * es);
+  auto ws = ws_bytes ? buffers_memory.Get(ws_bytes) : absl::StatusOr<void*>(nullptr);
+  for (const auto* r : {&a, &b, &out, &ws}) {
+    if (!r->ok()) return r->status();
+  }
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(Fill(p.dtype, *a, na, job.seed, stream), "fill a");
+  if (nb) GPUCOMPUTE_RETURN_IF_CUDA_ERROR(Fill(p.dtype, *b, nb, job.seed + 1, stream), "fill b");
+
+  // Inputs on the host for the check's scale and for host references.
+  std::vector<char> host_a(na * es), host_b(nb * es), host_out(nout * es);
+  if (auto s = slot.staging().Download(host_a.data(), *a, na * es, stream, copier); !s.ok()) return s;
+  if (nb) {
+    if (auto s = slot.staging().Download(host_b.data(), *b, nb * es, stream, copier); !s.ok()) return s;
+  }
+  std::vector<double> reference;
+  if (device_reference) {
+    auto ref = DeviceMatMulReference(p, *a, *b, buffers_memory, slot, copier);
+    if (!ref.ok()) return ref.status();
+    reference = std::move(*ref);
+  } else {
+    reference = kernels::ReferenceResult(p, host_a.data(), host_b.data());
+  }
+
+  const kernels::Buffers buffers{*a, *b, *out, *ws, size_t(ws_bytes)};
+  const kernels::LaunchContext ctx = slot.launch_context();
+  std::vector<VariantMeasurement> results;
+  for (const kernels::Variant* v : job.variants) {
+    if (stop()) return absl::CancelledError("profile abandoned: the client went away");
+    VariantMeasurement m;
+    m.variant = v;
+    // All-ones bytes are NaN in both float32 and float64.
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(*out, 0xff, nout * es, stream), "poison");
+    absl::Status launched = v->launch(p, buffers, ctx);
+    if (launched.ok()) launched = slot.staging().Download(host_out.data(), *out, nout * es, stream, copier);
+    if (!launched.ok()) {
+      // The error fails this variant's row only, unless it broke the device:
+      // then it ends the profile (and the caller's AfterError says why).
+      health.AfterError(launched).IgnoreError();
+      if (!health.healthy()) return launched;
+      m.error = std::string(launched.message());
+      results.push_back(std::move(m));
+      continue;
+    }
+    const kernels::CheckResult check =
+        kernels::CheckAgainstReference(p, v->reduced_precision, host_a.data(), host_out.data(), reference);
+    m.ok = check.ok;
+    m.error = check.message;
+    m.max_rel_error = check.max_rel_error;
+    if (m.ok) {
+      auto times = TimeVariant(*v, p, buffers, slot, job.warmup, job.repetitions, stop);
+      if (!times.ok()) return times.status();
+      m.times_us = std::move(*times);
+    }
+    results.push_back(std::move(m));
+  }
+  return results;
+}
+
+}  // namespace gpucompute::server::cuda

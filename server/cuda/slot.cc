@@ -1,0 +1,52 @@
+#include "server/cuda/slot.h"
+
+#include <utility>
+
+#include "gpucompute/kernels/cuda_status.h"
+
+namespace gpucompute::server::cuda {
+
+using kernels::cuda::CudaStatus;
+
+absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_malloc_calls,
+                                                   std::atomic<int64_t>& host_alloc_calls) {
+  auto stream = CreateStream();
+  if (!stream.ok()) return stream.status();
+  std::array<UniqueEvent, 4> marks;
+  for (UniqueEvent& mark : marks) {
+    auto event = CreateEvent();
+    if (!event.ok()) return event.status();
+    mark = std::move(*event);
+  }
+  auto scratch = DeviceMalloc(kScratchBytes, "cudaMalloc(scratch)", device_malloc_calls);
+  if (!scratch.ok()) return scratch.status();
+  auto timer = kernels::cuda::EventTimer::Create();
+  if (!timer.ok()) return timer.status();
+  auto cublas = CreateCublas();
+  if (!cublas.ok()) return cublas.status();
+  auto staging = StagingBuffers::Create(host_alloc_calls);
+  if (!staging.ok()) return staging.status();
+  return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
+                                        std::move(*timer), std::move(*cublas), std::move(*staging)));
+}
+
+Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
+           kernels::cuda::EventTimer timer, UniqueCublas cublas, std::unique_ptr<StagingBuffers> staging)
+    : stream_(std::move(stream)),
+      marks_(std::move(marks)),
+      scratch_(std::move(scratch)),
+      timer_(std::move(timer)),
+      cublas_(std::move(cublas)),
+      staging_(std::move(staging)) {}
+
+absl::Status Slot::Record(Mark mark) { return CudaStatus(cudaEventRecord(event(mark), stream()), "cudaEventRecord"); }
+
+absl::Status Slot::WaitFor(Mark mark, const char* what) { return CudaStatus(cudaEventSynchronize(event(mark)), what); }
+
+absl::StatusOr<int64_t> Slot::MicrosBetween(Mark from, Mark to) const {
+  float ms = 0;
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&ms, event(from), event(to)), "cudaEventElapsedTime");
+  return int64_t(ms * 1000.0f);
+}
+
+}  // namespace gpucompute::server::cuda

@@ -1,0 +1,68 @@
+// What one request in flight uses on a GPU: its stream and cuBLAS handle,
+// events marking its stages, a small device scratch area and pinned
+// staging. Every piece is held by an owning handle, so a Slot that fails
+// half-way through Create frees what it had made, and a Slot frees all of
+// it when destroyed (with its device current).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "gpucompute/kernels/cuda_timer.h"
+#include "gpucompute/kernels/variant.h"
+#include "server/cuda/cuda_handles.h"
+#include "server/cuda/staging.h"
+
+namespace gpucompute::server::cuda {
+
+class Slot {
+ public:
+  // Device memory kept for small requests, whose operands, result and
+  // workspace all fit: they skip the pool and wait on the host only once.
+  static constexpr int64_t kScratchBytes = int64_t{1} << 20;
+
+  // Stage boundaries, recorded on the stream: upload begin -> kernel start
+  // is the upload, kernel start -> kernel end the kernel, kernel end ->
+  // downloaded the download (small requests, whose result lands in staging).
+  enum class Mark { kUploadBegin, kKernelStart, kKernelEnd, kDownloaded };
+
+  // On the current device; counts its cudaMalloc and cudaHostAlloc calls.
+  static absl::StatusOr<std::unique_ptr<Slot>> Create(std::atomic<int64_t>& device_malloc_calls,
+                                                      std::atomic<int64_t>& host_alloc_calls);
+
+  cudaStream_t stream() const { return stream_.get(); }
+  cublasHandle_t cublas() const { return cublas_.get(); }
+  kernels::LaunchContext launch_context() const { return kernels::LaunchContext{stream(), cublas()}; }
+  char* scratch() const { return static_cast<char*>(scratch_.get()); }  // kScratchBytes
+  StagingBuffers& staging() { return *staging_; }
+  // Times launches for Profile and the ceilings.
+  kernels::cuda::EventTimer& timer() { return timer_; }
+
+  absl::Status Record(Mark mark);
+  // Waits until `mark` has fired; `what` names the wait in an error.
+  absl::Status WaitFor(Mark mark, const char* what);
+  // Microseconds between two recorded marks that have fired.
+  absl::StatusOr<int64_t> MicrosBetween(Mark from, Mark to) const;
+
+ private:
+  Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
+       kernels::cuda::EventTimer timer, UniqueCublas cublas, std::unique_ptr<StagingBuffers> staging);
+
+  cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
+
+  // Declared first, destroyed last: after everything used on it.
+  UniqueStream stream_;
+  std::array<UniqueEvent, 4> marks_;
+  UniqueDeviceMemory scratch_;
+  kernels::cuda::EventTimer timer_;
+  UniqueCublas cublas_;
+  std::unique_ptr<StagingBuffers> staging_;
+};
+
+}  // namespace gpucompute::server::cuda
