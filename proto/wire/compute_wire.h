@@ -43,12 +43,18 @@ struct ComputeRequest {
 };
 
 // Parses the request message of `op` from `slices` (which must outlive the
-// result: its spans point into them). Malformed input gives INVALID_ARGUMENT.
+// result: its spans point into them). Any bytes get the verdict and the field
+// values that protobuf's generated classes (ParseFromArray) give them:
+// repeated fields merge, unknown fields (groups included, and known numbers
+// under another wire type) are skipped, strings must be UTF-8; what protobuf
+// refuses gives INVALID_ARGUMENT. tests/fuzz/wire_request_fuzz checks this;
+// a field added to compute.proto that protobuf parses (a message, a string,
+// a oneof member) must be read or checked here too, or the fuzzer objects.
 absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
                                                    const std::vector<grpc::Slice>& slices);
 
 // A MatMulResponse, TransposeResponse or ReduceResponse (1 = Matrix,
-// 2 = ExecutionReport) read the same way.
+// 2 = ExecutionReport) read the same way (the report by protobuf itself).
 struct ComputeResponse {
   Matrix output;
   v1::ExecutionReport report;
