@@ -264,7 +264,7 @@ int Run() {
   }
 
   ClientOptions options;
-  options.target = absl::GetFlag(FLAGS_server);
+  options.target = WithDefaultPort(absl::GetFlag(FLAGS_server));
   options.deadline = absl::Seconds(30);  // GetServerInfo only; requests use --deadline
   options.use_tls = absl::GetFlag(FLAGS_tls);
   options.tls_root_ca_file = absl::GetFlag(FLAGS_tls_ca);

@@ -17,6 +17,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -223,8 +224,33 @@ Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
 
-absl::StatusOr<Client> Client::Create(const ClientOptions& options) {
-  if (options.target.empty()) return absl::InvalidArgumentError("client target is empty");
+std::string WithDefaultPort(const std::string& target) {
+  std::string prefix, host = target;
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(target, scheme)) {
+      prefix = scheme;
+      host = target.substr(prefix.size());
+      break;
+    }
+  }
+  if (prefix.empty() && target.find(':') != std::string::npos && target.front() != '[') {
+    return target;  // host:port, unix:/path, or another scheme
+  }
+  if (host.empty() || host.find(',') != std::string::npos) return target;
+  const size_t bracket = host.rfind(']');
+  const size_t colon = host.rfind(':');
+  const bool has_port = host.front() == '['
+                            ? bracket != std::string::npos && colon != std::string::npos &&
+                                  colon > bracket
+                            : colon != std::string::npos;
+  if (has_port) return target;
+  return absl::StrCat(prefix, host, ":", kDefaultPort);
+}
+
+absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
+  if (given.target.empty()) return absl::InvalidArgumentError("client target is empty");
+  ClientOptions options = given;
+  options.target = WithDefaultPort(given.target);
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("client deadline must be positive, got ", absl::FormatDuration(options.deadline)));

@@ -65,6 +65,18 @@ void ExpectMatMulMatchesHostReference(const Client& client, int64_t m, int64_t k
   EXPECT_EQ(c->report.total_us(), 10);
 }
 
+// Not gRPC's own default for a bare host (port 0 for a C++ target string).
+TEST(WithDefaultPort, AHostWithoutAPortGetsTheServersDefault) {
+  EXPECT_EQ(WithDefaultPort("gpu-host"), "gpu-host:50051");
+  EXPECT_EQ(WithDefaultPort("gpu-host:7000"), "gpu-host:7000");
+  EXPECT_EQ(WithDefaultPort("dns:///gpu-host"), "dns:///gpu-host:50051");
+  EXPECT_EQ(WithDefaultPort("dns:///gpu-host:7000"), "dns:///gpu-host:7000");
+  EXPECT_EQ(WithDefaultPort("[::1]"), "[::1]:50051");
+  EXPECT_EQ(WithDefaultPort("[::1]:7000"), "[::1]:7000");
+  EXPECT_EQ(WithDefaultPort("ipv4:10.0.0.1"), "ipv4:10.0.0.1:50051");
+  EXPECT_EQ(WithDefaultPort("unix:/run/gpucompute.sock"), "unix:/run/gpucompute.sock");
+}
+
 TEST_F(ClientTest, MatMulReturnsResultAndReport) {
   Client client = Connect();
   ExpectMatMulMatchesHostReference<float>(client, 33, 17, 9);

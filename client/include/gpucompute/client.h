@@ -32,6 +32,15 @@
 
 namespace gpucompute {
 
+// The port a target without one gets: the server's default.
+inline constexpr int kDefaultPort = 50051;
+
+// `target` with kDefaultPort added when it names a host without a port:
+// "gpu-host" -> "gpu-host:50051", "dns:///gpu-host" -> "dns:///gpu-host:50051",
+// "[::1]" -> "[::1]:50051". Targets with a port, unix: sockets and other
+// schemes are returned as they are.
+std::string WithDefaultPort(const std::string& target);
+
 struct ClientOptions {
   // host:port, or any gRPC target URI (dns:///, unix:/path, ...).
   std::string target = "localhost:50051";

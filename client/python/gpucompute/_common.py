@@ -124,6 +124,30 @@ def dtype_value(dtype: Any) -> int:
 # serializes the request nor parses the response.
 COMPUTE_METHODS = ("MatMul", "Transpose", "Reduce")
 
+# The port a target without one gets: the server's default.
+DEFAULT_PORT = 50051
+
+
+def with_default_port(target: str) -> str:
+    """`target` with DEFAULT_PORT added when it names a host without a port
+    ("gpu-host" -> "gpu-host:50051", "dns:///gpu-host" -> "dns:///gpu-host:50051",
+    "[::1]" -> "[::1]:50051"), as the C++ client does; targets with a port,
+    unix: sockets and other schemes are returned as they are."""
+    prefix, host = "", target
+    for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if target.startswith(scheme):
+            prefix, host = scheme, target[len(scheme):]
+            break
+    if not prefix and ":" in target and not target.startswith("["):
+        return target
+    if not host or "," in host:
+        return target
+    if host.startswith("["):
+        has_port = "]" in host and host.rfind(":") > host.rfind("]")
+    else:
+        has_port = ":" in host
+    return target if has_port else f"{prefix}{host}:{DEFAULT_PORT}"
+
 
 class Channels:
     """A client's channels, for `module` grpc or grpc.aio, and its calls on
@@ -131,6 +155,7 @@ class Channels:
     the channels, the other methods use the first."""
 
     def __init__(self, module, target: str, connections: int = 1, **setup):
+        target = with_default_port(target)
         credentials, opts, self.metadata = channel_setup(target, connections=connections, **setup)
         self.channels = [module.secure_channel(target, credentials, opts) if credentials
                          else module.insecure_channel(target, opts) for _ in range(connections)]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gpucompute
+from gpucompute import _common
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +205,18 @@ def test_token_file_first_line_is_the_token(tmp_path):
         private_key=None, server_name=None, token=None, token_file=token_file, lb=None,
         options=())
     assert metadata == (("authorization", "Bearer s3cret"),)
+
+
+@pytest.mark.parametrize("target,expected", [
+    ("gpu-host", "gpu-host:50051"),
+    ("gpu-host:7000", "gpu-host:7000"),
+    ("dns:///gpu-host", "dns:///gpu-host:50051"),
+    ("dns:///gpu-host:7000", "dns:///gpu-host:7000"),
+    ("[::1]", "[::1]:50051"),
+    ("[::1]:7000", "[::1]:7000"),
+    ("ipv4:10.0.0.1", "ipv4:10.0.0.1:50051"),
+    ("unix:/run/gpucompute.sock", "unix:/run/gpucompute.sock"),
+])
+def test_a_target_without_a_port_gets_the_servers_default(target, expected):
+    # Not gRPC's own default (443 for Python, 0 for C++ target strings).
+    assert _common.with_default_port(target) == expected
