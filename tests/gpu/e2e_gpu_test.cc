@@ -48,7 +48,9 @@ class GpuServerTest : public testing::SeededStubTest {
     server_ = new ServerProcess(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=0"});
   }
   static void TearDownTestSuite() {
-    if (server_) EXPECT_EQ(server_->Stop(SIGTERM), 0);
+    if (server_) {
+      EXPECT_EQ(server_->Stop(SIGTERM), 0);
+    }
     delete server_;
     server_ = nullptr;
   }
