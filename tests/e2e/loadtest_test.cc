@@ -51,6 +51,17 @@ RunResult RunLoadtest(const std::string& args) {
   return result;
 }
 
+TEST(LoadtestCommandLine, HelpListsTheFlagsAndExitsZeroVersionPrintsTheVersion) {
+  RunResult help = RunLoadtest("--help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("--server="), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("--concurrency="), std::string::npos);
+  EXPECT_EQ(help.output.find("No flags matched"), std::string::npos);
+  RunResult version = RunLoadtest("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.output.rfind("gpucompute-loadtest 0.", 0), 0u) << version.output;
+}
+
 TEST(WindowStatsTest, NearestRankPercentiles) {
   WindowStats s;
   for (int i = 1; i <= 100; ++i) s.latencies_ns.push_back(i * 1000);
