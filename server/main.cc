@@ -116,7 +116,7 @@ absl::StatusOr<Backend> OpenBackend(const std::string& choice) {
       return backend;
     }
     if (choice == "cuda") return gpus.status();
-    LogInfo(absl::StrCat("backend cpu: no usable GPU (", gpus.status().message(), ")"));
+    LogInfo(absl::StrCat("backend cpu: ", gpus.status().message()));
   } else {
     LogInfo("backend cpu: chosen by --backend=cpu");
   }

@@ -4,7 +4,7 @@
 namespace gpucompute::server {
 
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(const CudaDeviceOptions&) {
-  return absl::UnavailableError("this build has no CUDA support (GPUCOMPUTE_WITH_CUDA=OFF)");
+  return absl::UnavailableError("no GPU support in this build (GPUCOMPUTE_WITH_CUDA=OFF)");
 }
 
 }  // namespace gpucompute::server

@@ -36,7 +36,12 @@ absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& devices, int c
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(const CudaDeviceOptions& options) {
   int count = 0;
   if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
-    return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorString(err)));
+    // Without a GPU the runtime blames the driver's version ("CUDA driver
+    // version is insufficient"): say what is most likely missing first.
+    const bool nothing_there = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice;
+    return absl::UnavailableError(absl::StrCat(
+        nothing_there ? "no GPU or driver found" : "no usable CUDA device", " (CUDA runtime: ",
+        cudaGetErrorName(err), ": ", cudaGetErrorString(err), ")"));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device found");
   auto ordinals = ParseOrdinals(options.devices, count);
