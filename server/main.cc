@@ -291,7 +291,11 @@ int Run() {
         [&service] {
           return IdleMemoryTrimmer::Activity{service.calls_started(), service.calls_in_flight()};
         },
-        [&service] { service.ReleaseRetainedBuffers(); });
+        [&service] {
+          const int64_t freed = service.ReleaseRetainedBuffers();
+          LogInfo(absl::StrCat("idle: freed ", freed >> 20,
+                               " MiB of kept response buffers; returning free heap memory"));
+        });
   }
 
   // A stop requested during start-up drains at once, never showing SERVING.

@@ -6,7 +6,12 @@ namespace gpucompute::server {
 
 void KeepLargeAllocationsInHeap() {
   mallopt(M_MMAP_MAX, 0);              // large blocks come from the heap...
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...which is not shrunk after each free
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...which is not shrunk after each free...
+  // ...and is one heap. Per-thread arenas keep their freed tops, which
+  // malloc_trim cannot return (measured on the CPU backend after 64 MiB
+  // transposes: idle RSS 2.2x the start with glibc's arenas, 1.01x with one);
+  // small allocations still come from each thread's own cache.
+  mallopt(M_ARENA_MAX, 1);
 }
 
 void ReturnFreeHeapToSystem() { malloc_trim(0); }

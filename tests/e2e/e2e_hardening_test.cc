@@ -252,5 +252,50 @@ TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
       << " s after the last answer";
 }
 
+int64_t ResidentKiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// After a burst of large requests and a short idle spell, the server hands
+// its memory back: resident size within 1.2x of what it was at start.
+TEST(ServerMemory, IdleResidentSizeReturnsNearTheStartAfterLargeRequests) {
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                {"--backend=cpu", "--metrics_listen=", "--idle_trim_seconds=1"});
+  ASSERT_TRUE(server.started());
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // start-up settles, then a trim
+  const int64_t at_start = ResidentKiB(server.pid());
+  ASSERT_GT(at_start, 0);
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest req;
+  *req.mutable_input() = RandomMatrix<float>(2896, 2896, rng);  // 32 MiB each way
+  std::vector<std::future<bool>> calls;
+  for (int i = 0; i < 8; ++i) {
+    calls.push_back(std::async(std::launch::async, [&] {
+      auto stub = v1::Compute::NewStub(Connect(server.target()));
+      bool ok = true;
+      for (int j = 0; j < 3; ++j) {
+        grpc::ClientContext ctx;
+        v1::TransposeResponse resp;
+        ok = ok && stub->Transpose(&ctx, req, &resp).ok();
+      }
+      return ok;
+    }));
+  }
+  for (auto& c : calls) EXPECT_TRUE(c.get());
+  const int64_t loaded = ResidentKiB(server.pid());
+  int64_t idle = loaded;
+  for (int i = 0; i < 50 && idle > at_start * 12 / 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    idle = ResidentKiB(server.pid());
+  }
+  EXPECT_LE(idle, at_start * 12 / 10) << "resident KiB: " << at_start << " at start, " << loaded
+                                       << " under load, " << idle << " idle";
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 }  // namespace
 }  // namespace gpucompute
