@@ -297,5 +297,47 @@ TEST(ServerMemory, IdleResidentSizeReturnsNearTheStartAfterLargeRequests) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// Idle connections cost memory that --grpc_memory_quota_bytes bounds; a
+// request the quota cannot hold is refused with RESOURCE_EXHAUSTED, and the
+// server keeps serving small ones.
+TEST(ServerMemory, ConnectionMemoryIsBoundedByTheQuota) {
+  constexpr int64_t kQuota = 32 << 20;
+  constexpr int kConnections = 400;  // under the default limit of 1024 open files
+  testing::ServerProcess server(
+      GPUCOMPUTE_SERVER_PATH,
+      {"--backend=cpu", "--metrics_listen=", "--idle_trim_seconds=0",
+       "--grpc_memory_quota_bytes=" + std::to_string(kQuota)});
+  ASSERT_TRUE(server.started());
+  const int64_t at_start = ResidentKiB(server.pid());
+  std::vector<std::shared_ptr<grpc::Channel>> idle;
+  for (int i = 0; i < kConnections; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection each
+    idle.push_back(grpc::CreateCustomChannel(server.target(), grpc::InsecureChannelCredentials(), args));
+    ASSERT_TRUE(idle.back()->WaitForConnected(std::chrono::system_clock::now() +
+                                              std::chrono::seconds(10)))
+        << "connection " << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int64_t with_idle = ResidentKiB(server.pid());
+  EXPECT_LE((with_idle - at_start) * 1024, 2 * kQuota)
+      << kConnections << " idle connections: resident KiB " << at_start << " -> " << with_idle;
+
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest big;
+  *big.mutable_input() = RandomMatrix<float>(4096, 4096, rng);  // 64 MiB: above the quota
+  grpc::ClientContext big_ctx;
+  v1::TransposeResponse big_resp;
+  EXPECT_EQ(stub->Transpose(&big_ctx, big, &big_resp).error_code(), grpc::RESOURCE_EXHAUSTED);
+  v1::TransposeRequest small;
+  *small.mutable_input() = RandomMatrix<float>(64, 33, rng);
+  grpc::ClientContext small_ctx;
+  v1::TransposeResponse small_resp;
+  EXPECT_TRUE(stub->Transpose(&small_ctx, small, &small_resp).ok());
+  idle.clear();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 }  // namespace
 }  // namespace gpucompute
