@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,11 +26,30 @@ std::string ReadSource(const std::string& relative) {
   return text.str();
 }
 
-Names AllMatches(const std::string& text, const std::regex& pattern) {
+// Every `name` between backticks in a README cell.
+Names Backticked(const std::string& text) {
   Names out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern);
-       it != std::sregex_iterator(); ++it) {
-    out.push_back((*it)[1]);
+  for (size_t open = text.find('`'); open != std::string::npos;) {
+    const size_t close = text.find('`', open + 1);
+    if (close == std::string::npos) break;
+    out.push_back(text.substr(open + 1, close - open - 1));
+    open = text.find('`', close + 1);
+  }
+  return out;
+}
+
+// The value of every `.name = "..."` in a ladder source, in order.
+Names LadderRowNames(const std::string& source) {
+  Names out;
+  for (size_t at = source.find(".name"); at != std::string::npos;
+       at = source.find(".name", at + 1)) {
+    size_t i = at + 5;
+    while (i < source.size() && (source[i] == ' ' || source[i] == '\n')) ++i;
+    if (i >= source.size() || source[i] != '=') continue;
+    const size_t open = source.find('"', i);
+    const size_t close = open == std::string::npos ? open : source.find('"', open + 1);
+    if (close == std::string::npos) break;
+    out.push_back(source.substr(open + 1, close - open - 1));
   }
   return out;
 }
@@ -58,9 +76,8 @@ ReadmeRow ReadmeVariants(const std::string& readme, const std::string& op_title)
       ADD_FAILURE() << "README row without CUDA and CPU cells: " << line;
       continue;
     }
-    const std::regex backticked("`([a-z0-9_]+)`");
-    row.cuda = AllMatches(cells[2], backticked);
-    row.cpu = AllMatches(cells[3], backticked);
+    row.cuda = Backticked(cells[2]);
+    row.cpu = Backticked(cells[3]);
   }
   EXPECT_EQ(found, 1) << "README rows starting with \"| " << op_title << " |\"";
   return row;
@@ -86,11 +103,10 @@ constexpr OpDocs kOps[] = {
 
 TEST(VariantDocs, ReadmeTableListsExactlyTheLadders) {
   const std::string readme = ReadSource("README.md");
-  const std::regex row_name(R"re(\.name\s*=\s*"([^"]+)")re");
   for (const OpDocs& doc : kOps) {
     SCOPED_TRACE(doc.readme_title);
     const ReadmeRow row = ReadmeVariants(readme, doc.readme_title);
-    const Names ladder = AllMatches(ReadSource(doc.ladder_source), row_name);
+    const Names ladder = LadderRowNames(ReadSource(doc.ladder_source));
     EXPECT_FALSE(ladder.empty()) << "no `.name = \"...\"` rows in " << doc.ladder_source;
     EXPECT_EQ(row.cuda, ladder) << "README's CUDA variants vs " << doc.ladder_source;
     if (BuiltWithCuda()) {
