@@ -16,6 +16,7 @@
 #include "protos/reflection_client.grpc.pb.h"
 #include "server/grpc/convert.h"
 #include "support/e2e_util.h"
+#include "support/metrics_scrape.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -341,8 +342,10 @@ TEST(CpuServerAdmission, FullQueueGetsResourceExhausted) {
 
 // SIGTERM: the in-flight request completes, new ones are refused, exit 0.
 TEST(CpuServerShutdown, DrainsInFlightWorkAndExitsZero) {
-  ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu"});
-  ASSERT_TRUE(server.started());
+  testing::ServerWithMetrics started = testing::StartServerWithMetrics(
+      GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
+  ASSERT_TRUE(started.started());
+  ServerProcess& server = *started.process;
   std::mt19937_64 rng(FreshSeed());
   v1::MatMulRequest req;
   *req.mutable_a() = RandomMatrix<float>(1000, 1000, rng);
@@ -354,7 +357,17 @@ TEST(CpuServerShutdown, DrainsInFlightWorkAndExitsZero) {
     const grpc::Status s = stub->MatMul(&ctx, req, &resp);
     return s.ok() && resp.c().data().size() == size_t{1000 * 1000 * 4};
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The signal comes once the call has reached its handler, however slow
+  // the machine (a sanitizer build, say).
+  for (int i = 0; i < 3000; ++i) {
+    auto scrape = testing::ScrapeMetrics(started.metrics_port);
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    if (scrape->Sum("gpucompute_requests_in_flight") +
+            scrape->Sum("gpucompute_requests_total", {{"op", "matmul"}}) >= 1) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const std::string target = server.target();
   EXPECT_EQ(server.Stop(SIGTERM), 0);
   EXPECT_TRUE(in_flight.get());
@@ -363,6 +376,82 @@ TEST(CpuServerShutdown, DrainsInFlightWorkAndExitsZero) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   v1::ServerInfo info;
   EXPECT_EQ(stub->GetServerInfo(&ctx, {}, &info).error_code(), grpc::UNAVAILABLE);
+}
+
+// MIN and MAX propagate NaN as NumPy's min/max do, SUM and MEAN follow IEEE
+// arithmetic (API.md, "Numerical contract"): x = [[nan, 1], [2, inf]] sent
+// over gRPC in both dtypes, each result compared with what NumPy gives for
+// np.min(x), np.min(x, axis=1), np.min(x, axis=0), and so on.
+TEST_F(CpuServerTest, ReduceNaNAndInfinityFollowNumPy) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Want {
+    v1::ReduceOp op;
+    v1::ReduceAxis axis;
+    int64_t rows, cols;
+    std::vector<double> out;
+  };
+  const Want wants[] = {
+      {v1::REDUCE_OP_MIN, v1::REDUCE_AXIS_ALL, 1, 1, {nan}},
+      {v1::REDUCE_OP_MIN, v1::REDUCE_AXIS_PER_ROW, 2, 1, {nan, 2}},
+      {v1::REDUCE_OP_MIN, v1::REDUCE_AXIS_PER_COLUMN, 1, 2, {nan, 1}},
+      {v1::REDUCE_OP_MAX, v1::REDUCE_AXIS_ALL, 1, 1, {nan}},
+      {v1::REDUCE_OP_MAX, v1::REDUCE_AXIS_PER_ROW, 2, 1, {nan, inf}},
+      {v1::REDUCE_OP_MAX, v1::REDUCE_AXIS_PER_COLUMN, 1, 2, {nan, inf}},
+      {v1::REDUCE_OP_SUM, v1::REDUCE_AXIS_ALL, 1, 1, {nan}},
+      {v1::REDUCE_OP_SUM, v1::REDUCE_AXIS_PER_ROW, 2, 1, {nan, inf}},
+      {v1::REDUCE_OP_SUM, v1::REDUCE_AXIS_PER_COLUMN, 1, 2, {nan, inf}},
+      {v1::REDUCE_OP_MEAN, v1::REDUCE_AXIS_ALL, 1, 1, {nan}},
+      {v1::REDUCE_OP_MEAN, v1::REDUCE_AXIS_PER_ROW, 2, 1, {nan, inf}},
+      {v1::REDUCE_OP_MEAN, v1::REDUCE_AXIS_PER_COLUMN, 1, 2, {nan, inf}},
+  };
+  for (v1::DType dtype : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT64}) {
+    const bool f32 = dtype == v1::DTYPE_FLOAT32;
+    v1::Matrix input;
+    input.set_dtype(dtype);
+    input.set_rows(2);
+    input.set_cols(2);
+    if (f32) {
+      const float x[] = {std::numeric_limits<float>::quiet_NaN(), 1.f, 2.f,
+                         std::numeric_limits<float>::infinity()};
+      input.set_data(x, sizeof x);
+    } else {
+      const double x[] = {nan, 1.0, 2.0, inf};
+      input.set_data(x, sizeof x);
+    }
+    for (const Want& w : wants) {
+      SCOPED_TRACE(std::string(f32 ? "float32 " : "float64 ") + v1::ReduceOp_Name(w.op) + " " +
+                   v1::ReduceAxis_Name(w.axis));
+      v1::ReduceRequest req;
+      *req.mutable_input() = input;
+      req.set_op(w.op);
+      req.set_axis(w.axis);
+      grpc::ClientContext ctx;
+      v1::ReduceResponse resp;
+      const grpc::Status s = stub_->Reduce(&ctx, req, &resp);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(resp.output().dtype(), dtype);
+      ASSERT_EQ(resp.output().rows(), w.rows);
+      ASSERT_EQ(resp.output().cols(), w.cols);
+      const size_t elem = f32 ? 4 : 8;
+      ASSERT_EQ(resp.output().data().size(), w.out.size() * elem);
+      for (size_t i = 0; i < w.out.size(); ++i) {
+        double got;
+        if (f32) {
+          float f;
+          std::memcpy(&f, resp.output().data().data() + i * elem, sizeof f);
+          got = f;
+        } else {
+          std::memcpy(&got, resp.output().data().data() + i * elem, sizeof got);
+        }
+        if (std::isnan(w.out[i])) {
+          EXPECT_TRUE(std::isnan(got)) << "element " << i << ": got " << got << ", NumPy gives nan";
+        } else {
+          EXPECT_EQ(got, w.out[i]) << "element " << i;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

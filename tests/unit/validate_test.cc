@@ -12,7 +12,9 @@ v1::Matrix Mat(int64_t rows, int64_t cols, v1::DType dtype = v1::DTYPE_FLOAT32) 
   m.set_dtype(dtype);
   m.set_rows(rows);
   m.set_cols(cols);
-  if (rows > 0 && cols > 0 && rows * cols < (1 << 24)) {
+  int64_t elements = 0;
+  if (rows > 0 && cols > 0 && !__builtin_mul_overflow(rows, cols, &elements) &&
+      elements < (1 << 24)) {
     m.mutable_data()->assign(rows * cols * (dtype == v1::DTYPE_FLOAT64 ? 8 : 4), '\1');
   }
   return m;

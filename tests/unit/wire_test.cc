@@ -266,7 +266,8 @@ TEST(WireVsProtobuf, FiveByteTagsKeepTheirLow32Bits) {
   // Field 3 (axis), varint, with bit 32 set in the tag: protobuf reads axis = 1.
   const std::string bytes = Unhex("0a1008011002180122080000803f00000040988080801001");
   ASSERT_TRUE(ExpectSameAsProtobuf(v1::OP_REDUCE, bytes));
-  auto req = ParseComputeRequest(v1::OP_REDUCE, {grpc::Slice(bytes)});
+  const std::vector<grpc::Slice> slices = {grpc::Slice(bytes)};  // outlives the parsed spans
+  auto req = ParseComputeRequest(v1::OP_REDUCE, slices);
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->reduce_axis, int(v1::REDUCE_AXIS_PER_ROW));
   EXPECT_EQ(req->a.rows, 2);
@@ -337,7 +338,8 @@ TEST(WireVsProtobuf, RepeatedFieldsMerge) {
       Ld(2, "first") + Ld(1, Tag(2, 0) + Varint(0) + Ld(4, "bbbbbbbb") + Ld(4, "cc")) +
       Ld(2, "second");
   ASSERT_TRUE(ExpectSameAsProtobuf(v1::OP_TRANSPOSE, bytes));
-  auto req = ParseComputeRequest(v1::OP_TRANSPOSE, {grpc::Slice(bytes)});
+  const std::vector<grpc::Slice> slices = {grpc::Slice(bytes)};  // outlives the parsed spans
+  auto req = ParseComputeRequest(v1::OP_TRANSPOSE, slices);
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->a.dtype, 1);
   EXPECT_EQ(req->a.rows, 0);
@@ -368,7 +370,8 @@ TEST(WireVsProtobuf, ResponsesMergeTheirReports) {
                             Ld(2, Tag(7, 0) + Varint(0) + Ld(1, "cub"));
   v1::ReduceResponse pb;
   ASSERT_TRUE(pb.ParseFromString(bytes));
-  auto resp = ParseComputeResponse({grpc::Slice(bytes)});
+  const std::vector<grpc::Slice> slices = {grpc::Slice(bytes)};  // outlives the parsed spans
+  auto resp = ParseComputeResponse(slices);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->report.SerializeAsString(), pb.report().SerializeAsString());
   EXPECT_EQ(resp->report.variant(), "cub");
