@@ -1,15 +1,19 @@
 #include "gpucompute/kernels/check.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 
 namespace gpucompute::kernels {
 namespace {
 
+// Through memcpy: inputs and outputs may sit at any byte offset.
 template <typename T>
 double At(const void* data, int64_t i) {
-  return static_cast<double>(static_cast<const T*>(data)[i]);
+  T v;
+  std::memcpy(&v, static_cast<const char*>(data) + i * int64_t(sizeof(T)), sizeof(T));
+  return static_cast<double>(v);
 }
 
 double ValueAt(DType dtype, const void* data, int64_t i) {
@@ -17,12 +21,16 @@ double ValueAt(DType dtype, const void* data, int64_t i) {
 }
 
 // The scale an output element's error is measured against: sum|x| over the
-// elements it reduces (divided by their count for MEAN).
+// finite elements it reduces (divided by their count for MEAN). Infinities
+// and NaNs are left out: they would make the scale infinite or NaN and every
+// error zero or NaN; an element whose reference is not finite is compared
+// exactly (ElementError).
 std::vector<double> ReduceScales(const Problem& p, const void* input) {
   std::vector<double> scale(OutputElements(p), 0.0);
   for (int64_t r = 0; r < p.m; ++r) {
     for (int64_t c = 0; c < p.n; ++c) {
       const double x = std::fabs(ValueAt(p.dtype, input, r * p.n + c));
+      if (!std::isfinite(x)) continue;
       const int64_t o = p.reduce_axis == ReduceAxis::kAll      ? 0
                         : p.reduce_axis == ReduceAxis::kPerRow ? r
                                                                : c;
@@ -37,6 +45,16 @@ std::vector<double> ReduceScales(const Problem& p, const void* input) {
   }
   for (double& s : scale) s = std::max(s, 1e-300);
   return scale;
+}
+
+// The error of one element in units of `scale`. A NaN reference (a NaN in
+// a reduced range, inf - inf, ...) expects NaN and an infinite one the same
+// infinity: both are met exactly or not at all. A non-finite result where the
+// reference is finite is an infinite error.
+double ElementError(double got, double ref, double scale) {
+  if (std::isnan(ref) || std::isnan(got)) return std::isnan(ref) && std::isnan(got) ? 0 : INFINITY;
+  if (!std::isfinite(ref) || !std::isfinite(got)) return got == ref ? 0 : INFINITY;
+  return std::fabs(got - ref) / scale;
 }
 
 }  // namespace
@@ -62,14 +80,16 @@ CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, cons
   if (p.op == Op::kReduce) {
     scales = ReduceScales(p, input_a);
   } else if (p.op == Op::kMatMul) {
-    for (double r : reference) matmul_scale = std::max(matmul_scale, std::fabs(r));
+    for (double r : reference) {
+      if (std::isfinite(r)) matmul_scale = std::max(matmul_scale, std::fabs(r));
+    }
   }
   int64_t worst = -1;
   for (int64_t i = 0; i < count; ++i) {
     const double got = ValueAt(p.dtype, out, i);
     const double scale = p.op == Op::kReduce ? scales[i] : matmul_scale;
-    const double err = std::isfinite(got) ? std::fabs(got - reference[i]) / scale : INFINITY;
-    if (worst < 0 || err > result.max_rel_error || std::isnan(err)) {
+    const double err = ElementError(got, reference[i], scale);
+    if (worst < 0 || err > result.max_rel_error) {
       result.max_rel_error = err;
       worst = i;
     }

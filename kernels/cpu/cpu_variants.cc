@@ -5,82 +5,124 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cpu/elements.h"
 #include "cpu/parallel_for.h"
 #include "gpucompute/kernels/variant.h"
 
 namespace gpucompute::kernels::cpu {
 namespace {
 
+// Inputs and outputs are read and written through ElementsIn/ElementsOut
+// (elements.h): the server hands over pointers into gRPC slices at any byte
+// offset. A byte store may alias anything whose address escaped (the
+// Problem, a vector's members), so the loops read sizes and row pointers
+// from locals: otherwise they would be reloaded after every store and the
+// loops would not vectorize.
+
 // i-k-j order: the inner loop streams rows of b and c, which vectorizes;
 // accumulation in double keeps FP32 well inside the contract at large k.
 template <typename T>
-void MatMul(const Problem& p, const T* a, const T* b, T* c) {
-  ParallelFor(p.m, p.n * p.k, [&](int64_t begin, int64_t end) {
-    std::vector<double> row(p.n);
+void MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b, ElementsOut<T> c) {
+  ParallelFor(p.m, p.n * p.k, [&p, a, b, c](int64_t begin, int64_t end) {
+    const int64_t n = p.n, k = p.k;
+    std::vector<double> row_sums(n);
+    double* row = row_sums.data();
     for (int64_t i = begin; i < end; ++i) {
-      std::fill(row.begin(), row.end(), 0.0);
-      for (int64_t kk = 0; kk < p.k; ++kk) {
-        const double aik = a[i * p.k + kk];
-        const T* brow = b + kk * p.n;
-        for (int64_t j = 0; j < p.n; ++j) row[j] += aik * double(brow[j]);
+      std::fill(row, row + n, 0.0);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double aik = a[i * k + kk];
+        const ElementsIn<T> brow = b.From(kk * n);
+        for (int64_t j = 0; j < n; ++j) row[j] += aik * double(brow[j]);
       }
-      for (int64_t j = 0; j < p.n; ++j) c[i * p.n + j] = static_cast<T>(row[j]);
+      for (int64_t j = 0; j < n; ++j) c.Set(i * n + j, static_cast<T>(row[j]));
     }
   });
 }
 
 // 32x32 blocks keep both the rows read and the rows written in cache.
 template <typename T>
-void Transpose(const Problem& p, const T* in, T* out) {
+void Transpose(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
   constexpr int64_t kBlock = 32;
   const int64_t row_blocks = (p.m + kBlock - 1) / kBlock;
-  ParallelFor(row_blocks, kBlock * p.n, [&](int64_t begin, int64_t end) {
+  ParallelFor(row_blocks, kBlock * p.n, [&p, in, out](int64_t begin, int64_t end) {
+    const int64_t m = p.m, n = p.n;
     for (int64_t rb = begin; rb < end; ++rb) {
-      const int64_t r0 = rb * kBlock, r1 = std::min(p.m, r0 + kBlock);
-      for (int64_t c0 = 0; c0 < p.n; c0 += kBlock) {
-        const int64_t c1 = std::min(p.n, c0 + kBlock);
+      const int64_t r0 = rb * kBlock, r1 = std::min(m, r0 + kBlock);
+      for (int64_t c0 = 0; c0 < n; c0 += kBlock) {
+        const int64_t c1 = std::min(n, c0 + kBlock);
         for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t c = c0; c < c1; ++c) out[c * p.m + r] = in[r * p.n + c];
+          for (int64_t c = c0; c < c1; ++c) out.Set(c * m + r, in[r * n + c]);
         }
       }
     }
   });
 }
 
-double Identity(ReduceOp op) {
-  if (op == ReduceOp::kMin) return std::numeric_limits<double>::infinity();
-  if (op == ReduceOp::kMax) return -std::numeric_limits<double>::infinity();
-  return 0.0;
-}
+// The combining step of each reduce op, as a type so that the loops below
+// are compiled once per op with no switch inside them. MIN and MAX
+// propagate NaN (NanMin/NanMax); SUM (and MEAN) add in IEEE arithmetic.
+struct SumOp {
+  static constexpr double kIdentity = 0.0;
+  static constexpr bool kExactInAnyOrder = false;  // rounding depends on the order
+  static double Apply(double acc, double x) { return acc + x; }
+};
+struct MinOp {
+  static constexpr double kIdentity = std::numeric_limits<double>::infinity();
+  static constexpr bool kExactInAnyOrder = true;
+  static double Apply(double acc, double x) { return NanMin(acc, x); }
+};
+struct MaxOp {
+  static constexpr double kIdentity = -std::numeric_limits<double>::infinity();
+  static constexpr bool kExactInAnyOrder = true;
+  static double Apply(double acc, double x) { return NanMax(acc, x); }
+};
 
-double Combine(ReduceOp op, double acc, double x) {
-  switch (op) {
-    case ReduceOp::kMin: return std::min(acc, x);
-    case ReduceOp::kMax: return std::max(acc, x);
-    default: return acc + x;
+// Reduces `count` contiguous values. SUM adds in order. MIN and MAX give the
+// same value in any order (up to the sign of a zero result and which NaN),
+// so they keep kLanes independent accumulators
+// (eight short dependency chains instead of one long chain of compares and
+// selects) and combine the lanes at the end.
+template <typename Combine, typename T>
+double ReduceContiguous(ElementsIn<T> x, int64_t count) {
+  if constexpr (Combine::kExactInAnyOrder) {
+    constexpr int kLanes = 8;
+    double lanes[kLanes];
+    for (double& l : lanes) l = Combine::kIdentity;
+    int64_t i = 0;
+    for (; i + kLanes <= count; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) lanes[j] = Combine::Apply(lanes[j], double(x[i + j]));
+    }
+    double acc = Combine::kIdentity;
+    for (; i < count; ++i) acc = Combine::Apply(acc, double(x[i]));
+    for (double l : lanes) acc = Combine::Apply(acc, l);
+    return acc;
+  } else {
+    double acc = Combine::kIdentity;
+    for (int64_t i = 0; i < count; ++i) acc = Combine::Apply(acc, double(x[i]));
+    return acc;
   }
 }
 
-// Reduces rows [begin, end) into per-column accumulators (row-major reads).
-template <typename T>
-void ReduceRowsIntoColumns(const Problem& p, const T* in, int64_t begin, int64_t end,
-                           std::vector<double>& acc) {
+// Reduces rows [begin, end) of an n-column matrix into per-column
+// accumulators (row-major reads; the inner loop is element-wise across
+// columns and vectorizes).
+template <typename Combine, typename T>
+void ReduceRowsIntoColumns(ElementsIn<T> in, int64_t n, int64_t begin, int64_t end, double* acc) {
   for (int64_t r = begin; r < end; ++r) {
-    const T* row = in + r * p.n;
-    for (int64_t c = 0; c < p.n; ++c) acc[c] = Combine(p.reduce_op, acc[c], double(row[c]));
+    const ElementsIn<T> row = in.From(r * n);
+    for (int64_t c = 0; c < n; ++c) acc[c] = Combine::Apply(acc[c], double(row[c]));
   }
 }
 
-template <typename T>
-void Reduce(const Problem& p, const T* in, T* out) {
-  const ReduceOp op = p.reduce_op;
-  const bool mean = op == ReduceOp::kMean;
+template <typename Combine, typename T>
+void Reduce(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
+  const int64_t m = p.m, n = p.n;
+  const bool mean = p.reduce_op == ReduceOp::kMean;
   if (p.reduce_axis == ReduceAxis::kPerRow) {
-    ParallelFor(p.m, p.n, [&](int64_t begin, int64_t end) {
+    ParallelFor(m, n, [n, mean, in, out](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        double acc = Identity(op);
-        for (int64_t c = 0; c < p.n; ++c) acc = Combine(op, acc, double(in[r * p.n + c]));
-        out[r] = static_cast<T>(mean ? acc / double(p.n) : acc);
+        const double acc = ReduceContiguous<Combine>(in.From(r * n), n);
+        out.Set(r, static_cast<T>(mean ? acc / double(n) : acc));
       }
     });
     return;
@@ -88,28 +130,42 @@ void Reduce(const Problem& p, const T* in, T* out) {
   // ALL and PER_COLUMN: each thread reduces a band of rows into column
   // accumulators; the bands are then combined in a fixed order.
   const int64_t hw = HardwareThreads();
-  const int64_t bands = std::max<int64_t>(1, std::min(hw, p.m));
-  std::vector<std::vector<double>> partial(bands, std::vector<double>(p.n, Identity(op)));
-  const int64_t rows_per_band = (p.m + bands - 1) / bands;
-  ParallelFor(bands, rows_per_band * p.n, [&](int64_t begin, int64_t end) {
+  const int64_t bands = std::max<int64_t>(1, std::min(hw, m));
+  std::vector<std::vector<double>> partial(bands, std::vector<double>(n, Combine::kIdentity));
+  const int64_t rows_per_band = (m + bands - 1) / bands;
+  ParallelFor(bands, rows_per_band * n, [&partial, m, n, rows_per_band, in](int64_t begin,
+                                                                            int64_t end) {
     for (int64_t band = begin; band < end; ++band) {
       const int64_t r0 = band * rows_per_band;
-      ReduceRowsIntoColumns(p, in, r0, std::min(p.m, r0 + rows_per_band), partial[band]);
+      ReduceRowsIntoColumns<Combine>(in, n, r0, std::min(m, r0 + rows_per_band),
+                                     partial[band].data());
     }
   });
-  std::vector<double> columns(p.n, Identity(op));
+  std::vector<double> column_acc(n, Combine::kIdentity);
+  double* columns = column_acc.data();
   for (const auto& band : partial) {
-    for (int64_t c = 0; c < p.n; ++c) columns[c] = Combine(op, columns[c], band[c]);
+    const double* b = band.data();
+    for (int64_t c = 0; c < n; ++c) columns[c] = Combine::Apply(columns[c], b[c]);
   }
   if (p.reduce_axis == ReduceAxis::kPerColumn) {
-    for (int64_t c = 0; c < p.n; ++c) {
-      out[c] = static_cast<T>(mean ? columns[c] / double(p.m) : columns[c]);
+    for (int64_t c = 0; c < n; ++c) {
+      out.Set(c, static_cast<T>(mean ? columns[c] / double(m) : columns[c]));
     }
     return;
   }
-  double acc = Identity(op);
-  for (double v : columns) acc = Combine(op, acc, v);
-  out[0] = static_cast<T>(mean ? acc / (double(p.m) * double(p.n)) : acc);
+  double acc = Combine::kIdentity;
+  for (int64_t c = 0; c < n; ++c) acc = Combine::Apply(acc, columns[c]);
+  out.Set(0, static_cast<T>(mean ? acc / (double(m) * double(n)) : acc));
+}
+
+template <typename T>
+void ReduceAnyOp(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
+  switch (p.reduce_op) {
+    case ReduceOp::kMin: return Reduce<MinOp>(p, in, out);
+    case ReduceOp::kMax: return Reduce<MaxOp>(p, in, out);
+    case ReduceOp::kSum:
+    case ReduceOp::kMean: return Reduce<SumOp>(p, in, out);
+  }
 }
 
 }  // namespace
@@ -117,29 +173,27 @@ void Reduce(const Problem& p, const T* in, T* out) {
 // The launchers kernels/cpu/ladder.cc names.
 absl::Status CpuMatMul(const Problem& p, const Buffers& buf) {
   if (p.dtype == DType::kFloat32) {
-    MatMul(p, static_cast<const float*>(buf.a), static_cast<const float*>(buf.b),
-           static_cast<float*>(buf.out));
+    MatMul(p, ElementsIn<float>(buf.a), ElementsIn<float>(buf.b), ElementsOut<float>(buf.out));
   } else {
-    MatMul(p, static_cast<const double*>(buf.a), static_cast<const double*>(buf.b),
-           static_cast<double*>(buf.out));
+    MatMul(p, ElementsIn<double>(buf.a), ElementsIn<double>(buf.b), ElementsOut<double>(buf.out));
   }
   return absl::OkStatus();
 }
 
 absl::Status CpuTranspose(const Problem& p, const Buffers& buf) {
   if (p.dtype == DType::kFloat32) {
-    Transpose(p, static_cast<const float*>(buf.a), static_cast<float*>(buf.out));
+    Transpose(p, ElementsIn<float>(buf.a), ElementsOut<float>(buf.out));
   } else {
-    Transpose(p, static_cast<const double*>(buf.a), static_cast<double*>(buf.out));
+    Transpose(p, ElementsIn<double>(buf.a), ElementsOut<double>(buf.out));
   }
   return absl::OkStatus();
 }
 
 absl::Status CpuReduce(const Problem& p, const Buffers& buf) {
   if (p.dtype == DType::kFloat32) {
-    Reduce(p, static_cast<const float*>(buf.a), static_cast<float*>(buf.out));
+    ReduceAnyOp(p, ElementsIn<float>(buf.a), ElementsOut<float>(buf.out));
   } else {
-    Reduce(p, static_cast<const double*>(buf.a), static_cast<double*>(buf.out));
+    ReduceAnyOp(p, ElementsIn<double>(buf.a), ElementsOut<double>(buf.out));
   }
   return absl::OkStatus();
 }

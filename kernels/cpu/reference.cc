@@ -3,17 +3,24 @@
 #include <algorithm>
 #include <limits>
 
+#include "cpu/elements.h"
+
 namespace gpucompute::kernels {
 namespace {
 
+using cpu::ElementsIn;
+
+// Inputs are read through ElementsIn: they may sit at any byte offset (a
+// payload inside a gRPC message).
+
 template <typename T>
-std::vector<double> MatMul(const Problem& p, const T* a, const T* b) {
+std::vector<double> MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b) {
   std::vector<double> c(p.m * p.n, 0.0);
   for (int64_t i = 0; i < p.m; ++i) {
     double* row = c.data() + i * p.n;
     for (int64_t kk = 0; kk < p.k; ++kk) {
       const double aik = a[i * p.k + kk];
-      const T* brow = b + kk * p.n;
+      const ElementsIn<T> brow = b.From(kk * p.n);
       for (int64_t j = 0; j < p.n; ++j) row[j] += aik * double(brow[j]);
     }
   }
@@ -21,7 +28,7 @@ std::vector<double> MatMul(const Problem& p, const T* a, const T* b) {
 }
 
 template <typename T>
-std::vector<double> Transpose(const Problem& p, const T* a) {
+std::vector<double> Transpose(const Problem& p, ElementsIn<T> a) {
   std::vector<double> out(p.m * p.n);
   for (int64_t r = 0; r < p.m; ++r) {
     for (int64_t c = 0; c < p.n; ++c) out[c * p.m + r] = a[r * p.n + c];
@@ -29,8 +36,9 @@ std::vector<double> Transpose(const Problem& p, const T* a) {
   return out;
 }
 
+// MIN and MAX propagate NaN as NumPy's min/max do.
 template <typename T>
-std::vector<double> Reduce(const Problem& p, const T* a) {
+std::vector<double> Reduce(const Problem& p, ElementsIn<T> a) {
   const int64_t outputs = OutputElements(p);
   double init = 0;
   if (p.reduce_op == ReduceOp::kMin) init = std::numeric_limits<double>::infinity();
@@ -45,8 +53,8 @@ std::vector<double> Reduce(const Problem& p, const T* a) {
       switch (p.reduce_op) {
         case ReduceOp::kSum:
         case ReduceOp::kMean: o += x; break;
-        case ReduceOp::kMin: o = std::min(o, x); break;
-        case ReduceOp::kMax: o = std::max(o, x); break;
+        case ReduceOp::kMin: o = cpu::NanMin(o, x); break;
+        case ReduceOp::kMax: o = cpu::NanMax(o, x); break;
       }
     }
   }
@@ -59,9 +67,9 @@ std::vector<double> Reduce(const Problem& p, const T* a) {
 
 template <typename T>
 std::vector<double> Dispatch(const Problem& p, const void* a, const void* b) {
-  const T* ta = static_cast<const T*>(a);
+  const ElementsIn<T> ta(a);
   switch (p.op) {
-    case Op::kMatMul: return MatMul<T>(p, ta, static_cast<const T*>(b));
+    case Op::kMatMul: return MatMul<T>(p, ta, ElementsIn<T>(b));
     case Op::kTranspose: return Transpose<T>(p, ta);
     case Op::kReduce: return Reduce<T>(p, ta);
   }

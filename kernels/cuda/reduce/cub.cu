@@ -1,6 +1,10 @@
 // The library reference: cub::DeviceReduce over all elements,
 // cub::DeviceSegmentedReduce with one segment per row. MEAN divides the sums
-// afterwards.
+// afterwards. MIN and MAX go through Reduce with NaN-propagating operators
+// and +/-inf as the initial value: CUB's own Min/Max compare with `<` (a NaN
+// survives or not depending on its place in the tree) and start from
+// numeric_limits<T>::max()/lowest(), which turns MIN of all +inf into
+// FLT_MAX.
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -41,16 +45,22 @@ cudaError_t CallCub(void* temp, size_t& temp_bytes, const T* in, T* out, const P
       case Combine::kSum:
         return cub::DeviceSegmentedReduce::Sum(temp, temp_bytes, in, out, p.m, begin, end, stream);
       case Combine::kMin:
-        return cub::DeviceSegmentedReduce::Min(temp, temp_bytes, in, out, p.m, begin, end, stream);
+        return cub::DeviceSegmentedReduce::Reduce(temp, temp_bytes, in, out, p.m, begin, end,
+                                                  NanMinOp{}, T(INFINITY), stream);
       case Combine::kMax:
-        return cub::DeviceSegmentedReduce::Max(temp, temp_bytes, in, out, p.m, begin, end, stream);
+        return cub::DeviceSegmentedReduce::Reduce(temp, temp_bytes, in, out, p.m, begin, end,
+                                                  NanMaxOp{}, T(-INFINITY), stream);
     }
   } else {
     const int64_t count = p.m * p.n;
     switch (c) {
       case Combine::kSum: return cub::DeviceReduce::Sum(temp, temp_bytes, in, out, count, stream);
-      case Combine::kMin: return cub::DeviceReduce::Min(temp, temp_bytes, in, out, count, stream);
-      case Combine::kMax: return cub::DeviceReduce::Max(temp, temp_bytes, in, out, count, stream);
+      case Combine::kMin:
+        return cub::DeviceReduce::Reduce(temp, temp_bytes, in, out, count, NanMinOp{}, T(INFINITY),
+                                         stream);
+      case Combine::kMax:
+        return cub::DeviceReduce::Reduce(temp, temp_bytes, in, out, count, NanMaxOp{},
+                                         T(-INFINITY), stream);
     }
   }
   return cudaErrorInvalidValue;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/cuda_util.h"
 #include "gpucompute/kernels/problem.h"
@@ -21,6 +22,50 @@ inline Combine CombineOf(ReduceOp op) {
   }
 }
 
+// MIN and MAX propagate NaN, as NumPy's min/max do: a NaN in either operand
+// gives NaN, whatever the order (a plain `b < a ? b : a` keeps `a` when `b`
+// is NaN, and fminf drops NaN altogether). On sm_80+ float uses the one
+// PTX instruction with exactly this meaning; elsewhere a compare-and-select
+// (`a != a` is the NaN test; no branch).
+template <typename T>
+__host__ __device__ __forceinline__ T NanMin(T a, T b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, float>) {
+    float r;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+  }
+#endif
+  return (a < b || a != a) ? a : b;
+}
+
+template <typename T>
+__host__ __device__ __forceinline__ T NanMax(T a, T b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, float>) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+  }
+#endif
+  return (a > b || a != a) ? a : b;
+}
+
+// The same as function objects, for CUB (whose own Min/Max compare with
+// `<` and so keep or drop a NaN depending on where it falls in the tree).
+struct NanMinOp {
+  template <typename T>
+  __host__ __device__ __forceinline__ T operator()(const T& a, const T& b) const {
+    return NanMin(a, b);
+  }
+};
+struct NanMaxOp {
+  template <typename T>
+  __host__ __device__ __forceinline__ T operator()(const T& a, const T& b) const {
+    return NanMax(a, b);
+  }
+};
+
 template <typename T, Combine C>
 struct Reducer {
   __device__ __forceinline__ static T Identity() {
@@ -30,8 +75,8 @@ struct Reducer {
   }
   __device__ __forceinline__ static T Apply(T a, T b) {
     if constexpr (C == Combine::kSum) return a + b;
-    if constexpr (C == Combine::kMin) return b < a ? b : a;
-    return b > a ? b : a;
+    if constexpr (C == Combine::kMin) return NanMin(a, b);
+    return NanMax(a, b);
   }
 };
 

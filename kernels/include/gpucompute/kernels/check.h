@@ -21,7 +21,10 @@ struct CheckResult {
 double Tolerance(const Problem& p, bool reduced_precision);
 
 // `input_a` is the problem's first input (needed for the reduce scale
-// sum|x|); `out` holds OutputElements(p) values of p.dtype.
+// sum|x| over its finite elements); `out` holds OutputElements(p) values of
+// p.dtype; both may sit at any byte offset. Where the reference is NaN the
+// output must be NaN (NaN matches NaN), where it is +/-inf the same infinity;
+// anywhere else a NaN or infinite output fails.
 CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision,
                                   const void* input_a, const void* out,
                                   const std::vector<double>& reference);

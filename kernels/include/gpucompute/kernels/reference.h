@@ -8,8 +8,9 @@
 
 namespace gpucompute::kernels {
 
-// `a` and `b` hold p.dtype values (b is ignored for one-input ops). Returns
-// OutputElements(p) values in row-major order.
+// `a` and `b` hold p.dtype values, at any byte offset (b is ignored for
+// one-input ops). Returns OutputElements(p) values in row-major order. MIN and
+// MAX propagate NaN as NumPy's min/max do; SUM and MEAN are IEEE sums.
 std::vector<double> ReferenceResult(const Problem& p, const void* a, const void* b);
 
 }  // namespace gpucompute::kernels
