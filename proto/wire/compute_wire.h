@@ -23,12 +23,33 @@ namespace gpucompute::wire {
 namespace v1 = ::gpucompute::v1;
 
 // A Matrix whose payload stays where it arrived.
+// A SharedMemorySlice: bytes of a registered shared-memory region.
+struct SharedMemorySlice {
+  std::string region;
+  int64_t offset = 0;
+  int64_t byte_size = 0;
+};
+
+// A Matrix whose payload stays where it arrived. The payload is a oneof:
+// inline bytes, a tensor held by the server, or a shared-memory slice.
 struct Matrix {
+  enum class Payload { kNone, kData, kTensorId, kSharedMemory };
   int dtype = 0;
   int64_t rows = 0;
   int64_t cols = 0;
+  Payload payload = Payload::kNone;          // which member of the oneof was set last
   int64_t data_bytes = 0;                    // total size of `data`
   std::vector<absl::Span<const char>> data;  // the payload, in order, inside the slices
+  std::string tensor_id;                     // payload == kTensorId
+  SharedMemorySlice shared_memory;           // payload == kSharedMemory
+};
+
+// Where a result goes (OutputPlacement, field 10 of the requests).
+struct OutputPlacement {
+  bool keep = false;
+  bool has_shared_memory = false;  // shared_memory was present
+  SharedMemorySlice shared_memory;
+  int64_t ttl_seconds = 0;
 };
 
 // The fields of a MatMulRequest (a, b), TransposeRequest or ReduceRequest
@@ -40,6 +61,8 @@ struct ComputeRequest {
   bool allow_tf32 = false;
   int reduce_op = 0;
   int reduce_axis = 0;
+  bool has_output = false;  // field 10 was present
+  OutputPlacement output;
 };
 
 // Parses the request message of `op` from `slices` (which must outlive the
