@@ -52,7 +52,10 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
     if (cancelled_->load() || ctx_->IsCancelled()) {
       status = now >= deadline_ ? absl::DeadlineExceededError("deadline passed")
                                 : absl::CancelledError("cancelled by the client");
-    } else if (status.ok() && now >= deadline_) {
+    } else if ((status.ok() || status.code() == absl::StatusCode::kCancelled) &&
+               now >= deadline_) {
+      // The work stops itself once the deadline passes ("abandoned"): that is
+      // the deadline, not a cancellation.
       status = absl::DeadlineExceededError("deadline passed before the response was ready");
     }
     metrics_.RequestFinished(op_, variant, status.code(), latencies);
