@@ -265,41 +265,104 @@ absl::Status ReadString(SliceReader& in, int64_t at, std::string* out) {
   return absl::OkStatus();
 }
 
-// Merges a Matrix message into `m` (later fields win, as protobuf does).
-absl::Status ReadMatrix(SliceReader& in, int64_t at, int depth, Matrix& m) {
+// Reads an embedded message (its length, then its fields up to its end)
+// held by a message that has `depth` nesting levels left: it takes one more,
+// as protobuf's ParseMessage does. `field` is as in ForEachField.
+template <typename FieldFn>
+absl::Status ReadMessage(SliceReader& in, int64_t at, int depth, const char* what,
+                         FieldFn&& field) {
   int64_t length = 0;
-  if (!in.ReadLength(&length)) return Malformed("bad Matrix length", at);
+  if (!in.ReadLength(&length)) return Malformed(absl::StrCat("bad ", what, " length"), at);
   if (depth - 1 < 0) return Malformed("nested too deep", at);
   const int64_t old_limit = in.PushLimit(length);
-  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
-    if (number == 1 && type == kVarint) return ReadInt(in, at, &m.dtype);
-    if (number == 2 && type == kVarint) return ReadInt(in, at, &m.rows);
-    if (number == 3 && type == kVarint) return ReadInt(in, at, &m.cols);
-    if (number == 4 && type == kLengthDelimited) {  // bytes data: the later one wins
-      int64_t n = 0;
-      if (!in.ReadLength(&n)) return Malformed("bad data length", at);
-      m.data.clear();
-      m.data_bytes = n;
-      in.Consume(n, [&](const char* p, size_t size) { m.data.emplace_back(p, size); });
-      return absl::OkStatus();
-    }
-    return std::nullopt;
-  };
   absl::Status status = ForEachField(in, depth - 1, field);
   in.PopLimit(old_limit);
   return status;
 }
 
+// Merges a SharedMemorySlice message into `s` (later fields win).
+absl::Status ReadSharedMemorySlice(SliceReader& in, int64_t at, int depth, SharedMemorySlice& s) {
+  return ReadMessage(in, at, depth, "SharedMemorySlice",
+                     [&](uint32_t number, int type, int64_t at) -> FieldResult {
+                       if (number == 1 && type == kLengthDelimited) {
+                         return ReadString(in, at, &s.region);
+                       }
+                       if (number == 2 && type == kVarint) return ReadInt(in, at, &s.offset);
+                       if (number == 3 && type == kVarint) return ReadInt(in, at, &s.byte_size);
+                       return std::nullopt;
+                     });
+}
+
+// Makes `p` the oneof member that is set, as protobuf's _internal_mutable_*
+// do: switching to another member clears the one set before (so a message
+// member starts fresh), staying on the same one keeps it (a message member
+// merges, a bytes or string member is then replaced by its reader).
+void SetPayload(Matrix& m, Matrix::Payload p) {
+  if (m.payload == p) return;
+  switch (m.payload) {
+    case Matrix::Payload::kData:
+      m.data.clear();
+      m.data_bytes = 0;
+      break;
+    case Matrix::Payload::kTensorId: m.tensor_id.clear(); break;
+    case Matrix::Payload::kSharedMemory: m.shared_memory = SharedMemorySlice(); break;
+    case Matrix::Payload::kNone: break;
+  }
+  m.payload = p;
+}
+
+// Merges a Matrix message into `m` (later fields win, as protobuf does).
+absl::Status ReadMatrix(SliceReader& in, int64_t at, int depth, Matrix& m) {
+  return ReadMessage(
+      in, at, depth, "Matrix", [&](uint32_t number, int type, int64_t at) -> FieldResult {
+        if (number == 4 && type == kLengthDelimited) {  // bytes data: the later one wins
+          int64_t n = 0;
+          if (!in.ReadLength(&n)) return Malformed("bad data length", at);
+          SetPayload(m, Matrix::Payload::kData);
+          m.data.clear();
+          m.data_bytes = n;
+          in.Consume(n, [&](const char* p, size_t size) { m.data.emplace_back(p, size); });
+          return absl::OkStatus();
+        }
+        if (number == 1 && type == kVarint) return ReadInt(in, at, &m.dtype);
+        if (number == 2 && type == kVarint) return ReadInt(in, at, &m.rows);
+        if (number == 3 && type == kVarint) return ReadInt(in, at, &m.cols);
+        if (number == 5 && type == kLengthDelimited) {  // string tensor_id
+          SetPayload(m, Matrix::Payload::kTensorId);
+          return ReadString(in, at, &m.tensor_id);
+        }
+        if (number == 6 && type == kLengthDelimited) {  // SharedMemorySlice shared_memory
+          SetPayload(m, Matrix::Payload::kSharedMemory);
+          return ReadSharedMemorySlice(in, at, depth - 1, m.shared_memory);
+        }
+        return std::nullopt;
+      });
+}
+
+// Merges an OutputPlacement message into `o`.
+absl::Status ReadOutputPlacement(SliceReader& in, int64_t at, int depth, OutputPlacement& o) {
+  return ReadMessage(in, at, depth, "OutputPlacement",
+                     [&](uint32_t number, int type, int64_t at) -> FieldResult {
+                       if (number == 1 && type == kVarint) return ReadInt(in, at, &o.keep);
+                       if (number == 2 && type == kLengthDelimited) {
+                         o.has_shared_memory = true;
+                         return ReadSharedMemorySlice(in, at, depth - 1, o.shared_memory);
+                       }
+                       if (number == 3 && type == kVarint) return ReadInt(in, at, &o.ttl_seconds);
+                       return std::nullopt;
+                     });
+}
+
 // Field numbers of each request message in compute.proto.
 struct RequestFields {
-  uint32_t a, b, variant, allow_tf32, reduce_op, reduce_axis;  // 0: absent
+  uint32_t a, b, variant, allow_tf32, reduce_op, reduce_axis, output;  // 0: absent
 };
 
 RequestFields FieldsOf(v1::Op op) {
   switch (op) {
-    case v1::OP_MATMUL: return {1, 2, 3, 4, 0, 0};
-    case v1::OP_TRANSPOSE: return {1, 0, 2, 0, 0, 0};
-    case v1::OP_REDUCE: return {1, 0, 4, 0, 2, 3};
+    case v1::OP_MATMUL: return {1, 2, 3, 4, 0, 0, 10};
+    case v1::OP_TRANSPOSE: return {1, 0, 2, 0, 0, 0, 10};
+    case v1::OP_REDUCE: return {1, 0, 4, 0, 2, 3, 10};
     default: return {};
   }
 }
@@ -335,6 +398,10 @@ absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
       if (number == f.a) return ReadMatrix(in, at, kRecursionLimit, req.a);
       if (number == f.b) return ReadMatrix(in, at, kRecursionLimit, req.b);
       if (number == f.variant) return ReadString(in, at, &req.variant);
+      if (number == f.output) {
+        req.has_output = true;
+        return ReadOutputPlacement(in, at, kRecursionLimit, req.output);
+      }
     } else if (type == kVarint) {
       if (number == f.allow_tf32) return ReadInt(in, at, &req.allow_tf32);
       if (number == f.reduce_op) return ReadInt(in, at, &req.reduce_op);
@@ -387,15 +454,57 @@ void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst) {
   }
 }
 
+namespace {
+
+void AppendLengthDelimited(std::string& out, int field, const std::string& value) {
+  AppendTag(out, field, kLengthDelimited);
+  AppendVarint(out, value.size());
+  out += value;
+}
+
+// A Matrix's dtype, rows and cols, each only when not zero (as protobuf
+// writes proto3 scalars).
+std::string MatrixShape(v1::DType dtype, int64_t rows, int64_t cols) {
+  std::string out;
+  if (dtype != 0) {
+    AppendTag(out, 1, kVarint);
+    AppendVarint(out, uint64_t(int64_t(dtype)));
+  }
+  if (rows != 0) {
+    AppendTag(out, 2, kVarint);
+    AppendVarint(out, uint64_t(rows));
+  }
+  if (cols != 0) {
+    AppendTag(out, 3, kVarint);
+    AppendVarint(out, uint64_t(cols));
+  }
+  return out;
+}
+
+// The fields of a SharedMemorySlice message, zeros left out.
+std::string SharedMemorySliceBody(const SharedMemorySlice& s) {
+  std::string out;
+  if (!s.region.empty()) AppendLengthDelimited(out, 1, s.region);
+  if (s.offset != 0) {
+    AppendTag(out, 2, kVarint);
+    AppendVarint(out, uint64_t(s.offset));
+  }
+  if (s.byte_size != 0) {
+    AppendTag(out, 3, kVarint);
+    AppendVarint(out, uint64_t(s.byte_size));
+  }
+  return out;
+}
+
+}  // namespace
+
 void MessageWriter::VarintField(int field, uint64_t value) {
   AppendTag(pending_, field, kVarint);
   AppendVarint(pending_, value);
 }
 
 void MessageWriter::BytesField(int field, const std::string& value) {
-  AppendTag(pending_, field, kLengthDelimited);
-  AppendVarint(pending_, value.size());
-  pending_ += value;
+  AppendLengthDelimited(pending_, field, value);
 }
 
 void MessageWriter::MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols,
@@ -417,6 +526,36 @@ void MessageWriter::MatrixField(int field, v1::DType dtype, int64_t rows, int64_
   slices_.push_back(std::move(payload));
 }
 
+void MessageWriter::MatrixTensorField(int field, v1::DType dtype, int64_t rows, int64_t cols,
+                                      const std::string& tensor_id) {
+  std::string matrix = MatrixShape(dtype, rows, cols);
+  AppendLengthDelimited(matrix, 5, tensor_id);  // a oneof member: written even when ""
+  AppendLengthDelimited(pending_, field, matrix);
+}
+
+void MessageWriter::MatrixSharedMemoryField(int field, v1::DType dtype, int64_t rows, int64_t cols,
+                                            const SharedMemorySlice& slice) {
+  std::string matrix = MatrixShape(dtype, rows, cols);
+  AppendLengthDelimited(matrix, 6, SharedMemorySliceBody(slice));
+  AppendLengthDelimited(pending_, field, matrix);
+}
+
+void MessageWriter::OutputPlacementField(int field, const OutputPlacement& output) {
+  std::string placement;
+  if (output.keep) {
+    AppendTag(placement, 1, kVarint);
+    AppendVarint(placement, 1);
+  }
+  if (output.has_shared_memory) {
+    AppendLengthDelimited(placement, 2, SharedMemorySliceBody(output.shared_memory));
+  }
+  if (output.ttl_seconds != 0) {
+    AppendTag(placement, 3, kVarint);
+    AppendVarint(placement, uint64_t(output.ttl_seconds));
+  }
+  AppendLengthDelimited(pending_, field, placement);
+}
+
 grpc::ByteBuffer MessageWriter::Finish() {
   if (!pending_.empty()) slices_.emplace_back(pending_);
   pending_.clear();
@@ -427,6 +566,24 @@ grpc::ByteBuffer EncodeComputeResponse(v1::DType dtype, int64_t rows, int64_t co
                                        grpc::Slice payload, const v1::ExecutionReport& report) {
   MessageWriter out;
   out.MatrixField(1, dtype, rows, cols, std::move(payload));
+  out.BytesField(2, report.SerializeAsString());
+  return out.Finish();
+}
+
+grpc::ByteBuffer EncodeComputeResponseWithTensor(v1::DType dtype, int64_t rows, int64_t cols,
+                                                 const std::string& tensor_id,
+                                                 const v1::ExecutionReport& report) {
+  MessageWriter out;
+  out.MatrixTensorField(1, dtype, rows, cols, tensor_id);
+  out.BytesField(2, report.SerializeAsString());
+  return out.Finish();
+}
+
+grpc::ByteBuffer EncodeComputeResponseWithSharedMemory(v1::DType dtype, int64_t rows, int64_t cols,
+                                                       const SharedMemorySlice& slice,
+                                                       const v1::ExecutionReport& report) {
+  MessageWriter out;
+  out.MatrixSharedMemoryField(1, dtype, rows, cols, slice);
   out.BytesField(2, report.SerializeAsString());
   return out.Finish();
 }

@@ -22,7 +22,6 @@ namespace gpucompute::wire {
 
 namespace v1 = ::gpucompute::v1;
 
-// A Matrix whose payload stays where it arrived.
 // A SharedMemorySlice: bytes of a registered shared-memory region.
 struct SharedMemorySlice {
   std::string region;
@@ -31,7 +30,12 @@ struct SharedMemorySlice {
 };
 
 // A Matrix whose payload stays where it arrived. The payload is a oneof:
-// inline bytes, a tensor held by the server, or a shared-memory slice.
+// inline bytes, a tensor held by the server, or a shared-memory slice. As
+// in protobuf, the member parsed last is the one set, and the others are
+// empty: data (and data_bytes), tensor_id and shared_memory hold their
+// defaults unless `payload` names them. A shared_memory parsed while it is
+// already the member set merges into it; after another member it starts
+// fresh.
 struct Matrix {
   enum class Payload { kNone, kData, kTensorId, kSharedMemory };
   int dtype = 0;
@@ -44,7 +48,8 @@ struct Matrix {
   SharedMemorySlice shared_memory;           // payload == kSharedMemory
 };
 
-// Where a result goes (OutputPlacement, field 10 of the requests).
+// Where a result goes (OutputPlacement, field 10 of the requests). A field
+// 10 (or a shared_memory in it) sent twice merges, as in protobuf.
 struct OutputPlacement {
   bool keep = false;
   bool has_shared_memory = false;  // shared_memory was present
@@ -66,10 +71,12 @@ struct ComputeRequest {
 };
 
 // Parses the request message of `op` from `slices` (which must outlive the
-// result: its spans point into them). Any bytes get the verdict and the field
-// values that protobuf's generated classes (ParseFromArray) give them:
-// repeated fields merge, unknown fields (groups included, and known numbers
-// under another wire type) are skipped, strings must be UTF-8; what protobuf
+// result: each Matrix's `data` spans point into them; tensor_id and
+// shared_memory, being small, are copied). Any bytes get the verdict and the
+// field values that protobuf's generated classes (ParseFromArray) give them:
+// repeated fields merge, oneof members replace each other, unknown fields
+// (groups included, and known numbers under another wire type) are skipped,
+// strings must be UTF-8, messages nest at most 100 deep; what protobuf
 // refuses gives INVALID_ARGUMENT. tests/fuzz/wire_request_fuzz checks this;
 // a field added to compute.proto that protobuf parses (a message, a string,
 // a oneof member) must be read or checked here too, or the fuzzer objects.
@@ -78,6 +85,8 @@ absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
 
 // A MatMulResponse, TransposeResponse or ReduceResponse (1 = Matrix,
 // 2 = ExecutionReport) read the same way (the report by protobuf itself).
+// The matrix carries inline data, or a tensor_id (the result was kept on the
+// server), or a shared_memory slice (the result was written there).
 struct ComputeResponse {
   Matrix output;
   v1::ExecutionReport report;
@@ -88,12 +97,23 @@ absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Sli
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst);
 
 // Writes a message field by field; a matrix payload goes out as its own
-// slice, never copied.
+// slice, never copied. Strings (tensor_id, region, BytesField for a string
+// field) must be UTF-8: protobuf refuses the message otherwise.
 class MessageWriter {
  public:
   void VarintField(int field, uint64_t value);
   void BytesField(int field, const std::string& value);
+  // A Matrix with inline data: `payload`.
   void MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols, grpc::Slice payload);
+  // A Matrix whose payload is a tensor held by the server (Matrix.tensor_id).
+  void MatrixTensorField(int field, v1::DType dtype, int64_t rows, int64_t cols,
+                         const std::string& tensor_id);
+  // A Matrix whose payload lies in a shared-memory region (Matrix.shared_memory).
+  void MatrixSharedMemoryField(int field, v1::DType dtype, int64_t rows, int64_t cols,
+                               const SharedMemorySlice& slice);
+  // An OutputPlacement (field 10 of the requests); its shared_memory only
+  // when output.has_shared_memory.
+  void OutputPlacementField(int field, const OutputPlacement& output);
   grpc::ByteBuffer Finish();
 
  private:
@@ -105,6 +125,16 @@ class MessageWriter {
 // 2 = ExecutionReport) whose matrix payload is `payload`, sent without a copy.
 grpc::ByteBuffer EncodeComputeResponse(v1::DType dtype, int64_t rows, int64_t cols,
                                        grpc::Slice payload, const v1::ExecutionReport& report);
+
+// The same response whose matrix carries no data but names where the result
+// is: a tensor kept on the server (OutputPlacement.keep), or the
+// shared-memory slice it was written to (OutputPlacement.shared_memory).
+grpc::ByteBuffer EncodeComputeResponseWithTensor(v1::DType dtype, int64_t rows, int64_t cols,
+                                                 const std::string& tensor_id,
+                                                 const v1::ExecutionReport& report);
+grpc::ByteBuffer EncodeComputeResponseWithSharedMemory(v1::DType dtype, int64_t rows, int64_t cols,
+                                                       const SharedMemorySlice& slice,
+                                                       const v1::ExecutionReport& report);
 
 // A slice over `buffer`'s bytes that hands the buffer to `release` once gRPC
 // has sent it.

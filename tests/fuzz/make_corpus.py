@@ -35,6 +35,14 @@ def matrix(dtype=1, rows=1, cols=1, data=None):
     return vi(1, dtype) + vi(2, rows) + vi(3, cols) + ld(4, data)
 
 
+def shape(dtype=1, rows=2, cols=3):
+    return vi(1, dtype) + vi(2, rows) + vi(3, cols)
+
+
+def shm(region, offset, byte_size):
+    return ld(1, region) + vi(2, offset) + vi(3, byte_size)
+
+
 def groups(number, depth):
     return tag(number, 3) * depth + tag(number, 4) * depth
 
@@ -95,6 +103,54 @@ WIRE = {
     "response_valid": case(RESPONSE, ld(1, matrix(2, 1, 1, bytes(8))) + ld(2, report), (2, 9)),
     "response_two_reports": case(RESPONSE, ld(2, report) + ld(2, vi(3, 0) + ld(2, b"gpu"))),
     "response_report_not_utf8": case(RESPONSE, ld(2, ld(1, b"\xff"))),
+    # The payload oneof (Matrix 4 data, 5 tensor_id, 6 shared_memory) and
+    # OutputPlacement (field 10 of every request).
+    "matmul_tensor_and_shm": case(
+        MATMUL, ld(1, shape() + ld(5, b"t-0123456789abcdef")) +
+        ld(2, shape(1, 3, 2) + ld(6, shm(b"region-a", 64, 24))) +
+        ld(10, vi(1, 1) + vi(3, 30)), (4, 0, 9)),
+    "transpose_output_shm": case(
+        TRANSPOSE, ld(1, a) + ld(10, ld(2, shm(b"out", 4096, 24)) + vi(3, 0)), (2,)),
+    "reduce_output_keep": case(REDUCE, ld(1, a) + vi(2, 1) + ld(10, vi(1, 1)) + ld(4, b"cub")),
+    # The last member wins and clears the others.
+    "transpose_oneof_last_wins": case(
+        TRANSPOSE, ld(1, shape() + ld(4, b"abcd") + ld(5, b"t1") + ld(6, shm(b"r", 1, 2)) +
+                   ld(4, b"efgh"))),
+    "transpose_oneof_data_then_tensor": case(TRANSPOSE, ld(1, ld(4, b"abcd") + ld(5, b"t"))),
+    # shared_memory twice merges; after another member it starts fresh.
+    "transpose_shm_merge": case(
+        TRANSPOSE, ld(1, ld(6, shm(b"r1", 8, 16)) + ld(6, vi(2, 0) + ld(1, b"r2")))),
+    "transpose_shm_fresh_after_tensor": case(
+        TRANSPOSE, ld(1, ld(6, shm(b"r1", 8, 16)) + ld(5, b"t") + ld(6, vi(3, 4)))),
+    # The Matrix twice: the oneof carries over from the first occurrence.
+    "matmul_matrix_twice_oneof": case(
+        MATMUL, ld(1, ld(6, shm(b"r1", 8, 16))) + ld(1, ld(6, vi(3, 32))) +
+        ld(2, ld(5, b"t")) + ld(2, vi(2, 5))),
+    "reduce_output_twice": case(
+        REDUCE, ld(10, vi(1, 1) + ld(2, shm(b"r", 1, 2))) + ld(10, vi(3, 7) + ld(2, vi(2, 9)))),
+    # Empty members still set the case.
+    "transpose_empty_members": case(TRANSPOSE, ld(1, ld(6, b"")) + ld(10, b"")),
+    "matmul_empty_tensor_id": case(MATMUL, ld(1, ld(5, b"")) + ld(2, ld(4, b""))),
+    # UTF-8: tensor_id and region are strings.
+    "transpose_tensor_id_not_utf8": case(TRANSPOSE, ld(1, ld(5, b"\xc3\x28"))),
+    "transpose_region_not_utf8": case(TRANSPOSE, ld(1, ld(6, ld(1, b"\xed\xa0\x80")))),
+    "matmul_output_region_not_utf8": case(MATMUL, ld(10, ld(2, ld(1, b"\xff")))),
+    "transpose_tensor_id_4byte": case(TRANSPOSE, ld(1, ld(5, b"\xf0\x9f\x98\x80"))),
+    # Wrong wire types: unknown fields, the oneof untouched.
+    "transpose_oneof_wrong_types": case(
+        TRANSPOSE, ld(1, ld(4, b"ab") + vi(5, 1) + tag(6, 5) + b"abcd" + tag(6, 3) + tag(6, 4)) +
+        vi(10, 1) + ld(10, vi(2, 1) + tag(1, 1) + bytes(8))),
+    # Nesting: SharedMemorySlice sits two levels down (98 group levels left).
+    "transpose_shm_groups_98": case(TRANSPOSE, ld(1, ld(6, groups(9, 98)))),
+    "transpose_shm_groups_99": case(TRANSPOSE, ld(1, ld(6, groups(9, 99)))),
+    "reduce_output_shm_groups_98": case(REDUCE, ld(10, ld(2, groups(9, 98)))),
+    "reduce_output_shm_groups_99": case(REDUCE, ld(10, ld(2, groups(9, 99)))),
+    "reduce_output_groups_99": case(REDUCE, ld(10, groups(9, 99))),
+    "transpose_shm_truncated": case(TRANSPOSE, ld(1, tag(6, 2) + varint(5) + vi(2, 1))),
+    "response_tensor": case(RESPONSE, ld(1, shape(2, 4, 4) + ld(5, b"t-ff")) + ld(2, report), (3,)),
+    "response_shm": case(RESPONSE, ld(1, shape(1, 1, 1) + ld(6, shm(b"out", 0, 4))) + ld(2, report)),
+    "response_oneof_switch": case(
+        RESPONSE, ld(1, ld(6, shm(b"out", 0, 4))) + ld(1, ld(4, b"abcd")) + ld(1, ld(5, b"t"))),
 }
 
 NPY_DICT = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"

@@ -91,11 +91,37 @@ void Expect(const Case& c, const char* field, const A& ours, const B& theirs) {
                   std::to_string(theirs));
 }
 
+void CompareString(const Case& c, const std::string& field, const std::string& ours,
+                   const std::string& pb) {
+  if (ours != pb) Disagree(c, field + ": slice parser " + Hex(ours) + ", protobuf " + Hex(pb));
+}
+
+void CompareSharedMemorySlice(const Case& c, const std::string& n, const SharedMemorySlice& ours,
+                              const v1::SharedMemorySlice& pb) {
+  CompareString(c, n + ".region", ours.region, pb.region());
+  Expect(c, (n + ".offset").c_str(), ours.offset, pb.offset());
+  Expect(c, (n + ".byte_size").c_str(), ours.byte_size, pb.byte_size());
+}
+
+// The oneof case as protobuf numbers it (its field number, 0 = not set).
+int PayloadCase(Matrix::Payload p) {
+  switch (p) {
+    case Matrix::Payload::kNone: return v1::Matrix::PAYLOAD_NOT_SET;
+    case Matrix::Payload::kData: return v1::Matrix::kData;
+    case Matrix::Payload::kTensorId: return v1::Matrix::kTensorId;
+    case Matrix::Payload::kSharedMemory: return v1::Matrix::kSharedMemory;
+  }
+  return -1;
+}
+
+// Every field, the members not set included (protobuf gives their defaults,
+// and so must the slice parser).
 void CompareMatrix(const Case& c, const char* name, const Matrix& ours, const v1::Matrix& pb) {
   const std::string n(name);
   Expect(c, (n + ".dtype").c_str(), ours.dtype, int(pb.dtype()));
   Expect(c, (n + ".rows").c_str(), ours.rows, pb.rows());
   Expect(c, (n + ".cols").c_str(), ours.cols, pb.cols());
+  Expect(c, (n + ".payload case").c_str(), PayloadCase(ours.payload), int(pb.payload_case()));
   Expect(c, (n + ".data size").c_str(), ours.data_bytes, int64_t(pb.data().size()));
   const std::string joined = Joined(ours.data);
   if (joined != pb.data()) {
@@ -104,13 +130,17 @@ void CompareMatrix(const Case& c, const char* name, const Matrix& ours, const v1
   for (const auto& piece : ours.data) {
     if (!InsideSlices(c, piece)) Disagree(c, n + ".data: a piece is not inside the slices");
   }
+  CompareString(c, n + ".tensor_id", ours.tensor_id, pb.tensor_id());
+  CompareSharedMemorySlice(c, n + ".shared_memory", ours.shared_memory, pb.shared_memory());
 }
 
-void CompareString(const Case& c, const char* field, const std::string& ours,
-                   const std::string& pb) {
-  if (ours != pb) {
-    Disagree(c, std::string(field) + ": slice parser " + Hex(ours) + ", protobuf " + Hex(pb));
-  }
+void CompareOutput(const Case& c, bool has_ours, const OutputPlacement& ours, bool has_pb,
+                   const v1::OutputPlacement& pb) {
+  Expect(c, "has output", int(has_ours), int(has_pb));
+  Expect(c, "output.keep", int(ours.keep), int(pb.keep()));
+  Expect(c, "output.has_shared_memory", int(ours.has_shared_memory), int(pb.has_shared_memory()));
+  CompareSharedMemorySlice(c, "output.shared_memory", ours.shared_memory, pb.shared_memory());
+  Expect(c, "output.ttl_seconds", ours.ttl_seconds, pb.ttl_seconds());
 }
 
 template <typename Proto>
@@ -141,6 +171,8 @@ void Check(const Case& c) {
   auto ours = ParseComputeRequest(op, c.slices);
   bool pb_ok = false;
   v1::Matrix pb_a, pb_b;
+  v1::OutputPlacement pb_output;
+  bool pb_has_output = false;
   std::string pb_variant;
   bool pb_tf32 = false;
   int pb_op = 0, pb_axis = 0;
@@ -151,11 +183,15 @@ void Check(const Case& c) {
     pb_b = pb.b();
     pb_variant = pb.variant();
     pb_tf32 = pb.allow_tf32();
+    pb_has_output = pb.has_output();
+    pb_output = pb.output();
   } else if (c.kind == Kind::kTranspose) {
     v1::TransposeRequest pb;
     pb_ok = ProtobufParses(c, &pb);
     pb_a = pb.input();
     pb_variant = pb.variant();
+    pb_has_output = pb.has_output();
+    pb_output = pb.output();
   } else {
     v1::ReduceRequest pb;
     pb_ok = ProtobufParses(c, &pb);
@@ -163,6 +199,8 @@ void Check(const Case& c) {
     pb_variant = pb.variant();
     pb_op = pb.op();
     pb_axis = pb.axis();
+    pb_has_output = pb.has_output();
+    pb_output = pb.output();
   }
   Verdicts(c, pb_ok, ours.status());
   if (!pb_ok) return;
@@ -172,6 +210,7 @@ void Check(const Case& c) {
   Expect(c, "allow_tf32", int(ours->allow_tf32), int(pb_tf32));
   Expect(c, "reduce_op", ours->reduce_op, pb_op);
   Expect(c, "reduce_axis", ours->reduce_axis, pb_axis);
+  CompareOutput(c, ours->has_output, ours->output, pb_has_output, pb_output);
 }
 
 }  // namespace
