@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -74,6 +75,20 @@ const void* Contiguous(const HostPieces& pieces, std::string& copy) {
   return copy.data();
 }
 
+// A tensor's bytes in host memory. Pages are touched only when written: a
+// large tensor costs nothing until its upload fills it.
+class HostResidentMemory final : public ResidentMemory {
+ public:
+  HostResidentMemory(char* data, int64_t bytes) : data_(data), bytes_(bytes) {}
+  ~HostResidentMemory() override { std::free(data_); }
+  void* data() const override { return data_; }
+  int64_t bytes() const override { return bytes_; }
+
+ private:
+  char* const data_;
+  const int64_t bytes_;
+};
+
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(int workers)
@@ -92,13 +107,44 @@ class CpuDevice final : public Device {
 
   absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested&) override {
     std::string a_copy, b_copy;
-    kernels::Buffers buffers{Contiguous(job.a, a_copy), Contiguous(job.b, b_copy), job.out,
-                             nullptr, 0};
+    // A tensor operand is read in place; a kept result is written in place.
+    const void* a = job.a_resident ? job.a_resident->data() : Contiguous(job.a, a_copy);
+    const void* b = job.b_resident ? job.b_resident->data() : Contiguous(job.b, b_copy);
+    void* out = job.out_resident ? job.out_resident->data() : job.out;
+    kernels::Buffers buffers{a, b, out, nullptr, 0};
     const auto start = Clock::now();
     if (auto s = job.variant->launch(job.problem, buffers, {}); !s.ok()) return s;
     StageTimes times;
     times.compute_us = int64_t(MicrosSince(start));
     return times;
+  }
+
+  // Host memory is the CPU's device memory: tensors share the machine's RAM.
+  int64_t memory_budget_bytes() const override { return description_.memory_bytes; }
+
+  absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
+                                                                   absl::Time) override {
+    void* data = std::malloc(size_t(std::max<int64_t>(bytes, 1)));
+    if (data == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", bytes, " bytes of host memory for a tensor"));
+    }
+    return std::make_unique<HostResidentMemory>(static_cast<char*>(data), bytes);
+  }
+
+  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src) override {
+    char* at = static_cast<char*>(dst.data()) + offset;
+    for (const auto& piece : src) {
+      std::memcpy(at, piece.data(), piece.size());
+      at += piece.size();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
+                            void* dst) override {
+    std::memcpy(dst, static_cast<const char*>(src.data()) + offset, size_t(bytes));
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,

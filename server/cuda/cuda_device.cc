@@ -17,8 +17,10 @@
 #include "server/cuda/health.h"
 #include "server/cuda/host_copy.h"
 #include "server/cuda/profile_runner.h"
+#include "server/cuda/resident_memory.h"
 #include "server/cuda/slot.h"
 #include "server/cuda/slot_pool.h"
+#include "server/cuda/transfer_lanes.h"
 
 namespace gpucompute::server::cuda {
 
@@ -29,14 +31,55 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Mark = Slot::Mark;
 
+// Tensor uploads and downloads a GPU moves at once: two keep the copy engine
+// busy while one lane's host side gathers or scatters its next chunk.
+constexpr int kTransferLanes = 2;
+
 int64_t MicrosSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
 }
 
-// Byte sizes of one request's device buffers.
-struct RequestBytes {
-  int64_t a = 0, b = 0, out = 0, workspace = 0;
-  int64_t Total() const { return AlignedBytes(a) + AlignedBytes(b) + AlignedBytes(out) + AlignedBytes(workspace); }
+// Where an input's bytes come from: the request (host pieces, uploaded), a
+// tensor on this device (read in place), or a tensor on another GPU (copied
+// peer to peer into the request's memory).
+enum class Source { kAbsent, kHost, kResident, kPeer };
+
+struct Input {
+  Source source = Source::kAbsent;
+  const HostPieces* host = nullptr;
+  const CudaResidentMemory* resident = nullptr;
+  int64_t bytes = 0;
+  // Bytes of request memory it needs: none when read in place.
+  int64_t buffer_bytes() const { return source == Source::kHost || source == Source::kPeer ? bytes : 0; }
+};
+
+Input InputOf(const HostPieces& host, const ResidentMemory* resident, int64_t bytes, int ordinal) {
+  Input in;
+  in.bytes = bytes;
+  if (resident != nullptr) {
+    in.resident = static_cast<const CudaResidentMemory*>(resident);
+    in.source = in.resident->ordinal() == ordinal ? Source::kResident : Source::kPeer;
+  } else if (bytes > 0) {
+    in.source = Source::kHost;
+    in.host = &host;
+  }
+  return in;
+}
+
+// One request's inputs and the device bytes it needs of its own: buffers
+// for what is not already resident, and the variant's workspace.
+struct RequestPlan {
+  Input a, b;
+  int64_t out = 0;        // result bytes
+  bool out_resident = false;
+  int64_t workspace = 0;
+  int64_t out_buffer() const { return out_resident ? 0 : out; }
+  int64_t Total() const {
+    return AlignedBytes(a.buffer_bytes()) + AlignedBytes(b.buffer_bytes()) +
+           AlignedBytes(out_buffer()) + AlignedBytes(workspace);
+  }
+  bool uploads() const { return a.buffer_bytes() > 0 || b.buffer_bytes() > 0; }
+  bool peer() const { return a.source == Source::kPeer || b.source == Source::kPeer; }
 };
 
 class CudaDevice final : public Device {
@@ -68,6 +111,12 @@ class CudaDevice final : public Device {
       slots.push_back(std::move(*slot));
     }
     slots_ = std::make_unique<SlotPool>(std::move(slots));
+    auto tensor_stream = CreateStream();
+    if (!tensor_stream.ok()) return tensor_stream.status();
+    tensor_stream_ = std::move(*tensor_stream);
+    auto lanes = TransferLanes::Create(kTransferLanes, host_alloc_calls_);
+    if (!lanes.ok()) return lanes.status();
+    lanes_ = std::move(*lanes);
 
     auto ceilings = MeasureCeilings(slots_->first(), device_malloc_calls_);
     if (!ceilings.ok()) return ceilings.status();
@@ -96,15 +145,43 @@ class CudaDevice final : public Device {
     SlotPool::Lease slot = slots_->Acquire();
     const kernels::Problem& p = job.problem;
     const int64_t es = kernels::ElementSize(p.dtype);
-    RequestBytes bytes;
-    bytes.a = kernels::InputAElements(p) * es;
-    bytes.b = kernels::InputBElements(p) * es;
-    bytes.out = kernels::OutputElements(p) * es;
-    bytes.workspace = int64_t(job.variant->WorkspaceBytes(p));
-    auto times = bytes.Total() <= Slot::kScratchBytes ? ExecuteSmall(job, stop, *slot, bytes)
-                                                      : ExecuteLarge(job, stop, *slot, bytes);
+    RequestPlan plan;
+    plan.a = InputOf(job.a, job.a_resident, kernels::InputAElements(p) * es, ordinal_);
+    plan.b = InputOf(job.b, job.b_resident, kernels::InputBElements(p) * es, ordinal_);
+    plan.out = kernels::OutputElements(p) * es;
+    plan.out_resident = job.out_resident != nullptr;
+    plan.workspace = int64_t(job.variant->WorkspaceBytes(p));
+    auto times = plan.Total() <= Slot::kScratchBytes && !plan.peer()
+                     ? ExecuteSmall(job, stop, *slot, plan)
+                     : ExecuteLarge(job, stop, *slot, plan);
     if (!times.ok()) return health_.AfterError(times.status());
     return times;
+  }
+
+  int64_t memory_budget_bytes() const override { return memory_->limit_bytes(); }
+
+  absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes, absl::Time deadline) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+    auto memory = CudaResidentMemory::Allocate(*memory_, ordinal_, tensor_stream_.get(), bytes, deadline);
+    if (!memory.ok()) return health_.AfterError(memory.status());
+    return std::unique_ptr<ResidentMemory>(std::move(*memory));
+  }
+
+  // Through a transfer lane's pinned staging, 8 MiB at a time; the bytes are
+  // on the device when this returns.
+  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+    TransferLanes::Lease lane = lanes_->Acquire();
+    absl::Status s = lane.staging().Upload(static_cast<char*>(dst.data()) + offset, src, lane.stream(), copier_);
+    if (s.ok()) s = lane.staging().WaitIdle();
+    return health_.AfterError(s);
+  }
+
+  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes, void* dst) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+    TransferLanes::Lease lane = lanes_->Acquire();
+    return health_.AfterError(lane.staging().Download(
+        dst, static_cast<const char*>(src.data()) + offset, size_t(bytes), lane.stream(), copier_));
   }
 
   absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job, const StopRequested& stop) override {
@@ -116,43 +193,62 @@ class CudaDevice final : public Device {
   }
 
  private:
-  // A request that fits in the slot's scratch: the inputs go up in one copy
-  // from one staging chunk, the result comes down into the other, and the
-  // host waits once, after the download. Stage times come from events.
+  // A request whose own buffers fit in the slot's scratch: its host inputs
+  // go up in one copy from one staging chunk, a returned result comes down
+  // into the other, and the host waits once, at the end. Resident inputs
+  // are read where they are and a kept result is written into its tensor.
+  // Stage times come from events; a stage with no bytes to move is 0.
   absl::StatusOr<StageTimes> ExecuteSmall(const ComputeJob& job, const StopRequested& stop, Slot& slot,
-                                          const RequestBytes& bytes) {
+                                          const RequestPlan& plan) {
     StagingBuffers& staging = slot.staging();
     if (auto s = staging.WaitIdle(); !s.ok()) return s;
     char* up = staging.chunk(0);
     char* down = staging.chunk(1);
     char* dev = slot.scratch();
-    const size_t b_at = AlignedBytes(bytes.a), out_at = b_at + AlignedBytes(bytes.b);
-    const size_t ws_at = out_at + AlignedBytes(bytes.out);
-    copier_.Gather(up, job.a);  // under 1 MiB: on this thread
-    copier_.Gather(up + b_at, job.b);
-    const size_t up_bytes = bytes.b ? b_at + size_t(bytes.b) : size_t(bytes.a);
+    const size_t b_at = AlignedBytes(plan.a.buffer_bytes());
+    const size_t out_at = b_at + AlignedBytes(plan.b.buffer_bytes());
+    const size_t ws_at = out_at + AlignedBytes(plan.out_buffer());
+    size_t up_bytes = 0;
+    if (plan.a.source == Source::kHost) {
+      copier_.Gather(up, *plan.a.host);  // under 1 MiB: on this thread
+      up_bytes = size_t(plan.a.bytes);
+    }
+    if (plan.b.source == Source::kHost) {
+      copier_.Gather(up + b_at, *plan.b.host);
+      up_bytes = b_at + size_t(plan.b.bytes);
+    }
     if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream()),
-                                    "upload cudaMemcpyAsync");
+    if (up_bytes > 0) {
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream()),
+                                      "upload cudaMemcpyAsync");
+    }
     if (auto s = slot.Record(Mark::kKernelStart); !s.ok()) return s;
     if (stop()) {
       // The staging chunk must not be refilled while the copy reads it.
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(slot.stream()), "upload wait");
       return absl::CancelledError("request abandoned before its kernel ran");
     }
-    const kernels::Buffers buffers{dev, bytes.b ? dev + b_at : nullptr, dev + out_at,
-                                   bytes.workspace ? dev + ws_at : nullptr, size_t(bytes.workspace)};
+    const void* a = plan.a.source == Source::kResident ? plan.a.resident->data() : dev;
+    const void* b = plan.b.source == Source::kAbsent     ? nullptr
+                    : plan.b.source == Source::kResident ? plan.b.resident->data()
+                                                         : dev + b_at;
+    void* out = plan.out_resident ? job.out_resident->data() : dev + out_at;
+    const kernels::Buffers buffers{a, b, out, plan.workspace ? dev + ws_at : nullptr, size_t(plan.workspace)};
     if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok()) {
       cudaStreamSynchronize(slot.stream());
       return s;
     }
     if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(down, dev + out_at, size_t(bytes.out), cudaMemcpyDeviceToHost, slot.stream()),
-        "download cudaMemcpyAsync");
+    if (!plan.out_resident) {
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(down, dev + out_at, size_t(plan.out), cudaMemcpyDeviceToHost, slot.stream()),
+          "download cudaMemcpyAsync");
+    }
     if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
-    if (auto s = slot.WaitFor(Mark::kDownloaded, "download wait"); !s.ok()) return s;
-    std::memcpy(job.out, down, size_t(bytes.out));
+    if (auto s = slot.WaitFor(Mark::kDownloaded, plan.out_resident ? "kernel wait" : "download wait"); !s.ok()) {
+      return s;
+    }
+    if (!plan.out_resident) std::memcpy(job.out, down, size_t(plan.out));
 
     auto upload_us = slot.MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
     auto compute_us = slot.MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
@@ -160,54 +256,75 @@ class CudaDevice final : public Device {
     for (const auto* t : {&upload_us, &compute_us, &download_us}) {
       if (!t->ok()) return t->status();
     }
-    return StageTimes{*upload_us, *compute_us, *download_us};
+    StageTimes times;
+    times.upload_us = up_bytes > 0 ? *upload_us : 0;
+    times.compute_us = *compute_us;
+    times.download_us = plan.out_resident ? 0 : *download_us;
+    return times;
   }
 
-  // A larger request: its bytes are reserved from the budget and its buffers
-  // taken from the pool; the operands go up through the pinned staging, the
-  // result comes down through it after the kernel is waited for.
+  // A larger request: the bytes of its own buffers are reserved from the
+  // budget and taken from the pool; host inputs go up through the pinned
+  // staging, a tensor on another GPU is copied peer to peer, and a returned
+  // result comes down through the staging after the kernel is waited for.
   absl::StatusOr<StageTimes> ExecuteLarge(const ComputeJob& job, const StopRequested& stop, Slot& slot,
-                                          const RequestBytes& bytes) {
-    auto reservation = memory_->Reserve(bytes.Total(), absl::Now() + kMaxMemoryWait);
+                                          const RequestPlan& plan) {
+    auto reservation = memory_->Reserve(plan.Total(), absl::Now() + kMaxMemoryWait);
     if (!reservation.ok()) return reservation.status();
     if (stop()) return absl::CancelledError("request abandoned while waiting for device memory");
 
     RequestMemory memory(std::move(*reservation), slot.stream());
-    auto a = memory.Get(bytes.a);
-    auto b = bytes.b ? memory.Get(bytes.b) : absl::StatusOr<void*>(nullptr);
-    auto out = memory.Get(bytes.out);
-    auto ws = bytes.workspace ? memory.Get(bytes.workspace) : absl::StatusOr<void*>(nullptr);
+    auto buffer = [&memory](int64_t bytes) -> absl::StatusOr<void*> {
+      return bytes > 0 ? memory.Get(bytes) : absl::StatusOr<void*>(nullptr);
+    };
+    auto a = buffer(plan.a.buffer_bytes());
+    auto b = buffer(plan.b.buffer_bytes());
+    auto out = buffer(plan.out_buffer());
+    auto ws = buffer(plan.workspace);
     for (const auto* r : {&a, &b, &out, &ws}) {
       if (!r->ok()) return r->status();
     }
     // The stream is idle here, so the upload begins as the first copy is
     // queued and the upload stage counts host gathering and DMA alike.
     if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
-    if (auto s = slot.staging().Upload(*a, job.a, slot.stream(), copier_); !s.ok()) return s;
-    if (bytes.b) {
-      if (auto s = slot.staging().Upload(*b, job.b, slot.stream(), copier_); !s.ok()) return s;
+    StageTimes times;
+    for (auto [input, dst] : {std::pair{&plan.a, *a}, std::pair{&plan.b, *b}}) {
+      if (input->source == Source::kHost) {
+        if (auto s = slot.staging().Upload(dst, *input->host, slot.stream(), copier_); !s.ok()) return s;
+      } else if (input->source == Source::kPeer) {
+        GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+            cudaMemcpyPeerAsync(dst, ordinal_, input->resident->data(), input->resident->ordinal(),
+                                size_t(input->bytes), slot.stream()),
+            "peer cudaMemcpyPeerAsync");
+        if (!times.note.empty()) times.note += ", ";
+        times.note += absl::StrCat(input == &plan.a ? "a" : "b", " copied from cuda:", input->resident->ordinal());
+      }
     }
     if (stop()) return absl::CancelledError("request abandoned before its kernel ran");
 
     // The kernel follows the upload in stream order: no host wait between.
     if (auto s = slot.Record(Mark::kKernelStart); !s.ok()) return s;
-    const kernels::Buffers buffers{*a, *b, *out, *ws, size_t(bytes.workspace)};
+    const void* a_ptr = plan.a.source == Source::kResident ? plan.a.resident->data() : *a;
+    const void* b_ptr = plan.b.source == Source::kResident ? plan.b.resident->data() : *b;
+    void* out_ptr = plan.out_resident ? job.out_resident->data() : *out;
+    const kernels::Buffers buffers{a_ptr, b_ptr, out_ptr, *ws, size_t(plan.workspace)};
     if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok()) return s;
     if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
     // Waiting here keeps the kernel's time out of the download stage.
     if (auto s = slot.WaitFor(Mark::kKernelEnd, "kernel wait"); !s.ok()) return s;
 
-    StageTimes times;
-    const auto download_start = Clock::now();
-    if (auto s = slot.staging().Download(job.out, *out, size_t(bytes.out), slot.stream(), copier_); !s.ok()) {
-      return s;
+    if (!plan.out_resident) {
+      const auto download_start = Clock::now();
+      if (auto s = slot.staging().Download(job.out, *out, size_t(plan.out), slot.stream(), copier_); !s.ok()) {
+        return s;
+      }
+      times.download_us = MicrosSince(download_start);
     }
-    times.download_us = MicrosSince(download_start);
     auto upload_us = slot.MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
     if (!upload_us.ok()) return upload_us.status();
     auto compute_us = slot.MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
     if (!compute_us.ok()) return compute_us.status();
-    times.upload_us = *upload_us;
+    times.upload_us = plan.uploads() ? *upload_us : 0;
     times.compute_us = *compute_us;
     return times;
   }
@@ -223,6 +340,10 @@ class CudaDevice final : public Device {
   // Declared after the memory: the slots go first, while the pool is there.
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<SlotPool> slots_;
+  // Tensors: their memory is allocated and freed on this stream, and their
+  // bytes move through these lanes.
+  UniqueStream tensor_stream_;
+  std::unique_ptr<TransferLanes> lanes_;
 };
 
 }  // namespace

@@ -35,6 +35,7 @@ class DeviceMemory {
     return budget_.Reserve(bytes, deadline);
   }
 
+  int64_t limit_bytes() const { return budget_.limit_bytes(); }
   int64_t pool_reserved_bytes() const { return pool_->reserved_bytes(); }
   int64_t pool_used_bytes() const { return pool_->used_bytes(); }
   int64_t pool_growths() const { return statistics_.growths(); }

@@ -15,8 +15,10 @@ StopRequested StopOf(const RequestLifetime& lifetime) {
 }  // namespace
 
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
-                             VariantSelector& selector, kernels::Backend backend)
-    : registry_(registry), scheduler_(scheduler), selector_(selector), backend_(backend) {}
+                             VariantSelector& selector, kernels::Backend backend,
+                             TensorStore* tensors)
+    : registry_(registry), scheduler_(scheduler), selector_(selector), backend_(backend),
+      tensors_(tensors) {}
 
 void ComputeEngine::Compute(ComputeCall call,
                             std::function<void(absl::Status, const ComputeOutcome&)> done) {
@@ -35,6 +37,10 @@ void ComputeEngine::Compute(ComputeCall call,
          ComputeOutcome{});
     return;
   }
+  if (tensors_ == nullptr && (call.keep_output || call.a_tensor || call.b_tensor)) {
+    done(absl::FailedPreconditionError("this server holds no tensors"), ComputeOutcome{});
+    return;
+  }
 
   auto outcome = std::make_shared<ComputeOutcome>();
   outcome->variant = choice.variant;
@@ -42,6 +48,12 @@ void ComputeEngine::Compute(ComputeCall call,
   Task task;
   task.deadline = shared_call->lifetime.deadline;
   task.cancelled = shared_call->lifetime.cancelled;
+  // Work on a tensor runs where the tensor is (its first operand's device).
+  if (shared_call->a_tensor) {
+    task.device = &shared_call->a_tensor->device();
+  } else if (shared_call->b_tensor) {
+    task.device = &shared_call->b_tensor->device();
+  }
   task.run = [this, shared_call, outcome, choice](Device& device) -> absl::Status {
     const ComputeCall& c = *shared_call;
     const StopRequested stop = StopOf(c.lifetime);
@@ -67,11 +79,29 @@ void ComputeEngine::Compute(ComputeCall call,
     outcome->variant = job.variant;
     job.a = c.a;
     job.b = c.b;
-    job.out = c.output(size_t(kernels::OutputElements(job.problem) *
-                              kernels::ElementSize(job.problem.dtype)));
+    if (c.a_tensor) job.a_resident = &c.a_tensor->memory();
+    if (c.b_tensor) job.b_resident = &c.b_tensor->memory();
+    std::shared_ptr<Tensor> kept;
+    if (c.keep_output) {
+      const TensorShape shape{job.problem.dtype, kernels::OutputRows(job.problem),
+                              kernels::OutputCols(job.problem)};
+      auto created = tensors_->Create(device, shape, c.lifetime.deadline);
+      if (!created.ok()) return created.status();
+      kept = std::move(*created);
+      job.out_resident = &kept->memory();
+    } else {
+      job.out = c.output(size_t(kernels::OutputElements(job.problem) *
+                                kernels::ElementSize(job.problem.dtype)));
+    }
     auto times = device.Execute(job, stop);
     if (!times.ok()) return times.status();
     outcome->times = *times;
+    for (const auto* t : {&c.a_tensor, &c.b_tensor}) {
+      if (*t) tensors_->Touch(**t);
+    }
+    // A caller gone by now would never learn the new tensor's id: it is
+    // dropped instead of listed.
+    if (kept && !stop()) outcome->kept = tensors_->Add(std::move(kept), c.keep_ttl);
     return absl::OkStatus();
   };
   task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "gpucompute/kernels/registry.h"
 #include "server/engine/device.h"
 #include "server/engine/scheduler.h"
+#include "server/engine/tensor_store.h"
 #include "server/engine/variant_selector.h"
 
 namespace gpucompute::server {
@@ -36,9 +38,17 @@ struct ComputeCall {
   bool allow_reduced_precision = false;
   HostPieces a;
   HostPieces b;
+  // Operands held by the server, read in place of `a` / `b` (null: inline).
+  // The work runs on the device holding them.
+  std::shared_ptr<Tensor> a_tensor;
+  std::shared_ptr<Tensor> b_tensor;
   // Called on a device worker once the variant is known and before the run,
-  // with the result's byte count: where the result goes.
+  // with the result's byte count: where the result goes. Unused when kept.
   std::function<void*(size_t bytes)> output;
+  // Keep the result on the device as a new tensor with this idle lifetime
+  // (zero: the store's default) instead of returning its bytes.
+  bool keep_output = false;
+  absl::Duration keep_ttl;
   RequestLifetime lifetime;
 };
 
@@ -47,6 +57,7 @@ struct ComputeOutcome {
   const Device* device = nullptr;             // null when none was chosen
   int64_t queue_us = 0;
   StageTimes times;
+  std::optional<TensorInfo> kept;  // the result's tensor, when kept
 };
 
 struct ProfileCall {
@@ -63,13 +74,15 @@ struct ProfileOutcome {
 
 class ComputeEngine {
  public:
-  // All three must outlive the engine.
+  // All four must outlive the engine; without `tensors`, calls that name
+  // or keep a tensor get FAILED_PRECONDITION.
   ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler, VariantSelector& selector,
-                kernels::Backend backend);
+                kernels::Backend backend, TensorStore* tensors = nullptr);
 
   kernels::Backend backend() const { return backend_; }
   const kernels::Registry& registry() const { return registry_; }
   const std::vector<std::unique_ptr<Device>>& devices() const { return scheduler_.devices(); }
+  TensorStore* tensors() const { return tensors_; }
 
   // Runs `call`; `done` is called exactly once, on a device worker or (when
   // the work is refused) on the calling thread.
@@ -86,6 +99,7 @@ class ComputeEngine {
   Scheduler& scheduler_;
   VariantSelector& selector_;
   const kernels::Backend backend_;
+  TensorStore* const tensors_;
 };
 
 }  // namespace gpucompute::server

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gpucompute/kernels/variant.h"
 
@@ -46,20 +48,41 @@ struct DeviceCounters {
 // (gRPC hands a large message over in several slices).
 using HostPieces = std::vector<absl::Span<const char>>;
 
-// One request's operands in host memory, owned by the caller until the
-// job returns. `b` is empty for one-input ops; `out` holds the full result.
+// Memory holding a tensor on one device: device memory on a GPU (taken from
+// the same budget as requests' buffers), host memory on the CPU. It frees
+// itself, and returns its bytes to the budget, when destroyed.
+class ResidentMemory {
+ public:
+  virtual ~ResidentMemory() = default;
+  // A device pointer on a GPU, a host pointer on the CPU.
+  virtual void* data() const = 0;
+  virtual int64_t bytes() const = 0;
+};
+
+// One request's operands, owned by the caller until the job returns. Each
+// operand is either in host memory (`a`, `b`: the pieces as received) or
+// already resident on the device (`a_resident`, `b_resident`: a tensor's
+// memory, read in place, no upload). The result goes to host memory `out`
+// or, when `out_resident` is set, stays on the device (no download). `b` is
+// empty and `b_resident` null for one-input ops.
 struct ComputeJob {
   kernels::Problem problem;
   const kernels::Variant* variant = nullptr;
   HostPieces a;
   HostPieces b;
   void* out = nullptr;
+  const ResidentMemory* a_resident = nullptr;
+  const ResidentMemory* b_resident = nullptr;
+  ResidentMemory* out_resident = nullptr;
 };
 
 struct StageTimes {
   int64_t upload_us = 0;
   int64_t compute_us = 0;
   int64_t download_us = 0;
+  // Anything the report should say about where the bytes came from, e.g.
+  // "b copied from cuda:1" for a tensor on another GPU; empty otherwise.
+  std::string note;
 };
 
 // Profile: every listed variant on device-side random data.
@@ -98,6 +121,32 @@ class Device {
   virtual absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested& stop) = 0;
   virtual absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
                                                                   const StopRequested& stop) = 0;
+
+  // Tensors. The memory a device lends them at most (its request budget on
+  // a GPU); the tensor budget defaults to half of it.
+  virtual int64_t memory_budget_bytes() const { return description().memory_bytes; }
+  // `bytes` of resident memory for a tensor, waiting until `deadline` for
+  // them to fit the device's budget; RESOURCE_EXHAUSTED when they do not.
+  virtual absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
+                                                                           absl::Time deadline);
+  // Copies `src` (host pieces, in order) to `dst` at byte `offset`; returns
+  // once the bytes are on the device and `src` may be reused. A GPU moves
+  // them through pinned staging, chunk by chunk.
+  virtual absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src);
+  // Copies `bytes` of `src` from byte `offset` to host memory `dst`.
+  virtual absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
+                                    void* dst);
 };
+
+inline absl::StatusOr<std::unique_ptr<ResidentMemory>> Device::AllocateResident(int64_t,
+                                                                                absl::Time) {
+  return absl::UnimplementedError(description().name + " cannot hold tensors");
+}
+inline absl::Status Device::WriteResident(ResidentMemory&, int64_t, const HostPieces&) {
+  return absl::UnimplementedError(description().name + " cannot hold tensors");
+}
+inline absl::Status Device::ReadResident(const ResidentMemory&, int64_t, int64_t, void*) {
+  return absl::UnimplementedError(description().name + " cannot hold tensors");
+}
 
 }  // namespace gpucompute::server

@@ -27,6 +27,7 @@ void Scheduler::Submit(Task task) {
   Lane* best = nullptr;
   int64_t best_load = 0;
   for (const auto& lane : lanes_) {
+    if (task.device != nullptr && lane->device != task.device) continue;
     if (!lane->device->healthy()) continue;
     absl::MutexLock lock(&lane->mu);
     const int64_t load = int64_t(lane->queue.size()) + lane->running;
@@ -34,6 +35,13 @@ void Scheduler::Submit(Task task) {
       best = lane.get();
       best_load = load;
     }
+  }
+  if (best == nullptr && task.device != nullptr) {
+    task.done(absl::UnavailableError(absl::StrCat(
+                  "device ", task.device->description().name,
+                  " holding a tensor of this request is out of service after a fatal error")),
+              nullptr, 0);
+    return;
   }
   if (best == nullptr) {
     task.done(absl::UnavailableError("no healthy device: every device was taken out of service "

@@ -27,6 +27,9 @@ struct Task {
   std::function<void(absl::Status status, Device* device, int64_t queue_us)> done;
   absl::Time deadline = absl::InfiniteFuture();
   std::shared_ptr<std::atomic<bool>> cancelled;  // optional
+  // Runs on this device (one holding a tensor the task reads) instead of the
+  // least-loaded one; null: any.
+  Device* device = nullptr;
 };
 
 class Scheduler {
@@ -34,7 +37,7 @@ class Scheduler {
   Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth);
   ~Scheduler();
 
-  // Queues the task on the least-loaded device.
+  // Queues the task on its device, or else on the least-loaded one.
   void Submit(Task task);
   // Refuses new tasks (UNAVAILABLE), lets queued and running ones finish, and
   // joins the workers. Idempotent.

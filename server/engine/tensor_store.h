@@ -1,0 +1,172 @@
+// Tensors: matrices held on the server between calls (Upload, or an op's
+// output kept), in device memory on a GPU and host memory on the CPU. The
+// store names them, lists them, lets them expire when idle and keeps their
+// bytes under a budget. Knows nothing of gRPC.
+//
+// Ownership is shared: the store holds one reference while a tensor is
+// listed, and each upload, download or op using it holds another, so a
+// tensor released or expired while an op reads it is freed when the op ends.
+// Its bytes count against the budget from Create until that moment.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gpucompute/kernels/problem.h"
+#include "server/engine/device.h"
+
+namespace gpucompute::server {
+
+struct TensorShape {
+  kernels::DType dtype = kernels::DType::kFloat32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  // rows * cols * element size (the caller has checked it fits int64).
+  int64_t bytes() const { return rows * cols * kernels::ElementSize(dtype); }
+};
+
+// What the store tells about one tensor.
+struct TensorInfo {
+  std::string id;
+  TensorShape shape;
+  int64_t bytes = 0;
+  std::string device;  // the holding device's name
+  absl::Time expires = absl::InfiniteFuture();
+  std::string server;  // the instance holding it
+};
+
+// Budget accounting shared by the store and its tensors, so that a tensor an
+// op still holds can give its bytes back even after the store is gone.
+class TensorLedger;
+
+class Tensor {
+ public:
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor();  // frees the memory, then returns its bytes to the budget
+
+  const std::string& id() const { return id_; }
+  const TensorShape& shape() const { return shape_; }
+  int64_t bytes() const { return shape_.bytes(); }
+  Device& device() const { return device_; }
+  ResidentMemory& memory() const { return *memory_; }
+
+ private:
+  friend class TensorStore;
+  Tensor(std::string id, TensorShape shape, Device& device, std::unique_ptr<ResidentMemory> memory,
+         std::shared_ptr<TensorLedger> ledger)
+      : id_(std::move(id)), shape_(shape), device_(device), memory_(std::move(memory)),
+        ledger_(std::move(ledger)) {}
+
+  const std::string id_;
+  const TensorShape shape_;
+  Device& device_;
+  std::unique_ptr<ResidentMemory> memory_;
+  std::shared_ptr<TensorLedger> ledger_;
+};
+
+struct TensorStoreOptions {
+  int64_t limit_bytes = 0;                          // --tensor_memory_bytes
+  absl::Duration default_ttl = absl::Minutes(10);   // --tensor_ttl
+  std::string instance;                             // --instance_name: ids end in "@<instance>"
+};
+
+struct TensorCounters {
+  int64_t held_bytes = 0;   // every tensor alive: listed, uploading, or released but in use
+  int64_t limit_bytes = 0;
+  int64_t tensors = 0;      // listed now
+  int64_t created = 0;      // listed since start
+  int64_t expired = 0;      // unlisted by the idle lifetime since start
+};
+
+class TensorStore {
+ public:
+  // Starts the thread that expires idle tensors: it runs whether or not any
+  // request arrives.
+  explicit TensorStore(TensorStoreOptions options);
+  ~TensorStore();  // stops the thread and unlists every tensor
+  TensorStore(const TensorStore&) = delete;
+  TensorStore& operator=(const TensorStore&) = delete;
+
+  // A new tensor on `device`, not yet listed: charges its bytes to the
+  // budget (RESOURCE_EXHAUSTED giving held, asked and limit bytes), then
+  // takes the device's memory (waiting until `deadline` for it). The caller
+  // fills it and lists it with Add; dropped unlisted, it frees itself.
+  absl::StatusOr<std::shared_ptr<Tensor>> Create(Device& device, const TensorShape& shape,
+                                                 absl::Time deadline);
+
+  // Lists `tensor` under its id with an idle lifetime of `ttl` (zero or
+  // less: the default).
+  TensorInfo Add(std::shared_ptr<Tensor> tensor, absl::Duration ttl);
+
+  // The listed tensor `id`, its idle lifetime renewed. NOT_FOUND naming the
+  // id (and `field`, the request field that named it) when it is unknown,
+  // released or expired, or naming the instance that holds it when the id
+  // is another instance's.
+  absl::StatusOr<std::shared_ptr<Tensor>> Use(const std::string& id, const std::string& field);
+  // Renews the idle lifetime of `tensor` if it is still listed: a use that
+  // lasted longer than its lifetime still counts as a use at its end.
+  void Touch(const Tensor& tensor);
+
+  struct Released {
+    int64_t count = 0;
+    int64_t bytes = 0;
+  };
+  // Unlists the ids this store holds (others are skipped); each one's memory
+  // is freed once no op or download still uses it.
+  Released Release(const std::vector<std::string>& ids);
+
+  std::vector<TensorInfo> List() const;
+  // `tensor`'s info; its deadline is the listed one (none when unlisted).
+  TensorInfo InfoOf(const Tensor& tensor) const;
+
+  // Of `devices`, the healthy one holding the fewest tensor bytes (null if
+  // none is healthy): where a new upload goes.
+  Device* PlaceNew(const std::vector<std::unique_ptr<Device>>& devices) const;
+
+  TensorCounters counters() const;
+  int64_t limit_bytes() const { return options_.limit_bytes; }
+  absl::Duration default_ttl() const { return options_.default_ttl; }
+  const std::string& instance() const { return options_.instance; }
+
+  // Unlists the tensors whose idle deadline is at or before `now`; returns
+  // how many. The expiry thread calls it; tests can call it directly.
+  int64_t ExpireDue(absl::Time now);
+
+ private:
+  struct Entry {
+    std::shared_ptr<Tensor> tensor;
+    absl::Duration ttl;
+    absl::Time expires;
+  };
+
+  std::string NewId() const;
+  void ExpiryLoop();
+  // Moves the due entries' tensors out of the map (freed by the caller,
+  // outside the lock: freeing device memory waits on a stream).
+  std::vector<std::shared_ptr<Tensor>> TakeDueLocked(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorInfo InfoLocked(const Tensor& tensor) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const TensorStoreOptions options_;
+  const std::shared_ptr<TensorLedger> ledger_;
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::map<std::string, Entry> listed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, std::string>> deadlines_ ABSL_GUARDED_BY(mu_);
+  int64_t created_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread expiry_;
+};
+
+}  // namespace gpucompute::server

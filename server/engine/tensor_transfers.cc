@@ -1,0 +1,100 @@
+#include "server/engine/tensor_transfers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpucompute::server {
+namespace {
+
+int64_t TotalBytes(const HostPieces& pieces) {
+  int64_t total = 0;
+  for (const auto& p : pieces) total += int64_t(p.size());
+  return total;
+}
+
+// The range [offset, offset + bytes) lies within the tensor.
+absl::Status CheckRange(const Tensor& t, int64_t offset, int64_t bytes) {
+  if (offset >= 0 && bytes >= 0 && offset <= t.bytes() && bytes <= t.bytes() - offset) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat("bytes [", offset, ", ", offset, " + ", bytes,
+                                          ") outside tensor ", t.id(), " of ", t.bytes(),
+                                          " bytes"));
+}
+
+}  // namespace
+
+TensorTransfers::TensorTransfers(TensorStore& store,
+                                 const std::vector<std::unique_ptr<Device>>& devices, int threads)
+    : store_(store), devices_(devices) {
+  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+TensorTransfers::~TensorTransfers() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void TensorTransfers::Post(std::function<void()> work) {
+  absl::MutexLock lock(&mu_);
+  work_.push_back(std::move(work));
+}
+
+void TensorTransfers::Loop() {
+  for (;;) {
+    std::function<void()> work;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](TensorTransfers* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
+            return t->stopping_ || !t->work_.empty();
+          },
+          this));
+      if (work_.empty()) return;
+      work = std::move(work_.front());
+      work_.pop_front();
+    }
+    work();
+  }
+}
+
+void TensorTransfers::Create(const TensorShape& shape, absl::Time deadline,
+                             std::function<void(absl::StatusOr<std::shared_ptr<Tensor>>)> done) {
+  Post([this, shape, deadline, done = std::move(done)] {
+    Device* device = store_.PlaceNew(devices_);
+    if (device == nullptr) {
+      done(absl::UnavailableError("no healthy device to hold a tensor"));
+      return;
+    }
+    done(store_.Create(*device, shape, deadline));
+  });
+}
+
+void TensorTransfers::Write(std::shared_ptr<Tensor> tensor, int64_t offset, HostPieces src,
+                            std::function<void(absl::Status)> done) {
+  Post([tensor = std::move(tensor), offset, src = std::move(src), done = std::move(done)] {
+    if (auto s = CheckRange(*tensor, offset, TotalBytes(src)); !s.ok()) {
+      done(s);
+      return;
+    }
+    done(tensor->device().WriteResident(tensor->memory(), offset, src));
+  });
+}
+
+void TensorTransfers::Read(std::shared_ptr<Tensor> tensor, int64_t offset, int64_t bytes,
+                           void* dst, std::function<void(absl::Status)> done) {
+  Post([tensor = std::move(tensor), offset, bytes, dst, done = std::move(done)] {
+    if (auto s = CheckRange(*tensor, offset, bytes); !s.ok()) {
+      done(s);
+      return;
+    }
+    done(tensor->device().ReadResident(tensor->memory(), offset, bytes, dst));
+  });
+}
+
+}  // namespace gpucompute::server

@@ -1,0 +1,57 @@
+// Moves tensor bytes between host memory and the devices on a few threads of
+// its own: a GPU copy waits on a stream, and neither gRPC's threads nor the
+// compute workers should wait for it. Each operation calls `done` once, on
+// one of these threads. Uploads and downloads are chunked by the caller, so
+// no whole payload is ever held in host memory.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/engine/device.h"
+#include "server/engine/tensor_store.h"
+
+namespace gpucompute::server {
+
+class TensorTransfers {
+ public:
+  // `store` and `devices` must outlive this.
+  TensorTransfers(TensorStore& store, const std::vector<std::unique_ptr<Device>>& devices,
+                  int threads);
+  ~TensorTransfers();  // runs what is queued, then joins
+  TensorTransfers(const TensorTransfers&) = delete;
+  TensorTransfers& operator=(const TensorTransfers&) = delete;
+
+  TensorStore& store() { return store_; }
+
+  // A new unlisted tensor of `shape` on the device holding the fewest
+  // tensor bytes (see TensorStore::Create).
+  void Create(const TensorShape& shape, absl::Time deadline,
+              std::function<void(absl::StatusOr<std::shared_ptr<Tensor>>)> done);
+  // Copies `src` to the tensor at byte `offset`. `src` stays valid until done.
+  void Write(std::shared_ptr<Tensor> tensor, int64_t offset, HostPieces src,
+             std::function<void(absl::Status)> done);
+  // Copies `bytes` from byte `offset` of the tensor to `dst`.
+  void Read(std::shared_ptr<Tensor> tensor, int64_t offset, int64_t bytes, void* dst,
+            std::function<void(absl::Status)> done);
+
+ private:
+  void Post(std::function<void()> work);
+  void Loop();
+
+  TensorStore& store_;
+  const std::vector<std::unique_ptr<Device>>& devices_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace gpucompute::server
