@@ -13,10 +13,14 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "server/grpc/auth.h"
 #include "server/ops/host_memory.h"
 #include "server/cpu/cpu_device.h"
@@ -27,6 +31,8 @@
 #include "server/ops/metrics.h"
 #include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
+#include "server/engine/tensor_store.h"
+#include "server/engine/tensor_transfers.h"
 #include "server/engine/variant_selector.h"
 #include "server/grpc/compute_service.h"
 #include "server/grpc/transport.h"
@@ -82,6 +88,16 @@ ABSL_FLAG(std::string, log_level, "info",
 ABSL_FLAG(std::string, access_log, "",
           "one line per call (peer, method, status, variant, total microseconds) appended to "
           "this file; \"-\" for stderr; empty: off");
+ABSL_FLAG(std::string, tensor_ttl, "10m",
+          "default idle lifetime of a tensor (Upload, or an output kept): a duration such as "
+          "\"10m\" or \"90s\", or plain seconds; every use renews it");
+ABSL_FLAG(int64_t, tensor_memory_bytes, -1,
+          "most bytes of tensors held at once, over all devices; they come out of the same "
+          "device memory budget as requests (-1: half of the devices' budgets; 0: no tensors)");
+ABSL_FLAG(std::string, instance_name, "",
+          "this instance's name in tensor ids and TensorInfo.server, so that a replica given "
+          "another's id can say who holds it (empty: host:port of --listen, with the host "
+          "name for 0.0.0.0)");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "requests one client connection may have in flight at once; more wait in the client "
           "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, unlimited)");
@@ -91,6 +107,9 @@ namespace {
 
 constexpr char kServiceName[] = "gpucompute.v1.Compute";
 constexpr char kDefaultMetricsListen[] = "0.0.0.0:8002";
+// Threads moving tensor bytes to and from the devices: enough for a few
+// uploads and downloads at once (each waits on its copies).
+constexpr int kTensorTransferThreads = 8;
 
 struct Backend {
   kernels::Backend kind = kernels::Backend::kCpu;
@@ -153,6 +172,33 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetrics(const Metrics& met
   return endpoint;
 }
 
+// --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
+absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
+  absl::Duration ttl;
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    ttl = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &ttl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tensor_ttl: \"", text, "\" is neither a duration (\"10m\", \"90s\") nor seconds"));
+  }
+  if (ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tensor_ttl: must be positive, got ", text));
+  }
+  return ttl;
+}
+
+// host:port of the listen address with the port bound; a wildcard host
+// (0.0.0.0, [::], none) becomes the machine's name, which peers can reach.
+std::string DefaultInstanceName(const std::string& listen, int port) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {};
+    host = gethostname(name, sizeof name - 1) == 0 && name[0] != 0 ? name : "localhost";
+  }
+  return absl::StrCat(host, ":", port);
+}
+
 // True when SIGINT or SIGTERM arrived while the server was starting.
 bool StopSignalPending() {
   sigset_t pending;
@@ -202,6 +248,16 @@ int Run() {
     if (absl::GetFlag(FLAGS_tls_cert).empty()) {
       LogError("warning: --auth_token_file without TLS: tokens cross the network in clear text");
     }
+  }
+  auto tensor_ttl = ParseTensorTtl(absl::GetFlag(FLAGS_tensor_ttl));
+  if (!tensor_ttl.ok()) {
+    LogError(std::string(tensor_ttl.status().message()));
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_tensor_memory_bytes) < -1) {
+    LogError(absl::StrCat("--tensor_memory_bytes: must be >= 0, or -1 for half the device "
+                          "budget; got ", absl::GetFlag(FLAGS_tensor_memory_bytes)));
+    return 1;
   }
   const int32_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   if (max_streams < 0) {
@@ -277,9 +333,27 @@ int Run() {
     }
     LogInfo(absl::StrCat("autotune cache: ", cache));
   }
-  ComputeEngine engine(kernels::DefaultRegistry(), scheduler, selector, kind);
-  service.Activate(engine);
+  // Tensors: declared after the scheduler, so they are freed while their
+  // devices are still open.
+  TensorStoreOptions tensor_options;
+  tensor_options.limit_bytes = absl::GetFlag(FLAGS_tensor_memory_bytes);
+  if (tensor_options.limit_bytes < 0) {
+    int64_t budget = 0;
+    for (const auto& d : scheduler.devices()) budget += d->memory_budget_bytes();
+    tensor_options.limit_bytes = budget / 2;
+  }
+  tensor_options.default_ttl = *tensor_ttl;
+  tensor_options.instance = absl::GetFlag(FLAGS_instance_name);
+  if (tensor_options.instance.empty()) tensor_options.instance = DefaultInstanceName(listen, port);
+  TensorStore tensors(tensor_options);
+  TensorTransfers transfers(tensors, scheduler.devices(), kTensorTransferThreads);
+  LogInfo(absl::StrCat("tensors: up to ", tensor_options.limit_bytes, " bytes, idle lifetime ",
+                       absl::FormatDuration(tensor_options.default_ttl), ", instance ",
+                       tensor_options.instance));
+  ComputeEngine engine(kernels::DefaultRegistry(), scheduler, selector, kind, &tensors);
+  service.Activate(engine, &transfers);
   metrics.AttachScheduler(&scheduler);
+  metrics.AttachTensorStore(&tensors);
 
   // Start-up's probes (ceilings, calibration buffers) are freed by now; the
   // heap keeps them unless told to give them back.
@@ -316,6 +390,7 @@ int Run() {
   scheduler.Shutdown();
   server->Wait();
   metrics.AttachScheduler(nullptr);  // the scheduler goes before the endpoint
+  metrics.AttachTensorStore(nullptr);
   LogInfo("stopped: every admitted call was answered");
   // Every call has been answered. gRPC's own teardown (grpc_shutdown, run as
   // the last gRPC object goes) can then wait up to ~10 s on an internal

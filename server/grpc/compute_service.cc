@@ -7,109 +7,62 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/profile_response.h"
+#include "server/grpc/tensor_requests.h"
 #include "server/ops/log.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute::server {
-namespace {
-
-absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
-  const auto deadline = ctx->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-}  // namespace
-
 // A unary reactor that records cancellation so queued work can be abandoned,
 // and counts its call in the metrics (and the access log) when it finishes.
 class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
  public:
   CallReactor(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op,
               std::atomic<int64_t>& started, std::atomic<int64_t>& in_flight)
-      : ctx_(ctx), metrics_(metrics), op_(op), deadline_(DeadlineOf(ctx)), in_flight_(in_flight) {
-    metrics_.RequestStarted();
-    started.fetch_add(1, std::memory_order_relaxed);
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
-  }
-  void OnCancel() override { cancelled_->store(true); }
-  void OnDone() override {
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    delete this;
-  }
-  std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
-  absl::Time received() const { return received_; }
-  absl::Time deadline() const { return deadline_; }
+      : record_(ctx, metrics, op, started, in_flight) {}
+  void OnCancel() override { record_.Cancel(); }
+  void OnDone() override { delete this; }
+  std::shared_ptr<std::atomic<bool>> cancelled() const { return record_.cancelled(); }
+  absl::Time received() const { return record_.received(); }
+  absl::Time deadline() const { return record_.deadline(); }
 
   // Records the outcome, then answers the client; called exactly once per
   // call. `variant` is the one that ran or was chosen ("" when none was).
   void Complete(absl::Status status, const std::string& variant = "",
                 StageLatencies latencies = {}) {
-    const absl::Time now = absl::Now();
-    if (latencies.total_us < 0) latencies.total_us = absl::ToInt64Microseconds(now - received_);
-    // A call the client gave up on ends as the client sees it, whatever the
-    // work's own outcome was (it may have failed because the call went away).
-    if (cancelled_->load() || ctx_->IsCancelled()) {
-      status = now >= deadline_ ? absl::DeadlineExceededError("deadline passed")
-                                : absl::CancelledError("cancelled by the client");
-    } else if ((status.ok() || status.code() == absl::StatusCode::kCancelled) &&
-               now >= deadline_) {
-      // The work stops itself once the deadline passes ("abandoned"): that is
-      // the deadline, not a cancellation.
-      status = absl::DeadlineExceededError("deadline passed before the response was ready");
-    }
-    metrics_.RequestFinished(op_, variant, status.code(), latencies);
-    if (!status.ok() && status.code() != absl::StatusCode::kCancelled &&
-        status.code() != absl::StatusCode::kDeadlineExceeded) {
-      LogWarning(absl::StrCat(RpcOpName(op_), " from ", ctx_->peer(), ": ",
-                              absl::StatusCodeToString(status.code()), ": ", status.message()));
-    }
-    if (AccessLogEnabled()) {
-      LogAccess(absl::StrCat(ctx_->peer(), " ", RpcOpName(op_), " ",
-                             absl::StatusCodeToString(status.code()), " variant=",
-                             variant.empty() ? "none" : variant, " total_us=",
-                             latencies.total_us));
-    }
-    Finish(ToGrpcStatus(status));
+    Finish(ToGrpcStatus(record_.End(std::move(status), variant, latencies)));
   }
 
  private:
-  grpc::CallbackServerContext* const ctx_;
-  Metrics& metrics_;
-  const RpcOp op_;
-  const absl::Time received_ = absl::Now();
-  const absl::Time deadline_;
-  std::atomic<int64_t>& in_flight_;
-  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  CallRecord record_;
 };
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig config,
                                Metrics& metrics, const BearerTokenAuth* auth)
     : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {}
 
-void ComputeService::Activate(ComputeEngine& engine) {
+void ComputeService::Activate(ComputeEngine& engine, TensorTransfers* transfers) {
+  transfers_.store(transfers, std::memory_order_release);
   engine_.store(&engine, std::memory_order_release);
+}
+
+absl::Status ComputeService::Readiness(grpc::CallbackServerContext* ctx) const {
+  if (auth_ != nullptr) {
+    if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) return s;
+  }
+  if (engine_.load(std::memory_order_acquire) == nullptr) {
+    return absl::UnavailableError(
+        "server starting: its devices are not open yet (health reports NOT_SERVING until then)");
+  }
+  return absl::OkStatus();
 }
 
 ComputeEngine* ComputeService::Admit(grpc::CallbackServerContext* ctx,
                                      CallReactor* reactor) const {
-  if (auth_ != nullptr) {
-    if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) {
-      reactor->Complete(s);
-      return nullptr;
-    }
+  if (absl::Status s = Readiness(ctx); !s.ok()) {
+    reactor->Complete(s);
+    return nullptr;
   }
-  ComputeEngine* engine = engine_.load(std::memory_order_acquire);
-  if (engine == nullptr) {
-    reactor->Complete(absl::UnavailableError(
-        "server starting: its devices are not open yet (health reports NOT_SERVING until then)"));
-  }
-  return engine;
+  return engine_.load(std::memory_order_acquire);
 }
 
 // What one compute call keeps until it is answered: the request's slices
@@ -123,23 +76,51 @@ struct ComputeService::ComputeState {
 
 namespace {
 
-MatrixShape ShapeOf(const wire::Matrix& m) { return {m.dtype, m.rows, m.cols, m.data_bytes}; }
+// The request's operands (tensors looked up) and where its result goes,
+// validated into a Problem.
+struct Resolved {
+  kernels::Problem problem;
+  std::shared_ptr<Tensor> a_tensor, b_tensor;
+  Placement placement;
+};
 
-absl::StatusOr<kernels::Problem> Validate(kernels::Op op, const wire::ComputeRequest& r,
-                                          const Limits& limits) {
+absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
+                                 const Limits& limits, TensorStore* store) {
+  Resolved out;
+  auto placement = ResolvePlacement(r, store);
+  if (!placement.ok()) return placement.status();
+  out.placement = *placement;
+  const bool matmul = op == kernels::Op::kMatMul;
+  auto a = ResolveOperand(r.a, matmul ? "a" : "input", store);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<kernels::Problem> problem;
+  const bool kept = out.placement.keep;
   switch (op) {
-    case kernels::Op::kMatMul: return ValidateMatMul(ShapeOf(r.a), ShapeOf(r.b), limits);
-    case kernels::Op::kTranspose: return ValidateTranspose(ShapeOf(r.a), limits);
+    case kernels::Op::kMatMul: {
+      auto b = ResolveOperand(r.b, "b", store);
+      if (!b.ok()) return b.status();
+      problem = ValidateMatMul(a->shape, b->shape, limits, kept);
+      out.b_tensor = std::move(b->tensor);
+      break;
+    }
+    case kernels::Op::kTranspose: problem = ValidateTranspose(a->shape, limits, kept); break;
     case kernels::Op::kReduce:
-      return ValidateReduce(ShapeOf(r.a), r.reduce_op, r.reduce_axis, limits);
+      problem = ValidateReduce(a->shape, r.reduce_op, r.reduce_axis, limits, kept);
+      break;
   }
-  return absl::InternalError("unknown op");
+  if (!problem.ok()) return problem.status();
+  out.problem = *problem;
+  out.a_tensor = std::move(a->tensor);
+  return out;
 }
 
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
   v1::ExecutionReport report;
   report.set_variant(outcome.variant->name);
-  report.set_device(outcome.device->description().name);
+  report.set_device(outcome.times.note.empty()
+                        ? outcome.device->description().name
+                        : absl::StrCat(outcome.device->description().name, " (",
+                                       outcome.times.note, ")"));
   report.set_queue_us(latencies.queue_us);
   report.set_upload_us(latencies.upload_us);
   report.set_compute_us(latencies.compute_us);
@@ -172,13 +153,14 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     return reactor;
   }
   state->wire = std::move(*parsed);
-  auto problem = Validate(op, state->wire, config_.limits);
-  if (!problem.ok()) {
-    reactor->Complete(problem.status());
+  auto resolved = Resolve(op, state->wire, config_.limits, engine->tensors());
+  if (!resolved.ok()) {
+    reactor->Complete(resolved.status());
     return reactor;
   }
-  state->problem = *problem;
-  auto named = ResolveVariant(registry_, engine->backend(), *problem, state->wire.variant,
+  const kernels::Problem problem = resolved->problem;
+  state->problem = problem;
+  auto named = ResolveVariant(registry_, engine->backend(), problem, state->wire.variant,
                               "variant");
   if (!named.ok()) {
     reactor->Complete(named.status());
@@ -186,11 +168,15 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   }
 
   ComputeCall call;
-  call.problem = *problem;
+  call.problem = problem;
   call.variant = *named;
   call.allow_reduced_precision = op == kernels::Op::kMatMul && state->wire.allow_tf32;
   call.a = state->wire.a.data;
   if (op == kernels::Op::kMatMul) call.b = state->wire.b.data;
+  call.a_tensor = std::move(resolved->a_tensor);
+  call.b_tensor = std::move(resolved->b_tensor);
+  call.keep_output = resolved->placement.keep;
+  call.keep_ttl = resolved->placement.ttl;
   // A reused buffer: a fresh one would page-fault and zero-fill every byte.
   call.output = [this, state](size_t bytes) {
     state->out = buffers_.Acquire(bytes);
@@ -205,13 +191,20 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       latencies = {outcome.queue_us, t.upload_us, t.compute_us, t.download_us,
                    absl::ToInt64Microseconds(absl::Now() - reactor->received())};
       const kernels::Problem& p = state->problem;
-      *response = wire::EncodeComputeResponse(
-          ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
-          wire::SliceOwning(std::move(state->out),
-                            [this](std::unique_ptr<std::string> b) {
-                              buffers_.Release(std::move(b));
-                            }),
-          ReportOf(outcome, latencies));
+      if (outcome.kept) {
+        // No data: the matrix names the tensor that holds the result.
+        *response = wire::EncodeComputeResponseWithTensor(
+            ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p), outcome.kept->id,
+            ReportOf(outcome, latencies));
+      } else {
+        *response = wire::EncodeComputeResponse(
+            ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
+            wire::SliceOwning(std::move(state->out),
+                              [this](std::unique_ptr<std::string> b) {
+                                buffers_.Release(std::move(b));
+                              }),
+            ReportOf(outcome, latencies));
+      }
     }
     if (state->out) buffers_.Release(std::move(state->out));
     reactor->Complete(status, outcome.variant ? outcome.variant->name : "", latencies);
@@ -318,8 +311,96 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     info->set_reduced_precision(v->reduced_precision);
   }
   resp->set_max_matrix_bytes(config_.limits.max_matrix_bytes);
+  if (const TensorStore* tensors = engine->tensors()) {
+    resp->set_tensor_memory_bytes(tensors->limit_bytes());
+    resp->set_tensor_ttl_seconds(absl::ToInt64Seconds(tensors->default_ttl()));
+    resp->set_instance_name(tensors->instance());
+  }
+  resp->set_shared_memory_allowed(false);
   reactor->Complete(absl::OkStatus());
   return reactor;
+}
+
+StreamContext ComputeService::stream_context() {
+  return StreamContext{metrics_, calls_started_, calls_in_flight_};
+}
+
+grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(
+    grpc::CallbackServerContext* ctx, v1::TensorInfo* response) {
+  if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseUpload(ctx, s, stream_context());
+  return StartUpload(ctx, response, transfers_.load(std::memory_order_acquire), stream_context());
+}
+
+grpc::ServerWriteReactor<v1::DownloadResponse>* ComputeService::Download(
+    grpc::CallbackServerContext* ctx, const v1::DownloadRequest* request) {
+  if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseDownload(ctx, s, stream_context());
+  return StartDownload(ctx, *request, transfers_.load(std::memory_order_acquire),
+                       stream_context());
+}
+
+grpc::ServerUnaryReactor* ComputeService::ReleaseTensors(grpc::CallbackServerContext* ctx,
+                                                         const v1::ReleaseTensorsRequest* req,
+                                                         v1::ReleaseTensorsResponse* resp) {
+  auto* reactor =
+      new CallReactor(ctx, metrics_, RpcOp::kReleaseTensors, calls_started_, calls_in_flight_);
+  ComputeEngine* engine = Admit(ctx, reactor);
+  if (engine == nullptr) return reactor;
+  if (engine->tensors() != nullptr) {
+    // Ids this server does not hold (unknown, already released, expired,
+    // another instance's) are skipped: releasing is idempotent, and
+    // `released` says how many were held.
+    const std::vector<std::string> ids(req->tensor_ids().begin(), req->tensor_ids().end());
+    const TensorStore::Released released = engine->tensors()->Release(ids);
+    resp->set_released(released.count);
+    resp->set_bytes_freed(released.bytes);
+  }
+  reactor->Complete(absl::OkStatus());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListTensorsRequest*,
+                                                      v1::ListTensorsResponse* resp) {
+  auto* reactor =
+      new CallReactor(ctx, metrics_, RpcOp::kListTensors, calls_started_, calls_in_flight_);
+  ComputeEngine* engine = Admit(ctx, reactor);
+  if (engine == nullptr) return reactor;
+  if (const TensorStore* tensors = engine->tensors()) {
+    for (const TensorInfo& info : tensors->List()) ToProto(info, resp->add_tensors());
+    const TensorCounters c = tensors->counters();
+    resp->set_held_bytes(c.held_bytes);
+    resp->set_limit_bytes(c.limit_bytes);
+  }
+  reactor->Complete(absl::OkStatus());
+  return reactor;
+}
+
+// Shared memory is another feature: until the server has it, each of its
+// calls says which flag would turn it on.
+grpc::ServerUnaryReactor* ComputeService::RefuseSharedMemory(grpc::CallbackServerContext* ctx) {
+  auto* reactor =
+      new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_started_, calls_in_flight_);
+  if (Admit(ctx, reactor) == nullptr) return reactor;
+  reactor->Complete(SharedMemoryOff("shared memory"));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
+    grpc::CallbackServerContext* ctx, const v1::RegisterSharedMemoryRequest*,
+    v1::SharedMemoryRegion*) {
+  return RefuseSharedMemory(ctx);
+}
+
+grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
+    grpc::CallbackServerContext* ctx, const v1::UnregisterSharedMemoryRequest*,
+    v1::UnregisterSharedMemoryResponse*) {
+  return RefuseSharedMemory(ctx);
+}
+
+grpc::ServerUnaryReactor* ComputeService::ListSharedMemory(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListSharedMemoryRequest*,
+                                                           v1::ListSharedMemoryResponse*) {
+  return RefuseSharedMemory(ctx);
 }
 
 }  // namespace gpucompute::server

@@ -10,8 +10,11 @@
 
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/engine/compute_engine.h"
+#include "server/engine/tensor_transfers.h"
 #include "server/grpc/auth.h"
+#include "server/grpc/call_record.h"
 #include "server/grpc/response_buffers.h"
+#include "server/grpc/tensor_streams.h"
 #include "server/grpc/validate.h"
 #include "server/ops/metrics.h"
 
@@ -36,8 +39,9 @@ class ComputeService final
   ComputeService(const kernels::Registry& registry, ServiceConfig config, Metrics& metrics,
                  const BearerTokenAuth* auth);
 
-  // Starts serving on opened devices; call once. `engine` must outlive the server.
-  void Activate(ComputeEngine& engine);
+  // Starts serving on opened devices; call once. `engine` and `transfers`
+  // (tensor uploads and downloads; null: none) must outlive the server.
+  void Activate(ComputeEngine& engine, TensorTransfers* transfers = nullptr);
 
   // Calls begun so far, and calls not yet finished: the server is idle while
   // the first stays the same and the second is 0.
@@ -65,13 +69,39 @@ class ComputeService final
                                           const v1::ServerInfoRequest* req,
                                           v1::ServerInfo* resp) override;
 
+  // Tensors (server/grpc/tensor_upload.cc, tensor_download.cc).
+  grpc::ServerReadReactor<v1::UploadRequest>* Upload(grpc::CallbackServerContext* ctx,
+                                                     v1::TensorInfo* response) override;
+  grpc::ServerWriteReactor<v1::DownloadResponse>* Download(
+      grpc::CallbackServerContext* ctx, const v1::DownloadRequest* request) override;
+  grpc::ServerUnaryReactor* ReleaseTensors(grpc::CallbackServerContext* ctx,
+                                           const v1::ReleaseTensorsRequest* req,
+                                           v1::ReleaseTensorsResponse* resp) override;
+  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* ctx,
+                                        const v1::ListTensorsRequest* req,
+                                        v1::ListTensorsResponse* resp) override;
+  // Shared memory: FAILED_PRECONDITION, naming --allow_shared_memory.
+  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                 const v1::RegisterSharedMemoryRequest* req,
+                                                 v1::SharedMemoryRegion* resp) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                   const v1::UnregisterSharedMemoryRequest* req,
+                                                   v1::UnregisterSharedMemoryResponse* resp) override;
+  grpc::ServerUnaryReactor* ListSharedMemory(grpc::CallbackServerContext* ctx,
+                                             const v1::ListSharedMemoryRequest* req,
+                                             v1::ListSharedMemoryResponse* resp) override;
+
  private:
   class CallReactor;
   struct ComputeState;
 
-  // Checks the token, then readiness. Returns the engine, or null after
-  // finishing the call with the reason.
+  // The token, then readiness: OK, or why the call is refused.
+  absl::Status Readiness(grpc::CallbackServerContext* ctx) const;
+  // Checks Readiness. Returns the engine, or null after finishing the call
+  // with the reason.
   ComputeEngine* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
+  StreamContext stream_context();
+  grpc::ServerUnaryReactor* RefuseSharedMemory(grpc::CallbackServerContext* ctx);
 
   // Shared path of MatMul, Transpose and Reduce.
   grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc,
@@ -84,10 +114,9 @@ class ComputeService final
   ResponseBufferPool buffers_{config_.host_buffer_pool_bytes};
   const BearerTokenAuth* const auth_;
   std::atomic<ComputeEngine*> engine_{nullptr};
+  std::atomic<TensorTransfers*> transfers_{nullptr};
   std::atomic<int64_t> calls_started_{0};
   std::atomic<int64_t> calls_in_flight_{0};
 };
-
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace gpucompute::server

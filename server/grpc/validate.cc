@@ -50,6 +50,14 @@ absl::Status CheckSize(int64_t rows, int64_t cols, DType dtype, const std::strin
                                                    limits.max_matrix_bytes));
 }
 
+// A tensor of this shape is small enough for an op; `what` names it.
+absl::Status CheckOpElements(int64_t rows, int64_t cols, DType dtype, const std::string& what) {
+  if (rows <= kMaxOpElements / cols) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": ", Shape(rows, cols, dtype), " tensor has more than ", kMaxOpElements,
+      " elements, the most an op takes (Upload and Download take any size the budget admits)"));
+}
+
 // Checks one input matrix and returns its dtype.
 absl::StatusOr<DType> CheckMatrix(const MatrixShape& m, const std::string& name,
                                   const Limits& limits) {
@@ -57,7 +65,11 @@ absl::StatusOr<DType> CheckMatrix(const MatrixShape& m, const std::string& name,
   const DType dtype = *FromProto(static_cast<v1::DType>(m.dtype));
   if (auto s = CheckDim(m.rows, name + ".rows"); !s.ok()) return s;
   if (auto s = CheckDim(m.cols, name + ".cols"); !s.ok()) return s;
-  if (auto s = CheckSize(m.rows, m.cols, dtype, name, limits); !s.ok()) return s;
+  if (m.resident) {
+    if (auto s = CheckOpElements(m.rows, m.cols, dtype, name); !s.ok()) return s;
+  } else if (auto s = CheckSize(m.rows, m.cols, dtype, name, limits); !s.ok()) {
+    return s;
+  }
   const int64_t want = MatrixBytes(m.rows, m.cols, dtype);
   if (m.data_bytes != want) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -67,7 +79,12 @@ absl::StatusOr<DType> CheckMatrix(const MatrixShape& m, const std::string& name,
   return dtype;
 }
 
-absl::Status CheckOutputSize(const Problem& p, const std::string& name, const Limits& limits) {
+absl::Status CheckOutputSize(const Problem& p, const std::string& name, const Limits& limits,
+                             bool kept = false) {
+  if (kept) {
+    return CheckOpElements(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype,
+                           name + " (kept result)");
+  }
   return CheckSize(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype,
                    name + " (result)", limits);
 }
@@ -78,8 +95,13 @@ MatrixShape MatrixShape::Of(const v1::Matrix& m) {
   return MatrixShape{m.dtype(), m.rows(), m.cols(), int64_t(m.data().size())};
 }
 
+int64_t MatrixBytes(int64_t rows, int64_t cols, int dtype) {
+  const auto d = FromProto(static_cast<v1::DType>(dtype));
+  return d ? MatrixBytes(rows, cols, *d) : -1;
+}
+
 absl::StatusOr<Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& b,
-                                       const Limits& limits) {
+                                       const Limits& limits, bool output_kept) {
   auto a_dtype = CheckMatrix(a, "a", limits);
   if (!a_dtype.ok()) return a_dtype.status();
   auto b_dtype = CheckMatrix(b, "b", limits);
@@ -100,11 +122,12 @@ absl::StatusOr<Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& 
   p.m = a.rows;
   p.k = a.cols;
   p.n = b.cols;
-  if (auto s = CheckOutputSize(p, "c", limits); !s.ok()) return s;
+  if (auto s = CheckOutputSize(p, "c", limits, output_kept); !s.ok()) return s;
   return p;
 }
 
-absl::StatusOr<Problem> ValidateTranspose(const MatrixShape& input, const Limits& limits) {
+absl::StatusOr<Problem> ValidateTranspose(const MatrixShape& input, const Limits& limits,
+                                          bool output_kept) {
   auto dtype = CheckMatrix(input, "input", limits);
   if (!dtype.ok()) return dtype.status();
   Problem p;
@@ -112,11 +135,14 @@ absl::StatusOr<Problem> ValidateTranspose(const MatrixShape& input, const Limits
   p.dtype = *dtype;
   p.m = input.rows;
   p.n = input.cols;
+  // Only a tensor's result can outgrow max_matrix_bytes: an inline input
+  // was already held to it.
+  if (auto s = CheckOutputSize(p, "output", limits, output_kept); !s.ok()) return s;
   return p;
 }
 
 absl::StatusOr<Problem> ValidateReduce(const MatrixShape& input, int reduce_op, int reduce_axis,
-                                       const Limits& limits) {
+                                       const Limits& limits, bool output_kept) {
   auto dtype = CheckMatrix(input, "input", limits);
   if (!dtype.ok()) return dtype.status();
   const auto op = FromProto(static_cast<v1::ReduceOp>(reduce_op));
@@ -138,6 +164,7 @@ absl::StatusOr<Problem> ValidateReduce(const MatrixShape& input, int reduce_op, 
   p.n = input.cols;
   p.reduce_op = *op;
   p.reduce_axis = *axis;
+  if (auto s = CheckOutputSize(p, "output", limits, output_kept); !s.ok()) return s;
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include "prometheus/metric_family.h"
 #include "prometheus/text_serializer.h"
 #include "server/engine/scheduler.h"
+#include "server/engine/tensor_store.h"
 
 namespace gpucompute::server {
 namespace {
@@ -22,8 +23,10 @@ bool HasStage(RpcOp op, int stage) {
   const std::string name = kStageNames[stage];
   switch (op) {
     case RpcOp::kProfile: return name == "queue" || name == "total";
-    case RpcOp::kServerInfo: return name == "total";
-    default: return true;
+    case RpcOp::kMatMul:
+    case RpcOp::kTranspose:
+    case RpcOp::kReduce: return true;
+    default: return name == "total";  // GetServerInfo and the tensor calls never queue
   }
 }
 
@@ -83,6 +86,11 @@ const char* RpcOpName(RpcOp op) {
     case RpcOp::kReduce: return "reduce";
     case RpcOp::kProfile: return "profile";
     case RpcOp::kServerInfo: return "server_info";
+    case RpcOp::kUpload: return "upload";
+    case RpcOp::kDownload: return "download";
+    case RpcOp::kReleaseTensors: return "release_tensors";
+    case RpcOp::kListTensors: return "list_tensors";
+    case RpcOp::kSharedMemory: return "shared_memory";
   }
   return "unknown";
 }
@@ -155,6 +163,46 @@ class Metrics::SchedulerCollector final : public prometheus::Collectable {
   const Scheduler* scheduler_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
+// Reads the tensor store's counters at each scrape.
+class Metrics::TensorCollector final : public prometheus::Collectable {
+ public:
+  void Attach(const TensorStore* store) {
+    absl::MutexLock lock(&mu_);
+    store_ = store;
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    using prometheus::MetricType;
+    absl::MutexLock lock(&mu_);
+    if (store_ == nullptr) return {};
+    const TensorCounters c = store_->counters();
+    auto held = Family("gpucompute_tensor_held_bytes",
+                       "Bytes of tensors held on the server (listed, uploading, or released "
+                       "while an op still reads them).",
+                       MetricType::Gauge);
+    held.metric.push_back(Sample(double(c.held_bytes), {}, MetricType::Gauge));
+    auto limit = Family("gpucompute_tensor_limit_bytes",
+                        "Tensor budget (--tensor_memory_bytes).", MetricType::Gauge);
+    limit.metric.push_back(Sample(double(c.limit_bytes), {}, MetricType::Gauge));
+    auto count = Family("gpucompute_tensors", "Tensors listed now.", MetricType::Gauge);
+    count.metric.push_back(Sample(double(c.tensors), {}, MetricType::Gauge));
+    auto created = Family("gpucompute_tensors_created_total",
+                          "Tensors listed since start (uploads and kept outputs).",
+                          MetricType::Counter);
+    created.metric.push_back(Sample(double(c.created), {}, MetricType::Counter));
+    auto expired = Family("gpucompute_tensor_expiries_total",
+                          "Tensors dropped after their idle lifetime (--tensor_ttl).",
+                          MetricType::Counter);
+    expired.metric.push_back(Sample(double(c.expired), {}, MetricType::Counter));
+    return {std::move(held), std::move(limit), std::move(count), std::move(created),
+            std::move(expired)};
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  const TensorStore* store_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
@@ -168,7 +216,8 @@ Metrics::Metrics()
               .Help("Requests received and not yet answered (queued, running, or being validated).")
               .Register(*registry_)
               .Add({})),
-      scheduler_collector_(std::make_shared<SchedulerCollector>()) {
+      scheduler_collector_(std::make_shared<SchedulerCollector>()),
+      tensor_collector_(std::make_shared<TensorCollector>()) {
   auto& latency = prometheus::BuildHistogram()
                       .Name("gpucompute_request_duration_seconds")
                       .Help(
@@ -183,7 +232,8 @@ Metrics::Metrics()
                        LatencyBuckets());
     }
   }
-  collectable_ = std::make_shared<Combined>(registry_, scheduler_collector_);
+  collectable_ = std::make_shared<Combined>(
+      registry_, std::make_shared<Combined>(scheduler_collector_, tensor_collector_));
 }
 
 void Metrics::RequestStarted() { in_flight_.Increment(); }
@@ -209,6 +259,8 @@ void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::Status
 void Metrics::AttachScheduler(const Scheduler* scheduler) {
   scheduler_collector_->Attach(scheduler);
 }
+
+void Metrics::AttachTensorStore(const TensorStore* store) { tensor_collector_->Attach(store); }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         const Metrics& metrics) {

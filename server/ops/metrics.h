@@ -24,10 +24,22 @@
 namespace gpucompute::server {
 
 class Scheduler;
+class TensorStore;
 
 // Label values of the `op` label.
-enum class RpcOp { kMatMul, kTranspose, kReduce, kProfile, kServerInfo };
-constexpr int kRpcOpCount = 5;
+enum class RpcOp {
+  kMatMul,
+  kTranspose,
+  kReduce,
+  kProfile,
+  kServerInfo,
+  kUpload,
+  kDownload,
+  kReleaseTensors,
+  kListTensors,
+  kSharedMemory,  // RegisterSharedMemory, UnregisterSharedMemory, ListSharedMemory
+};
+constexpr int kRpcOpCount = 10;
 const char* RpcOpName(RpcOp op);
 
 // Where a successful request spent its time, in microseconds. Stages a
@@ -59,12 +71,16 @@ class Metrics {
   // detaches it, waiting for a scrape in progress. The scheduler must
   // outlive its attachment.
   void AttachScheduler(const Scheduler* scheduler);
+  // Tensor counters (held bytes, count, expiries, budget) come from `store`
+  // once set; the same rules as AttachScheduler.
+  void AttachTensorStore(const TensorStore* store);
 
   // Everything above, for the /metrics endpoint (or a test) to collect.
   std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
 
  private:
   class SchedulerCollector;
+  class TensorCollector;
   static constexpr int kStages = 5;
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -73,6 +89,7 @@ class Metrics {
   // [op][stage], created up front so recording takes no lock.
   std::array<std::array<prometheus::Histogram*, kStages>, kRpcOpCount> latency_{};
   std::shared_ptr<SchedulerCollector> scheduler_collector_;
+  std::shared_ptr<TensorCollector> tensor_collector_;
   std::shared_ptr<prometheus::Collectable> collectable_;
 };
 

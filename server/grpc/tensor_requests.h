@@ -1,0 +1,54 @@
+// The tensor side of requests: a Matrix that names a tensor, an output
+// placement, an Upload's first message, and TensorInfo on the wire. Pure
+// checks and conversions with the messages API.md's Part 2 status table
+// asks for; the store does the lookups.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gpucompute/v1/compute.pb.h"
+#include "server/engine/tensor_store.h"
+#include "server/grpc/validate.h"
+#include "wire/compute_wire.h"
+
+namespace gpucompute::server {
+
+// Shared memory is another feature, off in this server.
+absl::Status SharedMemoryOff(const std::string& field);
+
+// One input of a compute request: its shape for validation and, when it
+// names a tensor, the tensor (its lifetime renewed).
+struct Operand {
+  MatrixShape shape;
+  std::shared_ptr<Tensor> tensor;
+};
+
+// `m` as an operand named `name` ("a", "b", "input"). A tensor_id is looked
+// up in `store` (NOT_FOUND when it is not held); the Matrix's dtype, rows
+// and cols must then be 0 (the tensor's own) or equal the tensor's
+// (INVALID_ARGUMENT otherwise). A shared_memory payload is
+// FAILED_PRECONDITION. Inline data passes as it came.
+absl::StatusOr<Operand> ResolveOperand(const wire::Matrix& m, const std::string& name,
+                                       TensorStore* store);
+
+// Where the result goes: keep (with its lifetime) or return it.
+struct Placement {
+  bool keep = false;
+  absl::Duration ttl;  // zero: the store's default
+};
+absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, TensorStore* store);
+
+// An idle lifetime in seconds from a request: 0 = the default (zero
+// duration), negative is INVALID_ARGUMENT naming `field`.
+absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field);
+
+// The tensor an Upload's first message describes (dtype, rows, cols;
+// INVALID_ARGUMENT naming the field and the numbers otherwise).
+absl::StatusOr<TensorShape> UploadShape(const v1::UploadRequest& first);
+
+void ToProto(const TensorInfo& info, v1::TensorInfo* out);
+
+}  // namespace gpucompute::server
