@@ -1,12 +1,18 @@
 // End to end on the CUDA backend: the real server on loopback, every variant
 // by name, 64 concurrent clients, pooled memory flat in steady state, an
 // over-size request refused while others succeed, cancellation returning
-// memory, and work on every GPU. Skips with a message when no GPU exists.
+// memory, and work on every GPU. Tensors: upload, every variant on tensors
+// with and without keep (no upload / download in the report), a kept chain,
+// tensor memory out of the device budget, a 3 GiB round trip, and a tensor
+// on another GPU copied peer to peer. Skips with a message when no GPU
+// exists.
 #include <cuda_runtime.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstring>
 #include <future>
 #include <set>
 #include <thread>
@@ -14,6 +20,7 @@
 #include "support/e2e_util.h"
 #include "gpucompute/kernels/reference.h"
 #include "support/server_process.h"
+#include "support/tensor_client.h"
 
 namespace gpucompute {
 namespace {
@@ -255,6 +262,299 @@ TEST_F(GpuServerTest, CancelledLargeRequestReturnsItsMemory) {
     used = Info(*stub_).devices(0).pool_used_bytes();
   }
   EXPECT_EQ(used, 0) << "device memory still in use after the cancelled request";
+}
+
+// ---- tensors ----
+
+std::string BytesOf(const v1::Matrix& m) { return m.data(); }
+
+// Every variant by name on tensors: inputs read in place (upload_us 0), the
+// result kept (download_us 0) or returned; small shapes (the slot's scratch)
+// and ones past 1 MiB (the pool).
+TEST_F(GpuServerTest, EveryVariantOnTensorsKeptOrReturned) {
+  const v1::ServerInfo info = Info(*stub_);
+  EXPECT_GT(info.tensor_memory_bytes(), 0);
+  EXPECT_EQ(info.tensor_ttl_seconds(), 600);
+  for (const bool large : {false, true}) {
+    const int64_t m = large ? 601 : 131, k = large ? 257 : 67, n = large ? 533 : 95;
+    for (const auto& v : info.variants()) {
+      for (int dtype : v.dtypes()) {
+        const bool f64 = dtype == v1::DTYPE_FLOAT64;
+        const double tol = v.reduced_precision() ? 5e-3 : f64 ? 1e-12 : 1e-4;
+        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") + SeedNote());
+        const v1::Matrix a = f64 ? RandomMatrix<double>(m, k, rng_) : RandomMatrix<float>(m, k, rng_);
+        const v1::Matrix b = f64 ? RandomMatrix<double>(k, n, rng_) : RandomMatrix<float>(k, n, rng_);
+        v1::TensorInfo ta, tb;
+        ASSERT_TRUE(testing::UploadBytes(*stub_, a.dtype(), m, k, BytesOf(a), {65537}, &ta).ok());
+        ASSERT_TRUE(testing::UploadBytes(*stub_, b.dtype(), k, n, BytesOf(b), {1 << 20}, &tb).ok());
+        for (const bool keep : {false, true}) {
+          grpc::ClientContext ctx;
+          v1::Matrix out;
+          v1::ExecutionReport report;
+          std::vector<double> ref;
+          grpc::Status s;
+          if (v.op() == v1::OP_MATMUL) {
+            v1::MatMulRequest req;
+            *req.mutable_a() = testing::TensorMatrix(ta.id());
+            *req.mutable_b() = testing::TensorMatrix(tb.id());
+            req.set_variant(v.name());
+            req.mutable_output()->set_keep(keep);
+            v1::MatMulResponse resp;
+            s = stub_->MatMul(&ctx, req, &resp);
+            out = resp.c();
+            report = resp.report();
+            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(), b.data().data());
+          } else if (v.op() == v1::OP_TRANSPOSE) {
+            v1::TransposeRequest req;
+            *req.mutable_input() = testing::TensorMatrix(ta.id());
+            req.set_variant(v.name());
+            req.mutable_output()->set_keep(keep);
+            v1::TransposeResponse resp;
+            s = stub_->Transpose(&ctx, req, &resp);
+            out = resp.output();
+            report = resp.report();
+            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, a, nullptr), a.data().data(), nullptr);
+          } else {
+            v1::ReduceRequest req;
+            *req.mutable_input() = testing::TensorMatrix(ta.id());
+            req.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
+            req.set_variant(v.name());
+            req.mutable_output()->set_keep(keep);
+            v1::ReduceResponse resp;
+            s = stub_->Reduce(&ctx, req, &resp);
+            out = resp.output();
+            report = resp.report();
+            kernels::Problem p = ProblemOf(kernels::Op::kReduce, a, nullptr);
+            p.reduce_axis = kernels::ReduceAxis::kPerColumn;
+            ref = kernels::ReferenceResult(p, a.data().data(), nullptr);
+          }
+          ASSERT_TRUE(s.ok()) << s.error_message() << (keep ? " (keep)" : "");
+          EXPECT_EQ(report.variant(), v.name());
+          EXPECT_EQ(report.upload_us(), 0);
+          EXPECT_GT(report.compute_us(), 0);
+          const double op_tol = v.op() == v1::OP_REDUCE ? (f64 ? 1e-12 : 1e-5) * double(m) : tol;
+          if (keep) {
+            EXPECT_EQ(report.download_us(), 0);
+            ASSERT_EQ(out.payload_case(), v1::Matrix::kTensorId);
+            std::string bytes;
+            ASSERT_TRUE(testing::DownloadBytes(*stub_, out.tensor_id(), &bytes, 0, true).ok());
+            out.set_data(bytes);
+          }
+          EXPECT_LE(MaxError(out, ref), op_tol) << (keep ? "kept" : "returned");
+        }
+        testing::ReleaseTensors(*stub_, {ta.id(), tb.id()});
+      }
+    }
+  }
+  EXPECT_TRUE(testing::WaitForHeld(*stub_, [](int64_t held) { return held == 0; }));
+}
+
+TEST_F(GpuServerTest, TensorBytesComeFromTheDevicePoolAndGoBack) {
+  const int64_t rows = 4096, cols = 8192;  // 128 MiB of float32
+  const int64_t used_before = Info(*stub_).devices(0).pool_used_bytes();
+  v1::TensorInfo t;
+  const std::string bytes(size_t(rows * cols * 4), '\x3f');
+  ASSERT_TRUE(testing::UploadBytes(*stub_, v1::DTYPE_FLOAT32, rows, cols, bytes, {16 << 20}, &t).ok());
+  EXPECT_EQ(t.device().rfind("cuda:0 ", 0), 0u) << t.device();
+  EXPECT_GE(Info(*stub_).devices(0).pool_used_bytes(), used_before + rows * cols * 4);
+  std::string back;
+  ASSERT_TRUE(testing::DownloadBytes(*stub_, t.id(), &back, 0, true).ok());
+  EXPECT_TRUE(back == bytes);
+  int64_t used = -1;
+  for (int i = 0; i < 100 && used != used_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    used = Info(*stub_).devices(0).pool_used_bytes();
+  }
+  EXPECT_EQ(used, used_before);
+}
+
+// MatMul -> Transpose -> Reduce on kept tensors, 30 ops: no report shows an
+// upload or a download, and the final tensor matches float64.
+TEST_F(GpuServerTest, AKeptChainMovesNoMatrixBytes) {
+  const int64_t n = 256;
+  v1::Matrix mm = RandomMatrix<double>(n, n, rng_), xm = RandomMatrix<double>(n, n, rng_);
+  std::vector<double> mv(n * n), xv(n * n);
+  std::memcpy(mv.data(), mm.data().data(), n * n * 8);
+  std::memcpy(xv.data(), xm.data().data(), n * n * 8);
+  for (double& v : mv) v /= std::sqrt(double(n));
+  mm.set_data(std::string(reinterpret_cast<const char*>(mv.data()), n * n * 8));
+  v1::TensorInfo tm, tx;
+  ASSERT_TRUE(testing::UploadBytes(*stub_, v1::DTYPE_FLOAT64, n, n, mm.data(), {1 << 20}, &tm).ok());
+  ASSERT_TRUE(testing::UploadBytes(*stub_, v1::DTYPE_FLOAT64, n, n, xm.data(), {1 << 20}, &tx).ok());
+  std::string x = tx.id();
+  for (int round = 0; round < 10; ++round) {
+    v1::MatMulRequest mr;
+    *mr.mutable_a() = testing::TensorMatrix(x);
+    *mr.mutable_b() = testing::TensorMatrix(tm.id());
+    mr.mutable_output()->set_keep(true);
+    grpc::ClientContext c1;
+    v1::MatMulResponse r1;
+    ASSERT_TRUE(stub_->MatMul(&c1, mr, &r1).ok());
+    v1::TransposeRequest tr;
+    *tr.mutable_input() = testing::TensorMatrix(r1.c().tensor_id());
+    tr.mutable_output()->set_keep(true);
+    grpc::ClientContext c2;
+    v1::TransposeResponse r2;
+    ASSERT_TRUE(stub_->Transpose(&c2, tr, &r2).ok());
+    v1::ReduceRequest rr;
+    *rr.mutable_input() = testing::TensorMatrix(r2.output().tensor_id());
+    rr.mutable_output()->set_keep(true);
+    grpc::ClientContext c3;
+    v1::ReduceResponse r3;
+    ASSERT_TRUE(stub_->Reduce(&c3, rr, &r3).ok());
+    for (const v1::ExecutionReport* r : {&r1.report(), &r2.report(), &r3.report()}) {
+      EXPECT_EQ(r->upload_us(), 0);
+      EXPECT_EQ(r->download_us(), 0);
+    }
+    testing::ReleaseTensors(*stub_, {x, r1.c().tensor_id(), r3.output().tensor_id()});
+    x = r2.output().tensor_id();
+    std::vector<double> y(n * n, 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t l = 0; l < n; ++l)
+        for (int64_t j = 0; j < n; ++j) y[i * n + j] += xv[i * n + l] * mv[l * n + j];
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) xv[j * n + i] = y[i * n + j];
+  }
+  std::string bytes;
+  ASSERT_TRUE(testing::DownloadBytes(*stub_, x, &bytes, 0, true).ok());
+  v1::Matrix got = xm;
+  got.set_data(bytes);
+  EXPECT_LE(MaxError(got, xv), 1e-10);
+  testing::ReleaseTensors(*stub_, {tm.id()});
+  EXPECT_TRUE(testing::WaitForHeld(*stub_, [](int64_t held) { return held == 0; }));
+}
+
+// 3 GiB of float32 (32768 x 24576 = 805 M elements) goes up in 16 MiB
+// messages, is transposed by every variant and reduced on the device, and
+// the transposed tensor comes down correct. Values are generated from their
+// index on both sides, so the client never holds the payload.
+float ValueAt(int64_t index) {
+  return float(int64_t((uint64_t(index) * 2654435761u) % 2001) - 1000) / 1024.0f;
+}
+
+TEST(GpuTensorLarge, ThreeGiBUpTransposedReducedAndDown) {
+  SKIP_WITHOUT_GPU();
+  ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=0"});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  const v1::ServerInfo info = Info(*stub);
+  const int64_t rows = 32768, cols = 24576, bytes = rows * cols * 4;
+  if (info.tensor_memory_bytes() < 2 * bytes) {
+    GTEST_SKIP() << "tensor budget " << info.tensor_memory_bytes() << " bytes holds no two 3 GiB tensors";
+  }
+  std::vector<double> row_sums(rows, 0);
+  v1::TensorInfo t;
+  const auto up_start = std::chrono::steady_clock::now();
+  grpc::Status s = testing::UploadFrom(
+      *stub, v1::DTYPE_FLOAT32, rows, cols, bytes,
+      [&row_sums](int64_t offset, char* dst, int64_t n) {
+        for (int64_t i = 0; i < n / 4; ++i) {
+          const int64_t index = offset / 4 + i;
+          const float v = ValueAt(index);
+          std::memcpy(dst + 4 * i, &v, 4);
+          row_sums[size_t(index / 24576)] += v;
+        }
+      },
+      {16 << 20}, &t);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const double up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - up_start).count();
+  std::printf("3 GiB upload: %.2f s (%.2f GB/s)\n", up_s, double(bytes) / up_s / 1e9);
+  EXPECT_EQ(t.bytes(), bytes);
+
+  // Each transpose variant by name, checked by reducing its result on the
+  // device (column sums of the transpose are the row sums of the input).
+  std::string kept;
+  for (const auto& v : info.variants()) {
+    if (v.op() != v1::OP_TRANSPOSE || v.reduced_precision()) continue;
+    SCOPED_TRACE(v.name());
+    v1::TransposeRequest tr;
+    *tr.mutable_input() = testing::TensorMatrix(t.id());
+    tr.set_variant(v.name());
+    tr.mutable_output()->set_keep(true);
+    grpc::ClientContext c1;
+    v1::TransposeResponse r1;
+    s = stub->Transpose(&c1, tr, &r1);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(r1.report().upload_us(), 0);
+    EXPECT_EQ(r1.report().download_us(), 0);
+    v1::ReduceRequest rr;
+    *rr.mutable_input() = testing::TensorMatrix(r1.output().tensor_id());
+    rr.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
+    grpc::ClientContext c2;
+    v1::ReduceResponse r2;
+    s = stub->Reduce(&c2, rr, &r2);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(MaxError(r2.output(), row_sums), 1e-5 * double(cols)) << r2.report().variant();
+    if (kept.empty()) {
+      kept = r1.output().tensor_id();
+    } else {
+      testing::ReleaseTensors(*stub, {r1.output().tensor_id()});
+    }
+  }
+  // Every reduce variant over the whole input.
+  double total = 0;
+  for (double r : row_sums) total += r;
+  for (const auto& v : info.variants()) {
+    if (v.op() != v1::OP_REDUCE) continue;
+    v1::ReduceRequest rr;
+    *rr.mutable_input() = testing::TensorMatrix(t.id());
+    rr.set_variant(v.name());
+    grpc::ClientContext ctx;
+    v1::ReduceResponse resp;
+    s = stub->Reduce(&ctx, rr, &resp);
+    ASSERT_TRUE(s.ok()) << v.name() << ": " << s.error_message();
+    EXPECT_LE(MaxError(resp.output(), {total}), 1e-5 * double(rows * cols)) << v.name();
+  }
+  // The transposed tensor comes down, checked element by element.
+  int64_t wrong = 0, received = 0;
+  const auto down_start = std::chrono::steady_clock::now();
+  s = testing::DownloadTo(*stub, kept, 0, true, [&](int64_t offset, const std::string& data) {
+    for (int64_t i = 0; i < int64_t(data.size()) / 4; ++i) {
+      const int64_t out_index = offset / 4 + i;  // (c, r) of the cols x rows result
+      const int64_t c = out_index / rows, r = out_index % rows;
+      float got;
+      std::memcpy(&got, data.data() + 4 * i, 4);
+      wrong += got != ValueAt(r * cols + c);
+    }
+    received += int64_t(data.size());
+  });
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const double down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - down_start).count();
+  std::printf("3 GiB download: %.2f s (%.2f GB/s, with the check)\n", down_s, double(bytes) / down_s / 1e9);
+  EXPECT_EQ(received, bytes);
+  EXPECT_EQ(wrong, 0);
+  testing::ReleaseTensors(*stub, {t.id()});
+  EXPECT_TRUE(testing::WaitForHeld(*stub, [](int64_t held) { return held == 0; }));
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// A tensor on another GPU: the op runs where the first operand is and the
+// other is copied peer to peer, which the report's device says.
+TEST(GpuServerMultiDevice, ATensorOnAnotherGpuIsCopiedPeerToPeer) {
+  if (GpuCount() < 2) GTEST_SKIP() << "needs two GPUs, found " << GpuCount();
+  ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=all"});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  std::mt19937_64 rng(FreshSeed());
+  const v1::Matrix a = RandomMatrix<float>(700, 300, rng), b = RandomMatrix<float>(300, 500, rng);
+  v1::TensorInfo ta, tb;
+  ASSERT_TRUE(testing::UploadBytes(*stub, v1::DTYPE_FLOAT32, 700, 300, a.data(), {1 << 20}, &ta).ok());
+  ASSERT_TRUE(testing::UploadBytes(*stub, v1::DTYPE_FLOAT32, 300, 500, b.data(), {1 << 20}, &tb).ok());
+  ASSERT_NE(ta.device(), tb.device()) << "new tensors go to the device holding the fewest bytes";
+  v1::MatMulRequest req;
+  *req.mutable_a() = testing::TensorMatrix(ta.id());
+  *req.mutable_b() = testing::TensorMatrix(tb.id());
+  grpc::ClientContext ctx;
+  v1::MatMulResponse resp;
+  const grpc::Status s = stub->MatMul(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.report().device().rfind(ta.device(), 0), 0u) << resp.report().device();
+  EXPECT_NE(resp.report().device().find("b copied from cuda:"), std::string::npos) << resp.report().device();
+  EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(),
+                                                        b.data().data())),
+            1e-4);
+  testing::ReleaseTensors(*stub, {ta.id(), tb.id()});
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
 // A request larger than the device budget is refused; small ones still run.
