@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <future>
 #include <random>
@@ -734,6 +735,89 @@ TEST_F(TensorServerTest, MetricsShowHeldBytesCountAndBudget) {
   EXPECT_TRUE(scrape->Has("gpucompute_tensor_expiries_total"));
   EXPECT_GE(scrape->Sum("gpucompute_requests_total", {{"op", "upload"}, {"code", "OK"}}), 1);
   EXPECT_EQ(ReleaseTensors(*stub_, {t.id()}).released(), 1);
+}
+
+// Bytes of memory the kernel says are available now (0 if unknown).
+int64_t MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+float ValueAt(int64_t index) {
+  return float(int64_t((uint64_t(index) * 2654435761u) % 2001) - 1000) / 1024.0f;
+}
+
+// 3 GiB of float32 where the machine has the memory for it (the server holds
+// the input and its transpose), else 256 MiB: generated from the index on
+// both sides, so the client never holds the payload. Up in 16 MiB messages,
+// transposed (kept) and reduced on the server, the transpose down and
+// checked element by element.
+TEST(LargeTensor, UpTransposedReducedAndDown) {
+  const bool big = MemAvailableBytes() >= (int64_t{16} << 30);
+  const int64_t rows = big ? 32768 : 8192, cols = big ? 24576 : 8192, bytes = rows * cols * 4;
+  std::printf("%s: %lld x %lld float32, %lld MiB\n", big ? "3 GiB" : "smaller (memory)",
+              (long long)rows, (long long)cols, (long long)(bytes >> 20));
+  auto server = testing::StartServerWithMetrics(
+      GPUCOMPUTE_SERVER_PATH,
+      {"--backend=cpu", absl::StrCat("--tensor_memory_bytes=", 2 * bytes + kMiB)});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.process->target()));
+  std::vector<double> row_sums(size_t(rows), 0);
+  v1::TensorInfo t;
+  grpc::Status s = testing::UploadFrom(
+      *stub, v1::DTYPE_FLOAT32, rows, cols, bytes,
+      [&row_sums, cols](int64_t offset, char* dst, int64_t n) {
+        for (int64_t i = 0; i < n / 4; ++i) {
+          const int64_t index = offset / 4 + i;
+          const float v = ValueAt(index);
+          std::memcpy(dst + 4 * i, &v, 4);
+          row_sums[size_t(index / cols)] += v;
+        }
+      },
+      {16 * kMiB}, &t);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(t.bytes(), bytes);
+
+  v1::TransposeRequest tr;
+  *tr.mutable_input() = TensorMatrix(t.id());
+  tr.mutable_output()->set_keep(true);
+  grpc::ClientContext c1;
+  SetDeadline(c1, 300);
+  v1::TransposeResponse r1;
+  s = stub->Transpose(&c1, tr, &r1);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  v1::ReduceRequest rr;
+  *rr.mutable_input() = TensorMatrix(t.id());
+  rr.set_axis(v1::REDUCE_AXIS_PER_ROW);
+  grpc::ClientContext c2;
+  SetDeadline(c2, 300);
+  v1::ReduceResponse r2;
+  s = stub->Reduce(&c2, rr, &r2);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LE(testing::MaxError(r2.output(), row_sums), 1e-5 * double(cols));
+  EXPECT_EQ(ReleaseTensors(*stub, {t.id()}).released(), 1);
+
+  int64_t wrong = 0, received = 0;
+  s = testing::DownloadTo(*stub, r1.output().tensor_id(), 0, true,
+                          [&](int64_t offset, const std::string& data) {
+                            for (int64_t i = 0; i < int64_t(data.size()) / 4; ++i) {
+                              const int64_t out = offset / 4 + i, c = out / rows, r = out % rows;
+                              float got;
+                              std::memcpy(&got, data.data() + 4 * i, 4);
+                              wrong += got != ValueAt(r * cols + c);
+                            }
+                            received += int64_t(data.size());
+                          });
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(received, bytes);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_TRUE(WaitForHeld(*stub, [](int64_t held) { return held == 0; }));
 }
 
 // A server of its own: a 1 MiB budget and a one-second idle lifetime.
