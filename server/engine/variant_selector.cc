@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpucompute/kernels/stats.h"
+#include "server/engine/variant_limits.h"
 
 namespace gpucompute::server {
 namespace {
@@ -51,6 +52,7 @@ const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
   const kernels::Variant* first = nullptr;
   for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
     if (!v->Supports(p.dtype) || (v->reduced_precision && !allow_reduced)) continue;
+    if (!ShapeRefusal(*v, p).empty()) continue;
     if (first == nullptr) first = v;
     if (v->fallback_rank > 0 && (ranked == nullptr || v->fallback_rank < ranked->fallback_rank)) {
       ranked = v;
@@ -64,7 +66,8 @@ const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
   {
     absl::MutexLock lock(&mu_);
     auto it = chosen_.find(Slot(BucketKey(p), allow_reduced_precision));
-    if (it != chosen_.end()) return it->second;
+    // A bucket spans shapes up to twice as tall: its choice may not take this one.
+    if (it != chosen_.end() && ShapeRefusal(*it->second, p).empty()) return it->second;
   }
   return Preferred(p, allow_reduced_precision);
 }
@@ -77,11 +80,15 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
     absl::MutexLock lock(&mu_);
     auto it = chosen_.find(Slot(bucket, allow_reduced_precision));
     if (it != chosen_.end()) {
-      choice.variant = it->second;
+      if (ShapeRefusal(*it->second, p).empty()) {
+        choice.variant = it->second;
+        return choice;
+      }
+      choice.variant = Preferred(p, allow_reduced_precision);
       return choice;
     }
     for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
-      if (v->Supports(p.dtype)) choice.candidates.push_back(v);
+      if (v->Supports(p.dtype) && ShapeRefusal(*v, p).empty()) choice.candidates.push_back(v);
     }
     // One caller measures a new bucket; a single candidate needs no measuring.
     choice.calibrate = choice.candidates.size() > 1 && calibrating_.insert(bucket).second;

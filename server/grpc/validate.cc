@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/engine/variant_limits.h"
 #include "server/grpc/convert.h"
 
 namespace gpucompute::server {
@@ -247,6 +248,9 @@ absl::StatusOr<const kernels::Variant*> ResolveVariant(const kernels::Registry& 
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": unknown ", kernels::OpName(problem.op), " variant \"", name, "\" on the ",
         kernels::BackendName(backend), " backend; available: auto, ", absl::StrJoin(names, ", ")));
+  }
+  if (const std::string refusal = ShapeRefusal(*v, problem); !refusal.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", refusal));
   }
   if (!v->Supports(problem.dtype)) {
     std::vector<std::string> dtypes;

@@ -264,6 +264,30 @@ TEST_F(GpuServerTest, CancelledLargeRequestReturnsItsMemory) {
   EXPECT_EQ(used, 0) << "device memory still in use after the cancelled request";
 }
 
+// A MatMul taller than a 2-D kernel's grid holds: naming that variant is
+// INVALID_ARGUMENT saying so; "auto" picks one that takes it.
+TEST_F(GpuServerTest, AVariantThatCannotTakeTheShapeSaysSoAndAutoAvoidsIt) {
+  const int64_t m = int64_t{65535} * 8 + 1;  // one row past naive's grid
+  v1::MatMulRequest req;
+  *req.mutable_a() = RandomMatrix<float>(m, 3, rng_);
+  *req.mutable_b() = RandomMatrix<float>(3, 2, rng_);
+  req.set_variant("naive");
+  grpc::ClientContext c1;
+  v1::MatMulResponse resp;
+  const grpc::Status refused = stub_->MatMul(&c1, req, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::INVALID_ARGUMENT) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("\"naive\" takes MatMul with m <= 524280"), std::string::npos)
+      << refused.error_message();
+  req.set_variant("auto");
+  grpc::ClientContext c2;
+  const grpc::Status s = stub_->MatMul(&c2, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_NE(resp.report().variant(), "naive");
+  EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
+                                                        req.a().data().data(), req.b().data().data())),
+            1e-4);
+}
+
 // ---- tensors ----
 
 std::string BytesOf(const v1::Matrix& m) { return m.data(); }
