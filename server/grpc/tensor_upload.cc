@@ -1,15 +1,16 @@
 // Upload: the first message gives the shape (and the first bytes); the
-// tensor is made at once, charging the budget before any byte is stored;
-// later messages' bytes are gathered to kUploadWriteBytes and written to the
-// device in order, the next message read only once the write is done (the
-// transport keeps receiving meanwhile, up to its flow-control window). A
-// stream that ends short, runs long, fails or is cancelled holds nothing:
-// the unlisted tensor frees itself with the reactor.
+// tensor is made at once, charging the budget before any byte is stored.
+// Messages are gathered to kUploadWriteBytes and each batch is written to
+// the device in order, while the next batch is read from the network: at
+// most one write and one read are in flight, so the host holds at most two
+// batches (plus a message). A stream that ends short, runs long, fails or is
+// cancelled holds nothing: the unlisted tensor frees itself with the reactor.
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/grpc/call_record.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/tensor_requests.h"
@@ -17,6 +18,8 @@
 
 namespace gpucompute::server {
 namespace {
+
+using Batch = std::vector<std::unique_ptr<v1::UploadRequest>>;
 
 class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
  public:
@@ -26,134 +29,197 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
         transfers_(transfers),
         record_(ctx, call.metrics, RpcOp::kUpload, call.calls_started, call.calls_in_flight) {}
 
-  void Start() { ReadNext(); }
-  void Refuse(absl::Status status) { Complete(std::move(status)); }
+  void Start() {
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = true;
+    }
+    StartRead(&incoming_);
+  }
+  void Refuse(absl::Status status) {
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+    }
+    Complete(std::move(status));
+  }
 
   void OnCancel() override { record_.Cancel(); }
   void OnDone() override { delete this; }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
-      EndOfStream();
-      return;
-    }
-    std::unique_ptr<v1::UploadRequest> message = std::move(incoming_);
-    if (first_) {
-      first_ = false;
-      Begin(std::move(message));
-    } else {
-      if (message->dtype() != 0 || message->rows() != 0 || message->cols() != 0 ||
-          message->ttl_seconds() != 0 || message->has_shared_memory()) {
-        Complete(absl::InvalidArgumentError(absl::StrCat(
-            "Upload message ", messages_, ": only the first message gives dtype, rows, cols, "
-            "ttl_seconds or shared_memory; later ones carry data only")));
-        return;
+    std::unique_ptr<v1::UploadRequest> first;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      if (!ok) {
+        ended_ = true;
+        // Cancelled: nothing more is written; End reports the cancellation.
+        if (record_.cancelled()->load()) FailLocked(absl::CancelledError("upload cancelled"));
+      } else if (!tensor_ && !creating_ && status_.ok()) {
+        first = std::make_unique<v1::UploadRequest>(std::move(incoming_));
+      } else if (status_.ok()) {
+        TakeLocked(std::make_unique<v1::UploadRequest>(std::move(incoming_)));
       }
-      Accept(std::move(message));
     }
+    if (first) Begin(std::move(first));
+    Pump();
   }
 
  private:
-  void ReadNext() {
-    incoming_ = std::make_unique<v1::UploadRequest>();
-    StartRead(incoming_.get());
-  }
-
   // The first message: its shape makes the tensor, its data are the first bytes.
   void Begin(std::unique_ptr<v1::UploadRequest> first) {
-    if (first->has_shared_memory()) {
-      Complete(!first->data().empty()
-                   ? absl::InvalidArgumentError(
-                         "Upload: the first message sets both data and shared_memory; the "
-                         "payload comes one way")
-                   : SharedMemoryOff("shared_memory"));
-      return;
-    }
+    absl::Status invalid;
     auto shape = UploadShape(*first);
-    if (!shape.ok()) {
-      Complete(shape.status());
-      return;
-    }
     auto ttl = TtlOf(first->ttl_seconds(), "ttl_seconds");
-    if (!ttl.ok()) {
-      Complete(ttl.status());
-      return;
+    if (first->has_shared_memory()) {
+      invalid = !first->data().empty()
+                    ? absl::InvalidArgumentError(
+                          "Upload: the first message sets both data and shared_memory; the "
+                          "payload comes one way")
+                    : SharedMemoryOff("shared_memory");
+    } else if (!shape.ok()) {
+      invalid = shape.status();
+    } else if (!ttl.ok()) {
+      invalid = ttl.status();
+    } else if (transfers_ == nullptr) {
+      invalid = absl::FailedPreconditionError("this server holds no tensors");
     }
-    if (transfers_ == nullptr) {
-      Complete(absl::FailedPreconditionError("this server holds no tensors"));
+    absl::MutexLock lock(&mu_);
+    if (!invalid.ok()) {
+      FailLocked(invalid);
       return;
     }
     shape_ = *shape;
     ttl_ = *ttl;
-    incoming_ = std::move(first);  // its bytes are taken once the tensor exists
+    ++messages_;
+    if (!AcceptLocked(*first)) return;
+    creating_ = true;
+    gathered_bytes_ += int64_t(first->data().size());
+    gathered_.push_back(std::move(first));
     transfers_->Create(*shape, record_.deadline(),
                        [this](absl::StatusOr<std::shared_ptr<Tensor>> tensor) {
-                         if (!tensor.ok()) {
-                           Complete(tensor.status());
-                           return;
+                         {
+                           absl::MutexLock lock(&mu_);
+                           creating_ = false;
+                           if (tensor.ok()) {
+                             tensor_ = std::move(*tensor);
+                           } else {
+                             FailLocked(tensor.status());
+                           }
                          }
-                         tensor_ = std::move(*tensor);
-                         Accept(std::move(incoming_));
+                         Pump();
                        });
   }
 
-  // Takes a message's bytes; writes what is gathered once it is enough.
-  void Accept(std::unique_ptr<v1::UploadRequest> message) {
+  // A later message: data only.
+  void TakeLocked(std::unique_ptr<v1::UploadRequest> message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++messages_;
-    const int64_t size = int64_t(message->data().size());
-    if (size > shape_.bytes() - received_) {
-      Complete(TotalMismatch(received_ + size, "more than"));
+    if (message->dtype() != 0 || message->rows() != 0 || message->cols() != 0 ||
+        message->ttl_seconds() != 0 || message->has_shared_memory()) {
+      FailLocked(absl::InvalidArgumentError(absl::StrCat(
+          "Upload message ", messages_, ": only the first message gives dtype, rows, cols, "
+          "ttl_seconds or shared_memory; later ones carry data only")));
       return;
+    }
+    if (!AcceptLocked(*message) || message->data().empty()) return;
+    gathered_bytes_ += int64_t(message->data().size());
+    gathered_.push_back(std::move(message));
+  }
+
+  // Counts a message's bytes; false (and the call fails) past the total.
+  bool AcceptLocked(const v1::UploadRequest& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t size = int64_t(message.data().size());
+    if (size > shape_.bytes() - received_) {
+      FailLocked(TotalMismatch(received_ + size, "more than"));
+      return false;
     }
     received_ += size;
-    if (size > 0) {
-      gathered_bytes_ += size;
-      gathered_.push_back(std::move(message));
-    }
-    if (gathered_bytes_ >= kUploadWriteBytes) {
-      Write([this] { ReadNext(); });
-    } else {
-      ReadNext();
-    }
+    return true;
   }
 
-  // Writes the gathered bytes at their offset, then runs `next`.
-  template <typename Next>
-  void Write(Next next) {
-    HostPieces pieces;
-    for (const auto& m : gathered_) pieces.emplace_back(m->data().data(), m->data().size());
-    const int64_t offset = written_;
-    written_ += gathered_bytes_;
-    transfers_->Write(tensor_, offset, std::move(pieces), [this, next](absl::Status s) {
-      gathered_.clear();
-      gathered_bytes_ = 0;
-      if (!s.ok()) {
-        Complete(s);
-        return;
+  void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (status_.ok()) status_ = std::move(status);
+  }
+
+  // Decides the next steps under the lock and takes them outside it: write
+  // a full batch (or the last one) when no write is in flight, read the next
+  // message while the gathered batch has room, and finish once the stream
+  // has ended (or failed) and no transfer still uses this reactor.
+  void Pump() {
+    bool read = false, finish = false;
+    Batch write;
+    int64_t offset = 0;
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      const bool busy = creating_ || writing_;
+      if (status_.ok() && tensor_ && !writing_ && !gathered_.empty() &&
+          (gathered_bytes_ >= kUploadWriteBytes || ended_)) {
+        write.swap(gathered_);
+        offset = written_;
+        written_ += gathered_bytes_;
+        gathered_bytes_ = 0;
+        writing_ = true;
       }
-      next();
-    });
+      if (status_.ok() && tensor_ && !reading_ && !ended_ &&
+          gathered_bytes_ < kUploadWriteBytes) {
+        reading_ = true;
+        read = true;
+      }
+      if (status_.ok() && ended_ && !busy && !writing_ && gathered_.empty()) {
+        if (!tensor_) {
+          status_ = absl::InvalidArgumentError(
+              "Upload: the stream ended before its first message (dtype, rows, cols)");
+        } else if (received_ != shape_.bytes()) {
+          status_ = TotalMismatch(received_, "only");
+        } else {
+          finish = true;  // every byte is on the device
+        }
+      }
+      // A failed call answers at once unless a transfer still refers to
+      // this reactor; a read in flight ends with the call.
+      if (!status_.ok() && !busy && !writing_) finish = true;
+      if (finish) {
+        finished_ = true;
+        status = status_;
+      }
+    }
+    if (!write.empty()) Write(std::move(write), offset);
+    if (read) StartRead(&incoming_);
+    if (!finish) return;
+    if (status.ok()) {
+      std::shared_ptr<Tensor> tensor;
+      {
+        absl::MutexLock lock(&mu_);
+        tensor = std::move(tensor_);
+      }
+      ToProto(transfers_->store().Add(std::move(tensor), ttl_), response_);
+    }
+    Complete(std::move(status));
   }
 
-  // The client half-closed (or the call broke: then End reports that).
-  void EndOfStream() {
-    if (record_.cancelled()->load()) {
-      Complete(absl::CancelledError("upload cancelled"));
-      return;
+  void Write(Batch batch, int64_t offset) {
+    HostPieces pieces;
+    for (const auto& m : batch) pieces.emplace_back(m->data().data(), m->data().size());
+    std::shared_ptr<Tensor> tensor;
+    {
+      absl::MutexLock lock(&mu_);
+      tensor = tensor_;
     }
-    if (first_) {
-      Complete(absl::InvalidArgumentError(
-          "Upload: the stream ended before its first message (dtype, rows, cols)"));
-      return;
-    }
-    if (received_ != shape_.bytes()) {
-      Complete(TotalMismatch(received_, "only"));
-      return;
-    }
-    Write([this] {
-      ToProto(transfers_->store().Add(std::move(tensor_), ttl_), response_);
-      Complete(absl::OkStatus());
-    });
+    // The batch stays alive until the write is done: the pieces point into it.
+    auto owned = std::make_shared<Batch>(std::move(batch));
+    transfers_->Write(std::move(tensor), offset, std::move(pieces),
+                      [this, owned](absl::Status s) {
+                        owned->clear();
+                        {
+                          absl::MutexLock lock(&mu_);
+                          writing_ = false;
+                          if (!s.ok()) FailLocked(s);
+                        }
+                        Pump();
+                      });
   }
 
   absl::Status TotalMismatch(int64_t got, const char* how) const {
@@ -170,16 +236,23 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
   v1::TensorInfo* const response_;
   TensorTransfers* const transfers_;
   CallRecord record_;
-  std::unique_ptr<v1::UploadRequest> incoming_;
-  bool first_ = true;
-  int64_t messages_ = 0;  // accepted so far
-  TensorShape shape_;
-  absl::Duration ttl_;
-  std::shared_ptr<Tensor> tensor_;
-  std::vector<std::unique_ptr<v1::UploadRequest>> gathered_;  // not yet written
-  int64_t gathered_bytes_ = 0;
-  int64_t received_ = 0;  // bytes accepted
-  int64_t written_ = 0;   // bytes handed to writes
+  v1::UploadRequest incoming_;  // the read in flight lands here
+
+  absl::Mutex mu_;
+  TensorShape shape_ ABSL_GUARDED_BY(mu_);
+  absl::Duration ttl_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Tensor> tensor_ ABSL_GUARDED_BY(mu_);
+  Batch gathered_ ABSL_GUARDED_BY(mu_);  // read, not yet written
+  int64_t gathered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t messages_ ABSL_GUARDED_BY(mu_) = 0;  // read so far
+  int64_t received_ ABSL_GUARDED_BY(mu_) = 0;  // bytes accepted
+  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // bytes handed to writes
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool creating_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;  // the client half-closed, or the call broke
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
