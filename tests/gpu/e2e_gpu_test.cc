@@ -552,6 +552,37 @@ TEST(GpuTensorLarge, ThreeGiBUpTransposedReducedAndDown) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// Upload and Download rates of 4 GiB over one connection, printed for
+// bench/RESULTS.md: the client sends one 16 MiB buffer over and over and
+// drops what it receives, so its own work is a message copy each way.
+TEST(GpuTensorLarge, FourGiBStreamRates) {
+  SKIP_WITHOUT_GPU();
+  ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=0"});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  const int64_t rows = 65536, cols = 16384, bytes = rows * cols * 4;  // 4 GiB of float32
+  if (Info(*stub).tensor_memory_bytes() < bytes) GTEST_SKIP() << "tensor budget below 4 GiB";
+  const std::string block(16 << 20, '\x01');
+  v1::TensorInfo t;
+  const auto up_start = std::chrono::steady_clock::now();
+  grpc::Status s = testing::UploadFrom(
+      *stub, v1::DTYPE_FLOAT32, rows, cols, bytes,
+      [&block](int64_t, char* dst, int64_t n) { std::memcpy(dst, block.data(), size_t(n)); },
+      {16 << 20}, &t);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const double up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - up_start).count();
+  int64_t received = 0;
+  const auto down_start = std::chrono::steady_clock::now();
+  s = testing::DownloadTo(*stub, t.id(), 0, true,
+                          [&received](int64_t, const std::string& data) { received += int64_t(data.size()); });
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const double down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - down_start).count();
+  EXPECT_EQ(received, bytes);
+  std::printf("4 GiB over one connection: Upload %.2f s (%.2f GB/s), Download %.2f s (%.2f GB/s)\n", up_s,
+              double(bytes) / up_s / 1e9, down_s, double(bytes) / down_s / 1e9);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 // A tensor on another GPU: the op runs where the first operand is and the
 // other is copied peer to peer, which the report's device says.
 TEST(GpuServerMultiDevice, ATensorOnAnotherGpuIsCopiedPeerToPeer) {
