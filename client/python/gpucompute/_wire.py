@@ -55,8 +55,9 @@ def matrix_parts(wire_dtype: int, array: np.ndarray) -> List[Part]:
     are referenced, not copied."""
     data = memoryview(array).cast("B") if array.size else b""
     header = (_scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1]))
-    if len(data):
-        header += _key(4, _LEN) + _varint(len(data))
+    # Always written, even empty: data is a member of the payload oneof, and
+    # protobuf writes a set member whatever its length.
+    header += _key(4, _LEN) + _varint(len(data))
     return [header, data]
 
 
