@@ -55,8 +55,10 @@ __global__ void DiffKernel(const T* x, const T* y, int64_t count, double* diff, 
 
 cudaError_t FillUniform(void* data, int64_t count, bool is_double, uint64_t seed,
                         cudaStream_t stream) {
-  if (is_double) FillKernel<double><<<4096, 256, 0, stream>>>(static_cast<double*>(data), count, seed);
-  else FillKernel<float><<<4096, 256, 0, stream>>>(static_cast<float*>(data), count, seed);
+  if (is_double)
+    FillKernel<double><<<4096, 256, 0, stream>>>(static_cast<double*>(data), count, seed);
+  else
+    FillKernel<float><<<4096, 256, 0, stream>>>(static_cast<float*>(data), count, seed);
   return cudaGetLastError();
 }
 
@@ -67,15 +69,18 @@ cudaError_t MaxAbsDiff(const void* x, const void* y, int64_t count, bool is_doub
   if (err != cudaSuccess) return err;
   if (is_double) {
     DiffKernel<double><<<kDiffBlocks, 256, 0, stream>>>(static_cast<const double*>(x),
-        static_cast<const double*>(y), count, partial, partial + kDiffBlocks);
+                                                        static_cast<const double*>(y), count,
+                                                        partial, partial + kDiffBlocks);
   } else {
     DiffKernel<float><<<kDiffBlocks, 256, 0, stream>>>(static_cast<const float*>(x),
-        static_cast<const float*>(y), count, partial, partial + kDiffBlocks);
+                                                       static_cast<const float*>(y), count, partial,
+                                                       partial + kDiffBlocks);
   }
   std::vector<double> host(2 * kDiffBlocks);
   err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaMemcpyAsync(host.data(), partial, host.size() * sizeof(double),
-                                                cudaMemcpyDeviceToHost, stream);
+  if (err == cudaSuccess)
+    err = cudaMemcpyAsync(host.data(), partial, host.size() * sizeof(double),
+                          cudaMemcpyDeviceToHost, stream);
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   cudaFree(partial);
   *max_diff = *std::max_element(host.begin(), host.begin() + kDiffBlocks);

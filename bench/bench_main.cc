@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <string>
 #include <tuple>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,14 +37,14 @@ namespace gb = gpucompute::bench;
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                                 \
-  do {                                                                                   \
-    const cudaError_t err_ = (expr);                                                     \
-    if (err_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                 \
-                   cudaGetErrorString(err_));                                            \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define CHECK_CUDA(expr)                                                 \
+  do {                                                                   \
+    const cudaError_t err_ = (expr);                                     \
+    if (err_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(err_));                            \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 using Report = gpucompute::tools::v1::BenchReport;
@@ -102,7 +102,8 @@ double MedianMs(const std::function<absl::Status()>& launch) {
   return gk::Median(times);
 }
 
-gk::Buffers MakeBuffers(const void* a, const void* b, void* out, const Device& ws, size_t ws_bytes) {
+gk::Buffers MakeBuffers(const void* a, const void* b, void* out, const Device& ws,
+                        size_t ws_bytes) {
   gk::Buffers buf;
   buf.a = a;
   buf.b = b;
@@ -128,8 +129,11 @@ size_t MaxWorkspace(gk::Op op, const gk::Problem& p) {
 
 std::string ShapeOf(const gk::Problem& p) {
   char buf[96];
-  if (p.op == gk::Op::kMatMul) std::snprintf(buf, sizeof buf, "%lldx%lldx%lld", (long long)p.m, (long long)p.n, (long long)p.k);
-  else std::snprintf(buf, sizeof buf, "%lldx%lld", (long long)p.m, (long long)p.n);
+  if (p.op == gk::Op::kMatMul)
+    std::snprintf(buf, sizeof buf, "%lldx%lldx%lld", (long long)p.m, (long long)p.n,
+                  (long long)p.k);
+  else
+    std::snprintf(buf, sizeof buf, "%lldx%lld", (long long)p.m, (long long)p.n);
   return buf;
 }
 
@@ -140,8 +144,9 @@ double MemcpyGBps() {
   Device src(bytes), dst(bytes);
   CHECK_CUDA(gb::FillUniform(src.ptr, bytes / 4, false, 7, g_stream));
   const double ms = MedianMs([&] {
-    return gc::CudaStatus(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, g_stream),
-                          "cudaMemcpyAsync");
+    return gc::CudaStatus(
+        cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, g_stream),
+        "cudaMemcpyAsync");
   });
   return 2.0 * double(bytes) / (ms * 1e6);  // read + write
 }
@@ -156,10 +161,10 @@ double CublasSgemmGflops(int64_t size) {
   const float one = 1, zero = 0;
   const int s = int(size);
   const double ms = MedianMs([&] {
-    return gc::CublasStatus(cublasSgemm(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, s, s, s, &one,
-                                        static_cast<float*>(b.ptr), s, static_cast<float*>(a.ptr), s,
-                                        &zero, static_cast<float*>(c.ptr), s),
-                            "cublasSgemm");
+    return gc::CublasStatus(
+        cublasSgemm(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, s, s, s, &one, static_cast<float*>(b.ptr),
+                    s, static_cast<float*>(a.ptr), s, &zero, static_cast<float*>(c.ptr), s),
+        "cublasSgemm");
   });
   cublasSetMathMode(g_cublas, CUBLAS_DEFAULT_MATH);
   return 2.0 * double(size) * double(size) * double(size) / (ms * 1e6);
@@ -217,7 +222,8 @@ void BenchMatMul(int64_t size, gk::DType dtype, double ref_gflops, const std::st
   CHECK_CUDA(gb::FillUniform(b.ptr, size * size, dbl, 22 + size, g_stream));
   // Expected output: cuBLAS in full precision.
   const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "cublas");
-  if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, ws_bytes), Context()).ok()) std::exit(1);
+  if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, ws_bytes), Context()).ok())
+    std::exit(1);
   for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
     if (!v->Supports(dtype)) continue;
     Row row = NewRow("matmul", gk::DTypeName(dtype), ShapeOf(p), v->name);
@@ -225,7 +231,8 @@ void BenchMatMul(int64_t size, gk::DType dtype, double ref_gflops, const std::st
     CHECK_CUDA(cudaMemsetAsync(c.ptr, 0xFF, bytes, g_stream));
     const auto status = v->launch(p, buf, Context());
     double diff = 0, mag = 0;
-    if (status.ok()) CHECK_CUDA(gb::MaxAbsDiff(c.ptr, expect.ptr, size * size, dbl, g_stream, &diff, &mag));
+    if (status.ok())
+      CHECK_CUDA(gb::MaxAbsDiff(c.ptr, expect.ptr, size * size, dbl, g_stream, &diff, &mag));
     const double err = diff / std::max(1.0, mag);
     // Both sides carry rounding error: allow the contract's tolerance.
     const double tol = v->reduced_precision ? 5e-3 : (dbl ? 1e-12 : 1e-4);
@@ -234,7 +241,8 @@ void BenchMatMul(int64_t size, gk::DType dtype, double ref_gflops, const std::st
     std::snprintf(note, sizeof note, "err %.1e vs cuBLAS", err);
     row.set_note(status.ok() ? note : std::string(status.message()));
     if (row.ok()) {
-      TimeRow(row, p, Rate::kFlops, ref_name, ref_gflops, [&] { return v->launch(p, buf, Context()); });
+      TimeRow(row, p, Rate::kFlops, ref_name, ref_gflops,
+              [&] { return v->launch(p, buf, Context()); });
     }
     rows.push_back(row);
   }
@@ -250,18 +258,21 @@ void BenchTranspose(int64_t size, gk::DType dtype, double memcpy_gbps, std::vect
   Device in(bytes), out(bytes), expect(bytes), ws(0);
   CHECK_CUDA(gb::FillUniform(in.ptr, size * size, dbl, 31, g_stream));
   const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "naive");
-  if (!ref->launch(p, MakeBuffers(in.ptr, nullptr, expect.ptr, ws, 0), Context()).ok()) std::exit(1);
+  if (!ref->launch(p, MakeBuffers(in.ptr, nullptr, expect.ptr, ws, 0), Context()).ok())
+    std::exit(1);
   for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
     Row row = NewRow("transpose", gk::DTypeName(dtype), ShapeOf(p), v->name);
     const gk::Buffers buf = MakeBuffers(in.ptr, nullptr, out.ptr, ws, 0);
     CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
     const auto status = v->launch(p, buf, Context());
     double diff = 0, mag = 0;
-    if (status.ok()) CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, dbl, g_stream, &diff, &mag));
+    if (status.ok())
+      CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, dbl, g_stream, &diff, &mag));
     row.set_ok(status.ok() && diff == 0);
     row.set_note(status.ok() ? (diff == 0 ? "exact" : "MISMATCH") : std::string(status.message()));
     if (row.ok()) {
-      TimeRow(row, p, Rate::kBytes, "memcpy d2d", memcpy_gbps, [&] { return v->launch(p, buf, Context()); });
+      TimeRow(row, p, Rate::kBytes, "memcpy d2d", memcpy_gbps,
+              [&] { return v->launch(p, buf, Context()); });
     }
     rows.push_back(row);
   }
@@ -275,7 +286,8 @@ void BenchReduce(int64_t size, double cub_gbps, std::vector<Row>& rows) {
   std::vector<float> host(count);
   CHECK_CUDA(cudaMemcpyAsync(host.data(), in.ptr, bytes, cudaMemcpyDeviceToHost, g_stream));
   CHECK_CUDA(cudaStreamSynchronize(g_stream));
-  for (gk::ReduceAxis axis : {gk::ReduceAxis::kAll, gk::ReduceAxis::kPerRow, gk::ReduceAxis::kPerColumn}) {
+  for (gk::ReduceAxis axis :
+       {gk::ReduceAxis::kAll, gk::ReduceAxis::kPerRow, gk::ReduceAxis::kPerColumn}) {
     gk::Problem p;
     p.op = gk::Op::kReduce;
     p.dtype = gk::DType::kFloat32;
@@ -286,24 +298,30 @@ void BenchReduce(int64_t size, double cub_gbps, std::vector<Row>& rows) {
     std::vector<double> reference(gk::OutputElements(p), 0.0);
     for (int64_t r = 0; r < size; ++r)
       for (int64_t c = 0; c < size; ++c)
-        reference[axis == gk::ReduceAxis::kAll ? 0 : axis == gk::ReduceAxis::kPerRow ? r : c] += host[r * size + c];
+        reference[axis == gk::ReduceAxis::kAll      ? 0
+                  : axis == gk::ReduceAxis::kPerRow ? r
+                                                    : c] += host[r * size + c];
     const size_t ws_bytes = MaxWorkspace(p.op, p);
     Device ws(ws_bytes);
     for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
-      Row row = NewRow("reduce sum " + std::string(gk::ReduceAxisName(axis)), "float32", ShapeOf(p), v->name);
+      Row row = NewRow("reduce sum " + std::string(gk::ReduceAxisName(axis)), "float32", ShapeOf(p),
+                       v->name);
       const gk::Buffers buf = MakeBuffers(in.ptr, nullptr, out.ptr, ws, ws_bytes);
       CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, size_t(size) * 4, g_stream));
       const auto status = v->launch(p, buf, Context());
       std::vector<float> got(gk::OutputElements(p));
-      CHECK_CUDA(cudaMemcpyAsync(got.data(), out.ptr, got.size() * 4, cudaMemcpyDeviceToHost, g_stream));
+      CHECK_CUDA(
+          cudaMemcpyAsync(got.data(), out.ptr, got.size() * 4, cudaMemcpyDeviceToHost, g_stream));
       CHECK_CUDA(cudaStreamSynchronize(g_stream));
-      const gk::CheckResult check = gk::CheckAgainstReference(p, false, host.data(), got.data(), reference);
+      const gk::CheckResult check =
+          gk::CheckAgainstReference(p, false, host.data(), got.data(), reference);
       row.set_ok(status.ok() && check.ok);
       char note[96];
       std::snprintf(note, sizeof note, "err %.1e of sum|x|", check.max_rel_error);
       row.set_note(status.ok() ? note : std::string(status.message()));
       if (row.ok()) {
-        TimeRow(row, p, Rate::kBytes, "CUB sum all", cub_gbps, [&] { return v->launch(p, buf, Context()); });
+        TimeRow(row, p, Rate::kBytes, "CUB sum all", cub_gbps,
+                [&] { return v->launch(p, buf, Context()); });
       }
       rows.push_back(row);
     }
@@ -323,7 +341,10 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
     p.op = gk::Op::kMatMul;
     p.m = p.n = p.k = size;
     const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "cublas");
-    if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, gc::kCublasWorkspaceBytes), Context()).ok()) std::exit(1);
+    if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, gc::kCublasWorkspaceBytes),
+                     Context())
+             .ok())
+      std::exit(1);
     const float* fa = static_cast<const float*>(a.ptr);
     const float* fb = static_cast<const float*>(b.ptr);
     float* fc = static_cast<float*>(c.ptr);
@@ -331,16 +352,19 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
       Row row = NewRow("ablation matmul", "float32", ShapeOf(p),
                        "rt bk" + std::to_string(bk) + " minblk" + std::to_string(min_blocks));
       CHECK_CUDA(cudaMemsetAsync(c.ptr, 0xFF, bytes, g_stream));
-      CHECK_CUDA(gc::LaunchRegisterTiledMatMulConfig<float>(fa, fb, fc, size, size, size, bk, min_blocks, g_stream));
+      CHECK_CUDA(gc::LaunchRegisterTiledMatMulConfig<float>(fa, fb, fc, size, size, size, bk,
+                                                            min_blocks, g_stream));
       double diff = 0, mag = 0;
       CHECK_CUDA(gb::MaxAbsDiff(c.ptr, expect.ptr, size * size, false, g_stream, &diff, &mag));
       row.set_ok(diff / std::max(1.0, mag) <= 1e-4);
       row.set_note(row.ok() ? "ok vs cuBLAS" : "MISMATCH");
       if (row.ok()) {
-        TimeRow(row, p, Rate::kFlops, "cuBLAS FP32", refs.at("cublas_sgemm_gflops_" + std::to_string(size)), [&] {
-          return gc::CudaStatus(gc::LaunchRegisterTiledMatMulConfig<float>(fa, fb, fc, size, size, size, bk, min_blocks, g_stream),
-                                "register_tiled configuration");
-        });
+        TimeRow(row, p, Rate::kFlops, "cuBLAS FP32",
+                refs.at("cublas_sgemm_gflops_" + std::to_string(size)), [&] {
+                  return gc::CudaStatus(gc::LaunchRegisterTiledMatMulConfig<float>(
+                                            fa, fb, fc, size, size, size, bk, min_blocks, g_stream),
+                                        "register_tiled configuration");
+                });
       }
       rows.push_back(row);
     }
@@ -350,7 +374,8 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
   Device in(bytes), out(bytes), expect(bytes);
   CHECK_CUDA(gb::FillUniform(in.ptr, size * size, false, 63, g_stream));
   const float* src = static_cast<const float*>(in.ptr);
-  CHECK_CUDA(gc::LaunchTranspose<float>(src, static_cast<float*>(expect.ptr), size, size, gc::TransposeKind::kNaive, g_stream));
+  CHECK_CUDA(gc::LaunchTranspose<float>(src, static_cast<float*>(expect.ptr), size, size,
+                                        gc::TransposeKind::kNaive, g_stream));
   gk::Problem p;
   p.op = gk::Op::kTranspose;
   p.m = p.n = size;
@@ -361,15 +386,17 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
                        std::string(name) + " rows" + std::to_string(block_rows));
       CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
       float* dst = static_cast<float*>(out.ptr);
-      CHECK_CUDA(gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream));
+      CHECK_CUDA(
+          gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream));
       double diff = 0, mag = 0;
       CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, false, g_stream, &diff, &mag));
       row.set_ok(diff == 0);
       row.set_note(row.ok() ? "exact" : "MISMATCH");
       if (row.ok()) {
         TimeRow(row, p, Rate::kBytes, "memcpy d2d", refs.at("memcpy_d2d_gbps"), [&] {
-          return gc::CudaStatus(gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream),
-                                "transpose configuration");
+          return gc::CudaStatus(
+              gc::LaunchTransposeConfig<float>(src, dst, size, size, kind, block_rows, g_stream),
+              "transpose configuration");
         });
       }
       rows.push_back(row);
@@ -381,14 +408,16 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
                          " rows" + std::to_string(block_rows));
     CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
     float* dst = static_cast<float*>(out.ptr);
-    CHECK_CUDA(gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty, block_rows, g_stream));
+    CHECK_CUDA(
+        gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty, block_rows, g_stream));
     double diff = 0, mag = 0;
     CHECK_CUDA(gb::MaxAbsDiff(out.ptr, expect.ptr, size * size, false, g_stream, &diff, &mag));
     row.set_ok(diff == 0);
     row.set_note(row.ok() ? "exact" : "MISMATCH");
     if (row.ok()) {
       TimeRow(row, p, Rate::kBytes, "memcpy d2d", refs.at("memcpy_d2d_gbps"), [&] {
-        return gc::CudaStatus(gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty, block_rows, g_stream),
+        return gc::CudaStatus(gc::LaunchWideTransposeConfig<float>(src, dst, size, size, tx, ty,
+                                                                   block_rows, g_stream),
                               "wide transpose configuration");
       });
     }
@@ -407,7 +436,8 @@ const Row* Best(const std::vector<Row>& rows, const std::string& op, const std::
                 const std::string& exclude = "") {
   const Row* best = nullptr;
   for (const Row& r : rows)
-    if (r.op() == op && r.shape() == shape && r.ok() && r.variant() != exclude && (!best || r.ratio() > best->ratio())) {
+    if (r.op() == op && r.shape() == shape && r.ok() && r.variant() != exclude &&
+        (!best || r.ratio() > best->ratio())) {
       best = &r;
     }
   return best;
@@ -420,8 +450,10 @@ int main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
-    else if (arg == "--quick") quick = true;
+    if (arg == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (arg == "--quick")
+      quick = true;
     else {
       std::fprintf(stderr, "usage: %s [--json FILE] [--quick]\n", argv[0]);
       return 2;
@@ -445,18 +477,21 @@ int main(int argc, char** argv) {
 
   std::map<std::string, double> refs;
   refs["memcpy_d2d_gbps"] = MemcpyGBps();
-  for (int64_t s : {1024, 4096, 8192}) refs["cublas_sgemm_gflops_" + std::to_string(s)] = CublasSgemmGflops(s);
+  for (int64_t s : {1024, 4096, 8192})
+    refs["cublas_sgemm_gflops_" + std::to_string(s)] = CublasSgemmGflops(s);
   const int64_t reduce_size = 16384;
   refs["cub_sum_gbps"] = CubSumGBps(reduce_size * reduce_size);
-  std::printf("references: memcpy d2d %.0f GB/s (read+write), cuBLAS FP32 (pedantic, no TF32) "
-              "%.0f / %.0f / %.0f GFLOP/s at 1024/4096/8192, CUB sum %.0f GB/s (read)\n",
-              refs["memcpy_d2d_gbps"], refs["cublas_sgemm_gflops_1024"], refs["cublas_sgemm_gflops_4096"],
-              refs["cublas_sgemm_gflops_8192"], refs["cub_sum_gbps"]);
+  std::printf(
+      "references: memcpy d2d %.0f GB/s (read+write), cuBLAS FP32 (pedantic, no TF32) "
+      "%.0f / %.0f / %.0f GFLOP/s at 1024/4096/8192, CUB sum %.0f GB/s (read)\n",
+      refs["memcpy_d2d_gbps"], refs["cublas_sgemm_gflops_1024"], refs["cublas_sgemm_gflops_4096"],
+      refs["cublas_sgemm_gflops_8192"], refs["cub_sum_gbps"]);
   std::fflush(stdout);
 
   std::vector<Row> rows;
   for (int64_t s : {1024, 4096, 8192}) {
-    BenchMatMul(s, gk::DType::kFloat32, refs["cublas_sgemm_gflops_" + std::to_string(s)], "cuBLAS FP32", rows);
+    BenchMatMul(s, gk::DType::kFloat32, refs["cublas_sgemm_gflops_" + std::to_string(s)],
+                "cuBLAS FP32", rows);
   }
   {
     // FP64 is compared with DGEMM through the cublas variant, measured here.
@@ -483,10 +518,10 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   for (const Row& r : rows) {
     all_ok = all_ok && r.ok();
-    std::printf("%-22s %-8s %-16s %-20s %10.4f %10.0f %9.0f  %-13s %9.0f %6.3f  %s%s\n", r.op().c_str(),
-                r.dtype().c_str(), r.shape().c_str(), r.variant().c_str(), r.median_ms(), r.gflops(),
-                r.gbytes_per_s(), r.reference().c_str(), r.reference_value(), r.ratio(),
-                r.ok() ? "ok " : "FAILED ", r.note().c_str());
+    std::printf("%-22s %-8s %-16s %-20s %10.4f %10.0f %9.0f  %-13s %9.0f %6.3f  %s%s\n",
+                r.op().c_str(), r.dtype().c_str(), r.shape().c_str(), r.variant().c_str(),
+                r.median_ms(), r.gflops(), r.gbytes_per_s(), r.reference().c_str(),
+                r.reference_value(), r.ratio(), r.ok() ? "ok " : "FAILED ", r.note().c_str());
   }
 
   // The targets, as ratios from this run.
@@ -502,7 +537,8 @@ int main(int argc, char** argv) {
   for (const char* shape : {"4096x4096x4096", "8192x8192x8192"}) {
     target(std::string("register_tiled / cuBLAS FP32 at ") + shape,
            ratio(Find(rows, "matmul", shape, "register_tiled")), 0.80);
-    target(std::string("tiled32 / cuBLAS FP32 at ") + shape, ratio(Find(rows, "matmul", shape, "tiled32")), 0);
+    target(std::string("tiled32 / cuBLAS FP32 at ") + shape,
+           ratio(Find(rows, "matmul", shape, "tiled32")), 0);
   }
   const Row* padded = Find(rows, "transpose", "16384x16384", "shared_padded");
   const Row* shared = Find(rows, "transpose", "16384x16384", "shared");
@@ -517,7 +553,8 @@ int main(int argc, char** argv) {
     const std::string op = std::string("reduce sum ") + axis;
     const Row* best = Best(rows, op, "16384x16384", "cub");
     const Row* cub = Find(rows, op, "16384x16384", "cub");
-    target("best " + std::string(axis) + " SUM (" + variant(best) + ") / CUB ALL", ratio(best), 0.85);
+    target("best " + std::string(axis) + " SUM (" + variant(best) + ") / CUB ALL", ratio(best),
+           0.85);
     target("cub " + std::string(axis) + " SUM / CUB ALL", ratio(cub), 0);
   }
   std::printf("\n%-58s %7s %7s\n", "target", "ratio", "goal");
@@ -542,7 +579,8 @@ int main(int argc, char** argv) {
     options.preserve_proto_field_names = true;
     options.always_print_primitive_fields = true;
     std::string json;
-    if (const auto s = google::protobuf::util::MessageToJsonString(report, &json, options); !s.ok()) {
+    if (const auto s = google::protobuf::util::MessageToJsonString(report, &json, options);
+        !s.ok()) {
       std::fprintf(stderr, "bench report as JSON: %s\n", s.ToString().c_str());
       return 1;
     }

@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   }
   HostCopyPool copier(6);
 
-  std::printf("%-8s %-10s %14s %14s %8s\n", "MiB", "direction", "pageable GB/s", "staged GB/s", "ratio");
+  std::printf("%-8s %-10s %14s %14s %8s\n", "MiB", "direction", "pageable GB/s", "staged GB/s",
+              "ratio");
   for (size_t mib : sizes_mib) {
     const size_t bytes = mib << 20;
     std::vector<char> src(bytes), dst(bytes);
@@ -70,10 +71,13 @@ int main(int argc, char** argv) {
       Check(cudaMemcpy(device, src.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
     });
     const double staged_up = MedianSeconds([&] {
-      if (!(*staging)->Upload(device, {absl::Span<const char>(src.data(), bytes)}, stream, copier).ok()) {
+      if (!(*staging)
+               ->Upload(device, {absl::Span<const char>(src.data(), bytes)}, stream, copier)
+               .ok()) {
         std::exit(1);
       }
-      Check(cudaStreamSynchronize(stream), "upload wait");  // Upload returns before the last DMA ends
+      Check(cudaStreamSynchronize(stream),
+            "upload wait");  // Upload returns before the last DMA ends
     });
     const double pageable_down = MedianSeconds([&] {
       Check(cudaMemcpy(dst.data(), device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");

@@ -72,7 +72,8 @@ CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, cons
   result.tolerance = Tolerance(p, reduced_precision);
   const int64_t count = OutputElements(p);
   if (static_cast<int64_t>(reference.size()) != count) {
-    result.message = absl::StrFormat("reference has %d elements, output %d", reference.size(), count);
+    result.message =
+        absl::StrFormat("reference has %d elements, output %d", reference.size(), count);
     return result;
   }
   std::vector<double> scales;

@@ -11,9 +11,7 @@ const char* OpName(Op op) {
   return "unknown";
 }
 
-const char* DTypeName(DType dtype) {
-  return dtype == DType::kFloat32 ? "float32" : "float64";
-}
+const char* DTypeName(DType dtype) { return dtype == DType::kFloat32 ? "float32" : "float64"; }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
@@ -34,13 +32,9 @@ const char* ReduceAxisName(ReduceAxis axis) {
   return "unknown";
 }
 
-const char* BackendName(Backend backend) {
-  return backend == Backend::kCpu ? "cpu" : "cuda";
-}
+const char* BackendName(Backend backend) { return backend == Backend::kCpu ? "cpu" : "cuda"; }
 
-int64_t InputAElements(const Problem& p) {
-  return p.op == Op::kMatMul ? p.m * p.k : p.m * p.n;
-}
+int64_t InputAElements(const Problem& p) { return p.op == Op::kMatMul ? p.m * p.k : p.m * p.n; }
 
 int64_t InputBElements(const Problem& p) { return p.op == Op::kMatMul ? p.k * p.n : 0; }
 

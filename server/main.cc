@@ -21,26 +21,25 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "server/grpc/auth.h"
-#include "server/ops/host_memory.h"
 #include "server/cpu/cpu_device.h"
-#include "server/grpc/credentials.h"
 #include "server/cuda/open_devices.h"
-#include "server/ops/flags_usage.h"
-#include "server/ops/log.h"
-#include "server/ops/metrics.h"
 #include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/tensor_store.h"
 #include "server/engine/tensor_transfers.h"
 #include "server/engine/variant_selector.h"
+#include "server/grpc/auth.h"
 #include "server/grpc/compute_service.h"
+#include "server/grpc/credentials.h"
 #include "server/grpc/transport.h"
+#include "server/ops/flags_usage.h"
+#include "server/ops/host_memory.h"
+#include "server/ops/log.h"
+#include "server/ops/metrics.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC address to listen on; port 0 picks a free port (printed at start-up)");
-ABSL_FLAG(std::string, backend, "auto",
-          "auto (CUDA when a GPU is usable, else CPU), cuda, or cpu");
+ABSL_FLAG(std::string, backend, "auto", "auto (CUDA when a GPU is usable, else CPU), cuda, or cpu");
 ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
           "largest single matrix (input or result) accepted, in bytes");
 ABSL_FLAG(int32_t, max_queue_depth, 256,
@@ -255,8 +254,10 @@ int Run() {
     return 1;
   }
   if (absl::GetFlag(FLAGS_tensor_memory_bytes) < -1) {
-    LogError(absl::StrCat("--tensor_memory_bytes: must be >= 0, or -1 for half the device "
-                          "budget; got ", absl::GetFlag(FLAGS_tensor_memory_bytes)));
+    LogError(
+        absl::StrCat("--tensor_memory_bytes: must be >= 0, or -1 for half the device "
+                     "budget; got ",
+                     absl::GetFlag(FLAGS_tensor_memory_bytes)));
     return 1;
   }
   const int32_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
@@ -384,8 +385,8 @@ int Run() {
   sigwait(&signals, &signal_number);
   LogInfo(absl::StrCat("received ", strsignal(signal_number), ": draining"));
   health->SetServingStatus(false);
-  const auto grace =
-      std::chrono::system_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  const auto grace = std::chrono::system_clock::now() +
+                     std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
   server->Shutdown(grace);  // stops accepting; waits for in-flight calls
   scheduler.Shutdown();
   server->Wait();

@@ -46,9 +46,9 @@ absl::StatusOr<ParsedArgs> ParsedArgs::Parse(const std::vector<std::string>& arg
       if (!has_value) {
         value = "true";
       } else if (value != "true" && value != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " is a boolean flag: use --", name, " or --", name,
-                         "=false, not '", value, "'"));
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " is a boolean flag: use --",
+                                                       name, " or --", name, "=false, not '", value,
+                                                       "'"));
       }
     } else if (!has_value) {
       if (i + 1 >= args.size()) {

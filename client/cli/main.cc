@@ -89,16 +89,15 @@ absl::StatusOr<int64_t> ParseInt(const ParsedArgs& args, const std::string& flag
                                  int64_t max = std::numeric_limits<int64_t>::max()) {
   int64_t v;
   if (!absl::SimpleAtoi(args.Get(flag), &v) || v < min || v > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": expected an integer >= ", min,
-                     max == std::numeric_limits<int64_t>::max() ? "" : absl::StrCat(" and <= ", max),
-                     ", got '", args.Get(flag), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": expected an integer >= ", min,
+        max == std::numeric_limits<int64_t>::max() ? "" : absl::StrCat(" and <= ", max), ", got '",
+        args.Get(flag), "'"));
   }
   return v;
 }
 
-absl::StatusOr<OpShape> ParseShapeFlag(const ParsedArgs& args, const std::string& flag,
-                                       v1::Op op) {
+absl::StatusOr<OpShape> ParseShapeFlag(const ParsedArgs& args, const std::string& flag, v1::Op op) {
   return ParseFlag(args, flag, [op](const std::string& text) { return ParseShape(op, text); });
 }
 
@@ -139,8 +138,8 @@ absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
       absl::StatusOr<Matrix> m = ReadNpy(path);
       if (!m.ok()) return absl::InvalidArgumentError(m.status().message());
       if (args.Has("dtype") && args.Get("dtype") != DTypeName(m->dtype())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--dtype applies to --random inputs only; ", path, " is ", DTypeName(m->dtype())));
+        return absl::InvalidArgumentError(absl::StrCat("--dtype applies to --random inputs only; ",
+                                                       path, " is ", DTypeName(m->dtype())));
       }
       in.matrices.push_back(std::move(*m));
       in.labels.push_back(path);
@@ -151,19 +150,20 @@ absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
   if (!dtype.ok()) return dtype.status();
   uint64_t seed;
   if (!absl::SimpleAtoi(args.Get("seed"), &seed)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--seed: expected a non-negative integer, got '", args.Get("seed"), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seed: expected a non-negative integer, got '", args.Get("seed"), "'"));
   }
   absl::StatusOr<OpShape> shape = ParseShapeFlag(args, "random", op);
   if (!shape.ok()) return shape.status();
   // (rows, cols) of each input: a is M x K and b is K x N, or the one M x N.
   const std::vector<std::pair<int64_t, int64_t>> wanted =
-      op == v1::OP_MATMUL ? std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->k},
-                                                                     {shape->k, shape->n}}
-                          : std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->n}};
+      op == v1::OP_MATMUL
+          ? std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->k}, {shape->k, shape->n}}
+          : std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->n}};
   for (size_t i = 0; i < wanted.size(); ++i) {
     absl::StatusOr<Matrix> m = Matrix::Random(*dtype, wanted[i].first, wanted[i].second, seed + i);
-    if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat("--random: ", m.status().message()));
+    if (!m.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--random: ", m.status().message()));
     in.matrices.push_back(std::move(*m));
     in.labels.push_back(absl::StrCat("random, seed ", seed + i));
   }
@@ -177,11 +177,11 @@ std::string Micros(int64_t us) { return absl::StrCat(us, " us"); }
 void PrintReport(const v1::ExecutionReport& r, double round_trip_us) {
   std::printf("variant   %s\n", r.variant().c_str());
   std::printf("device    %s\n", r.device().c_str());
-  std::printf("time      queue %s | upload %s | compute %s | download %s | total %s"
-              " (server); round trip %.0f us (client)\n",
-              Micros(r.queue_us()).c_str(), Micros(r.upload_us()).c_str(),
-              Micros(r.compute_us()).c_str(), Micros(r.download_us()).c_str(),
-              Micros(r.total_us()).c_str(), round_trip_us);
+  std::printf(
+      "time      queue %s | upload %s | compute %s | download %s | total %s"
+      " (server); round trip %.0f us (client)\n",
+      Micros(r.queue_us()).c_str(), Micros(r.upload_us()).c_str(), Micros(r.compute_us()).c_str(),
+      Micros(r.download_us()).c_str(), Micros(r.total_us()).c_str(), round_trip_us);
 }
 
 void PrintSummary(const Matrix& m) {
@@ -217,7 +217,8 @@ void PrintSummary(const Matrix& m) {
 }
 
 double MicrosSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 // Prints the result, writes --out, and picks the exit code.
@@ -359,7 +360,8 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<v1::ProfileResponse> response = client.Profile(*request);
   if (!response.ok()) return CallFailed(response.status());
   size_t width = std::string("variant").size();
-  for (const v1::VariantProfile& v : response->variants()) width = std::max(width, v.variant().size());
+  for (const v1::VariantProfile& v : response->variants())
+    width = std::max(width, v.variant().size());
   const int w = static_cast<int>(width);
   std::printf("%-*s  %12s  %10s  %10s  %9s  %12s  %s\n", w, "variant", "median us", "GB/s",
               "GFLOP/s", "roofline", "max rel err", "ok");
@@ -371,8 +373,8 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
                   v.max_rel_error(), "yes");
     } else {
       any_failed = true;
-      std::printf("%-*s  %12s  %10s  %10s  %9s  %12s  %s\n", w, v.variant().c_str(), "-", "-",
-                  "-", "-", "-", "NO");
+      std::printf("%-*s  %12s  %10s  %10s  %9s  %12s  %s\n", w, v.variant().c_str(), "-", "-", "-",
+                  "-", "-", "NO");
     }
   }
   if (any_failed) {
@@ -452,8 +454,8 @@ const std::vector<Command>& Commands() {
        "Multiplies a (M x K) by b (K x N) on the server: c = a @ b, M x N.\n"
        "--random MxKxN generates a as MxK from --seed and b as KxN from --seed+1,\n"
        "values uniform in [-1, 1). Example: --random 512x256x128.",
-       Concat(kInputFlags, {{"allow_tf32", "", "",
-                             "let the server's automatic choice use TF32 tensor cores"}}),
+       Concat(kInputFlags,
+              {{"allow_tf32", "", "", "let the server's automatic choice use TF32 tensor cores"}}),
        120000, RunMatMul},
       {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)", true,
        "Transposes an M x N matrix on the server; the result is N x M.", kInputFlags, 120000,
@@ -465,7 +467,9 @@ const std::vector<Command>& Commands() {
        Concat(kInputFlags, {{"op", "sum|min|max|mean", "sum", "reduction"},
                             {"axis", "all|per_row|per_column", "all", "what to reduce over"}}),
        120000, RunReduce},
-      {"profile", "time every kernel variant against the roofline", "--op OP --shape SHAPE [flags]",
+      {"profile",
+       "time every kernel variant against the roofline",
+       "--op OP --shape SHAPE [flags]",
        false,
        "Runs every applicable kernel variant (or --variants) on server-generated\n"
        "random data, checks each against a reference and prints the timings.\n"
@@ -480,15 +484,25 @@ const std::vector<Command>& Commands() {
         {"variants", "A,B,...", "", "only these variants (default: all that apply)"},
         {"warmup", "N", "0", "untimed runs per variant (0: server default)"},
         {"repetitions", "N", "0", "timed runs per variant (0: server default)"}},
-       600000, RunProfile},
-      {"info", "server version, devices and kernel variants", "[flags]", false,
+       600000,
+       RunProfile},
+      {"info",
+       "server version, devices and kernel variants",
+       "[flags]",
+       false,
        "Prints the server's version, backend, devices, largest accepted matrix and\n"
        "the kernel variants of each operation.",
-       {}, 10000, RunInfo},
-      {"health", "health check; exit 0 when SERVING", "[flags]", false,
+       {},
+       10000,
+       RunInfo},
+      {"health",
+       "health check; exit 0 when SERVING",
+       "[flags]",
+       false,
        "Asks grpc.health.v1.Health/Check. Prints the status; exits 0 when SERVING\n"
        "and 1 otherwise (for container health checks).",
-       {{"service", "NAME", "", "service to ask about (default: the whole server)"}}, 5000,
+       {{"service", "NAME", "", "service to ask about (default: the whole server)"}},
+       5000,
        RunHealth},
   };
   return commands;
@@ -515,7 +529,8 @@ void PrintCommandUsage(const Command& c) {
               FormatFlagHelp(ConnectionFlags()).c_str());
 }
 
-absl::StatusOr<ClientOptions> MakeClientOptions(const ParsedArgs& args, int64_t default_deadline_ms) {
+absl::StatusOr<ClientOptions> MakeClientOptions(const ParsedArgs& args,
+                                                int64_t default_deadline_ms) {
   ClientOptions options;
   options.target = args.Get("server");
   int64_t deadline_ms = default_deadline_ms;
@@ -559,9 +574,9 @@ int Main(int argc, char** argv) {
     PrintTopUsage(stderr);
     return kExitUsage;
   }
-  absl::StatusOr<ParsedArgs> args = ParsedArgs::Parse(
-      std::vector<std::string>(words.begin() + 1, words.end()),
-      Concat(command->flags, ConnectionFlags()));
+  absl::StatusOr<ParsedArgs> args =
+      ParsedArgs::Parse(std::vector<std::string>(words.begin() + 1, words.end()),
+                        Concat(command->flags, ConnectionFlags()));
   if (!args.ok()) {
     std::fprintf(stderr, "gpucompute %s: %s (see gpucompute %s --help)\n", name.c_str(),
                  std::string(args.status().message()).c_str(), name.c_str());

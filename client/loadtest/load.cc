@@ -13,10 +13,10 @@
 #include <random>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include <grpcpp/client_context.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gpucompute/client.h"
 #include "gpucompute/kernels/problem.h"
 #include "grpc/health/v1/health.pb.h"
@@ -41,16 +41,17 @@ absl::StatusOr<Matrix> RandomInput(const Workload& w, int64_t rows, int64_t cols
 absl::Status CheckOutput(const Workload& w, const wire::Matrix& out) {
   const int64_t bytes = w.ResponsePayloadBytes();
   if (out.rows != w.OutputRows() || out.cols != w.OutputCols() || out.data_bytes != bytes) {
-    return absl::InternalError(absl::StrFormat(
-        "response holds a %dx%d matrix of %d bytes, expected %dx%d of %d bytes", out.rows,
-        out.cols, out.data_bytes, w.OutputRows(), w.OutputCols(), bytes));
+    return absl::InternalError(
+        absl::StrFormat("response holds a %dx%d matrix of %d bytes, expected %dx%d of %d bytes",
+                        out.rows, out.cols, out.data_bytes, w.OutputRows(), w.OutputCols(), bytes));
   }
   return absl::OkStatus();
 }
 
 void SetUpContext(grpc::ClientContext* context, const CallSettings& settings) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + settings.deadline));
-  if (!settings.authorization.empty()) context->AddMetadata("authorization", settings.authorization);
+  if (!settings.authorization.empty())
+    context->AddMetadata("authorization", settings.authorization);
 }
 
 // Records one finished call: its latency (response checking included) and
@@ -74,7 +75,8 @@ void RecordCompletion(const PreparedCall& call, const grpc::Status& status,
 
 std::vector<std::unique_ptr<grpc::GenericStub>> StubsOn(const Channels& channels) {
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
-  for (const auto& channel : channels) stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
+  for (const auto& channel : channels)
+    stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
   return stubs;
 }
 
@@ -101,17 +103,17 @@ class GrpcCaller {
     in_flight_.fetch_add(1);
     grpc::GenericStub& stub = *stubs_[next_stub_.fetch_add(1) % stubs_.size()];
     stub.UnaryCall(&f->context, call_->method(), grpc::StubOptions(), &f->request, &f->response,
-                    [this, f, recorder, done = std::move(done)](grpc::Status status) {
-                      RecordCompletion(*call_, status, &f->response, f->start, recorder);
-                      delete f;
-                      // Before the count drops, so that a follow-up call is
-                      // counted before WaitIdle can see zero.
-                      done();
-                      if (in_flight_.fetch_sub(1) == 1) {
-                        std::lock_guard<std::mutex> lock(mu_);
-                        idle_.notify_all();
-                      }
-                    });
+                   [this, f, recorder, done = std::move(done)](grpc::Status status) {
+                     RecordCompletion(*call_, status, &f->response, f->start, recorder);
+                     delete f;
+                     // Before the count drops, so that a follow-up call is
+                     // counted before WaitIdle can see zero.
+                     done();
+                     if (in_flight_.fetch_sub(1) == 1) {
+                       std::lock_guard<std::mutex> lock(mu_);
+                       idle_.notify_all();
+                     }
+                   });
   }
 
   int in_flight() const { return in_flight_.load(); }
@@ -150,7 +152,9 @@ class ClosedLoop final : public Driver {
  public:
   ClosedLoop(const Channels& channels, const PreparedCall* call, CallSettings settings,
              int concurrency)
-      : stubs_(StubsOn(channels)), call_(call), settings_(std::move(settings)),
+      : stubs_(StubsOn(channels)),
+        call_(call),
+        settings_(std::move(settings)),
         concurrency_(concurrency) {}
 
   void Start(Recorder* recorder) override {
@@ -407,8 +411,7 @@ absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::
       st = Serialize(request, &call.request_);
       break;
     }
-    default:
-      return absl::InvalidArgumentError("load test: op must be matmul, transpose or reduce");
+    default: return absl::InvalidArgumentError("load test: op must be matmul, transpose or reduce");
   }
   if (!st.ok()) return st;
   return call;
@@ -558,7 +561,8 @@ Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickF
     while ((Clock::now() < window_end || recorder.count() < settings.min_requests_per_window) &&
            Clock::now() < give_up) {
       std::this_thread::sleep_for(tick);
-      on_tick(elapsed(), static_cast<int>(windows.size()), windows.empty() ? nullptr : &windows.back());
+      on_tick(elapsed(), static_cast<int>(windows.size()),
+              windows.empty() ? nullptr : &windows.back());
     }
     windows.push_back(recorder.Take());
     count_answers(windows.back());
@@ -570,7 +574,8 @@ Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickF
         throughput.push_back(w->Throughput());
         p95.push_back(static_cast<double>(w->Percentile(95)));
       }
-      stable = WithinOfMean(throughput, settings.stability) && WithinOfMean(p95, settings.stability);
+      stable =
+          WithinOfMean(throughput, settings.stability) && WithinOfMean(p95, settings.stability);
     }
   }
   driver.Stop();

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
+#include <google/protobuf/message.h>
 #include <grpcpp/channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
-#include <google/protobuf/message.h>
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/v1/compute.pb.h"
 
@@ -37,9 +37,9 @@ struct Workload {
   bool allow_tf32 = false;
   uint64_t seed = 1;
 
-  std::string ShapeText() const;        // "1024x512x256" (MxKxN) or "4096x4096"
-  int64_t RequestPayloadBytes() const;  // matrix bytes sent
-  int64_t ResponsePayloadBytes() const; // matrix bytes received
+  std::string ShapeText() const;         // "1024x512x256" (MxKxN) or "4096x4096"
+  int64_t RequestPayloadBytes() const;   // matrix bytes sent
+  int64_t ResponsePayloadBytes() const;  // matrix bytes received
   int64_t OutputRows() const;
   int64_t OutputCols() const;
 };
@@ -72,14 +72,14 @@ class PreparedCall {
 // Completions of one measurement window.
 struct WindowStats {
   Clock::duration duration{};
-  std::vector<int64_t> latencies_ns;  // successful requests
+  std::vector<int64_t> latencies_ns;      // successful requests
   std::map<std::string, int64_t> errors;  // status code name -> count
-  int64_t dropped = 0;                // open loop: arrivals over --max_outstanding
+  int64_t dropped = 0;                    // open loop: arrivals over --max_outstanding
   bool has_server_report = false;
   int64_t queue_us = 0, upload_us = 0, compute_us = 0, download_us = 0, server_total_us = 0;
 
   void Merge(const WindowStats& other);
-  double Throughput() const;  // successful requests per second
+  double Throughput() const;           // successful requests per second
   int64_t Percentile(double p) const;  // nanoseconds; latencies_ns must be sorted
 };
 
@@ -138,8 +138,8 @@ struct MeasureSettings {
   absl::Duration warmup = absl::Seconds(1);
   absl::Duration window = absl::Seconds(1);
   int min_requests_per_window = 20;
-  int stable_windows = 3;        // consecutive windows that must agree
-  double stability = 0.10;       // within +-10% of their mean
+  int stable_windows = 3;                       // consecutive windows that must agree
+  double stability = 0.10;                      // within +-10% of their mean
   absl::Duration max_time = absl::Seconds(30);  // per row, warm-up included
 };
 

@@ -17,7 +17,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "gpucompute/host_memory.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -29,11 +28,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gpucompute/client.h"
+#include "gpucompute/host_memory.h"
 #include "loadtest/load.h"
 #include "loadtest/report.h"
 #include "loadtest/tcp_echo.h"
 
-ABSL_FLAG(std::string, server, "localhost:50051", "server address (any gRPC target, e.g. dns:///name:port)");
+ABSL_FLAG(std::string, server, "localhost:50051",
+          "server address (any gRPC target, e.g. dns:///name:port)");
 ABSL_FLAG(std::string, op, "matmul", "matmul, transpose or reduce");
 ABSL_FLAG(std::string, shape, "1024x1024x1024",
           "matmul: MxKxN, a is M x K times b K x N (result M x N), as the gpucompute CLI "
@@ -71,14 +72,17 @@ ABSL_FLAG(std::string, csv, "", "write the rows as CSV to this file");
 ABSL_FLAG(std::string, json, "", "write the run and its rows as JSON to this file");
 ABSL_FLAG(std::string, html, "",
           "write a self-contained HTML report (latency-vs-throughput curves per variant)");
-ABSL_FLAG(std::string, progress, "auto", "progress bar on stderr: auto (when a terminal), always, never");
+ABSL_FLAG(std::string, progress, "auto",
+          "progress bar on stderr: auto (when a terminal), always, never");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the random input matrices and open-loop arrivals");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root CA; turns TLS on");
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for mutual TLS (with --tls_key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
-ABSL_FLAG(std::string, tls_server_name, "", "name to check in the server certificate; turns TLS on");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name to check in the server certificate; turns TLS on");
 ABSL_FLAG(bool, tls, false, "use TLS with the system's root CAs");
-ABSL_FLAG(std::string, token_file, "", "send the file's content as 'authorization: Bearer <token>'");
+ABSL_FLAG(std::string, token_file, "",
+          "send the file's content as 'authorization: Bearer <token>'");
 ABSL_FLAG(bool, grpc_defaults, false,
           "use gRPC's stock frame, window and read sizes instead of those for large messages "
           "(to measure what the tuning buys)");
@@ -134,14 +138,14 @@ absl::StatusOr<Workload> WorkloadFromFlags() {
   absl::StatusOr<v1::Op> op = ParseFlag<v1::Op>("op", absl::GetFlag(FLAGS_op), ParseOp);
   if (!op.ok()) return op.status();
   w.op = *op;
-  absl::StatusOr<DType> dtype = ParseFlag<DType>(
-      "dtype", absl::GetFlag(FLAGS_dtype),
-      [](absl::string_view name) { return ParseDType(std::string(name)); });
+  absl::StatusOr<DType> dtype =
+      ParseFlag<DType>("dtype", absl::GetFlag(FLAGS_dtype),
+                       [](absl::string_view name) { return ParseDType(std::string(name)); });
   if (!dtype.ok()) return dtype.status();
   w.dtype = *dtype;
-  absl::StatusOr<OpShape> shape = ParseFlag<OpShape>(
-      "shape", absl::GetFlag(FLAGS_shape),
-      [&w](absl::string_view text) { return ParseShape(w.op, text); });
+  absl::StatusOr<OpShape> shape =
+      ParseFlag<OpShape>("shape", absl::GetFlag(FLAGS_shape),
+                         [&w](absl::string_view text) { return ParseShape(w.op, text); });
   if (!shape.ok()) return shape.status();
   w.m = shape->m;
   w.n = shape->n;
@@ -181,9 +185,9 @@ absl::StatusOr<std::vector<std::string>> ResolveVariants(const std::string& flag
   for (absl::string_view name : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
     const std::string n(name);
     if (n != "auto" && std::find(available.begin(), available.end(), n) == available.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--variants: the server has no ", OpName(w.op), " variant \"", n, "\" for ",
-          DTypeName(w.dtype), "; it has: auto, ", absl::StrJoin(available, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--variants: the server has no ", OpName(w.op), " variant \"", n, "\" for ",
+                       DTypeName(w.dtype), "; it has: auto, ", absl::StrJoin(available, ", ")));
     }
     chosen.push_back(n);
   }
@@ -253,7 +257,8 @@ int Run() {
   auto levels = ParseList<int>("concurrency", concurrency_text);
   if (!levels.ok()) return Fail(std::string(levels.status().message()));
   bool tcp_baseline = false, grpc_baseline = false;
-  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_baseline), ',', absl::SkipEmpty())) {
+  for (absl::string_view b :
+       absl::StrSplit(absl::GetFlag(FLAGS_baseline), ',', absl::SkipEmpty())) {
     if (b == "tcp") {
       tcp_baseline = true;
     } else if (b == "grpc") {
@@ -312,7 +317,8 @@ int Run() {
   run.shape_meaning = w.op == v1::OP_MATMUL
                           ? absl::StrFormat("%dx%d times %dx%d", w.m, w.k, w.k, w.n)
                           : absl::StrFormat("%dx%d", w.m, w.n);
-  if (w.op == v1::OP_REDUCE) run.reduce = absl::StrCat(ReduceOpName(w.reduce_op), " ", ReduceAxisName(w.axis));
+  if (w.op == v1::OP_REDUCE)
+    run.reduce = absl::StrCat(ReduceOpName(w.reduce_op), " ", ReduceAxisName(w.axis));
   run.request_payload_bytes = w.RequestPayloadBytes();
   run.response_payload_bytes = w.ResponsePayloadBytes();
   run.started = NowRfc3339();
@@ -322,7 +328,8 @@ int Run() {
       absl::FormatDuration(measure.warmup), absl::FormatDuration(measure.window),
       measure.min_requests_per_window, measure.stable_windows, measure.stability * 100,
       absl::FormatDuration(measure.max_time), absl::FormatDuration(call_settings.deadline),
-      connections, connections == 1 ? "" : "s", options.large_message_transport ? "client transport sized for large messages"
+      connections, connections == 1 ? "" : "s",
+      options.large_message_transport ? "client transport sized for large messages"
                                       : "client transport: gRPC defaults");
   const int64_t payload = w.RequestPayloadBytes() + w.ResponsePayloadBytes();
 
@@ -336,7 +343,8 @@ int Run() {
               static_cast<long long>(w.ResponsePayloadBytes()), run.settings.c_str());
 
   std::vector<Plan> plan;
-  for (const auto& [wanted, name] : {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth}}) {
+  for (const auto& [wanted, name] :
+       {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth}}) {
     if (!wanted) continue;
     for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({name, c, 0});
   }
@@ -352,7 +360,8 @@ int Run() {
     echo = std::move(*started);
   }
 
-  Progress progress(progress_flag == "always" || (progress_flag == "auto" && isatty(STDERR_FILENO)));
+  Progress progress(progress_flag == "always" ||
+                    (progress_flag == "auto" && isatty(STDERR_FILENO)));
   std::printf("%s\n", FormatTableHeader().c_str());
   std::fflush(stdout);
   std::vector<Row> rows;
@@ -365,7 +374,8 @@ int Run() {
     const Plan& p = plan[i];
     std::unique_ptr<Driver> driver;
     if (p.variant == kTcpEcho) {
-      driver = MakeTcpEcho(echo->port(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
+      driver = MakeTcpEcho(echo->port(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(),
+                           p.concurrency);
     } else if (p.variant == kGrpcHealth) {
       driver = MakeClosedLoop(channels, &health_check, call_settings, p.concurrency);
     } else {
@@ -375,18 +385,18 @@ int Run() {
         call.emplace(std::move(*prepared));
         prepared_variant = p.variant;
       }
-      driver = p.concurrency > 0
-                   ? MakeClosedLoop(channels, &*call, call_settings, p.concurrency)
-                   : MakeOpenLoop(channels, &*call, call_settings, p.rate,
-                                  absl::GetFlag(FLAGS_max_outstanding), w.seed + i);
+      driver = p.concurrency > 0 ? MakeClosedLoop(channels, &*call, call_settings, p.concurrency)
+                                 : MakeOpenLoop(channels, &*call, call_settings, p.rate,
+                                                absl::GetFlag(FLAGS_max_outstanding), w.seed + i);
     }
-    const std::string what = absl::StrCat(p.variant, " ",
-                                          p.concurrency > 0 ? absl::StrCat("c=", p.concurrency)
-                                                            : absl::StrFormat("r=%g/s", p.rate));
-    Measurement m = Measure(*driver, measure, [&](absl::Duration elapsed, int windows, const WindowStats* last) {
-      progress.Show(static_cast<int>(i), static_cast<int>(plan.size()), what, elapsed,
-                    measure.max_time, windows, last);
-    });
+    const std::string what = absl::StrCat(
+        p.variant, " ",
+        p.concurrency > 0 ? absl::StrCat("c=", p.concurrency) : absl::StrFormat("r=%g/s", p.rate));
+    Measurement m = Measure(*driver, measure,
+                            [&](absl::Duration elapsed, int windows, const WindowStats* last) {
+                              progress.Show(static_cast<int>(i), static_cast<int>(plan.size()),
+                                            what, elapsed, measure.max_time, windows, last);
+                            });
     progress.Clear();
     Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
                       p.variant == kGrpcHealth ? 0 : payload, m);
@@ -403,7 +413,8 @@ int Run() {
 
   // What a scrape of the server's gpucompute_requests_total should show moving
   // by: every answer, warm-up and discarded windows included.
-  std::printf("\nanswered in total (warm-up included; compare with the server's request counters):\n");
+  std::printf(
+      "\nanswered in total (warm-up included; compare with the server's request counters):\n");
   for (const Row& r : rows) {
     if (IsBaseline(r.variant)) continue;
     std::string codes = absl::StrCat("OK ", r.answered_ok);
@@ -419,7 +430,8 @@ int Run() {
     if (flag.empty()) continue;
     absl::StatusOr<std::string> contents = render();
     if (!contents.ok()) return Fail(std::string(contents.status().message()));
-    if (absl::Status st = WriteFile(flag, *contents); !st.ok()) return Fail(std::string(st.message()));
+    if (absl::Status st = WriteFile(flag, *contents); !st.ok())
+      return Fail(std::string(st.message()));
     std::printf("wrote %s\n", flag.c_str());
   }
   // A row without a single successful request means the comparison is void.
@@ -431,12 +443,15 @@ int Run() {
 // exits 1); --version prints the tool's version, not the build mode.
 void HandleHelpAndVersion(int argc, char** argv) {
   absl::FlagsUsageConfig config;
-  config.version_string = [] { return std::string("gpucompute-loadtest " GPUCOMPUTE_VERSION "\n"); };
+  config.version_string = [] {
+    return std::string("gpucompute-loadtest " GPUCOMPUTE_VERSION "\n");
+  };
   absl::SetFlagsUsageConfig(config);
   const std::set<std::string> help = {"--help", "-help", "-h", "--helpfull", "--helpshort"};
   for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
     if (help.count(argv[i]) == 0) continue;
-    std::printf("gpucompute-loadtest: %s\n\nFlags:\n", std::string(absl::ProgramUsageMessage()).c_str());
+    std::printf("gpucompute-loadtest: %s\n\nFlags:\n",
+                std::string(absl::ProgramUsageMessage()).c_str());
     std::map<std::string, const absl::CommandLineFlag*> own;
     for (const auto& [name, flag] : absl::GetAllFlags()) {
       if (absl::StrContains(flag->Filename(), "loadtest")) own.emplace(std::string(name), flag);

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <set>
 
+#include <google/protobuf/util/json_util.h>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include <google/protobuf/util/json_util.h>
 
 namespace gpucompute::loadtest {
 namespace {
@@ -48,8 +48,7 @@ struct Series {
 
 class Axis {
  public:
-  Axis(double lo, double hi, double pixels_lo, double pixels_hi)
-      : p0_(pixels_lo), p1_(pixels_hi) {
+  Axis(double lo, double hi, double pixels_lo, double pixels_hi) : p0_(pixels_lo), p1_(pixels_hi) {
     if (!(hi > lo)) {
       lo = lo > 0 ? lo / 2 : 0;
       hi = hi > 0 ? hi * 2 : 1;
@@ -172,13 +171,13 @@ std::string LineChart(const std::string& title, const std::string& x_label,
           x.Map(p.x) + 5, y.Map(p.y) - 5, s.color, Html(p.label));
     }
     const double ly = kTop + 8 + 18 * legend++;
-    absl::StrAppendFormat(&svg,
-                          R"(<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="3"%s/>)"
-                          R"(<text x="%g" y="%g">%s</text>)"
-                          "\n",
-                          kW - kRight + 14, ly, kW - kRight + 40, ly, s.color,
-                          s.dashed ? R"( stroke-dasharray="6 4")" : "", kW - kRight + 46, ly + 4,
-                          Html(s.name));
+    absl::StrAppendFormat(
+        &svg,
+        R"(<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="3"%s/>)"
+        R"(<text x="%g" y="%g">%s</text>)"
+        "\n",
+        kW - kRight + 14, ly, kW - kRight + 40, ly, s.color,
+        s.dashed ? R"( stroke-dasharray="6 4")" : "", kW - kRight + 46, ly + 4, Html(s.name));
   }
   return svg + "</svg>\n";
 }
@@ -197,8 +196,8 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
     const char* name;
     const char* color;
   };
-  const Part parts[] = {{"queue", "#9467bd"},    {"upload", "#1f77b4"},
-                        {"compute", "#2ca02c"},  {"download", "#17becf"},
+  const Part parts[] = {{"queue", "#9467bd"},        {"upload", "#1f77b4"},
+                        {"compute", "#2ca02c"},      {"download", "#17becf"},
                         {"other server", "#bcbd22"}, {"transport + client", "#d62728"}};
   std::string svg = absl::StrFormat(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">)"
@@ -208,8 +207,10 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
       kW, height);
   double lx = kLeft;
   for (const Part& p : parts) {
-    absl::StrAppendFormat(&svg, R"(<rect x="%g" y="30" width="12" height="12" fill="%s"/><text x="%g" y="40">%s</text>)",
-                          lx, p.color, lx + 16, p.name);
+    absl::StrAppendFormat(
+        &svg,
+        R"(<rect x="%g" y="30" width="12" height="12" fill="%s"/><text x="%g" y="40">%s</text>)",
+        lx, p.color, lx + 16, p.name);
     lx += 16 + 8 * std::string(p.name).size() + 18;
   }
   svg += "\n";
@@ -221,8 +222,8 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
       values[1] = r->upload_us;
       values[2] = r->compute_us;
       values[3] = r->download_us;
-      values[4] = std::max(0.0, r->server_total_us - r->queue_us - r->upload_us - r->compute_us -
-                                    r->download_us);
+      values[4] = std::max(
+          0.0, r->server_total_us - r->queue_us - r->upload_us - r->compute_us - r->download_us);
       values[5] = std::max(0.0, r->avg_us - r->server_total_us);
     }
     double total = 0;
@@ -234,10 +235,10 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
     for (int i = 0; i < 6; ++i) {
       if (total <= 0 || values[i] <= 0) continue;
       const double w = values[i] / total * (kW - kLeft - kRight);
-      absl::StrAppendFormat(&svg,
-                            R"(<rect x="%.1f" y="%g" width="%.1f" height="%g" fill="%s"><title>%s: %s</title></rect>)",
-                            x, y, w, kBar, parts[i].color, parts[i].name,
-                            Html(FormatMicros(values[i])));
+      absl::StrAppendFormat(
+          &svg,
+          R"(<rect x="%.1f" y="%g" width="%.1f" height="%g" fill="%s"><title>%s: %s</title></rect>)",
+          x, y, w, kBar, parts[i].color, parts[i].name, Html(FormatMicros(values[i])));
       x += w;
     }
     svg += "\n";
@@ -337,15 +338,32 @@ std::string ToCsv(const std::vector<Row>& rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
     std::vector<std::string> errors;  // joined with ';' to stay one CSV field
     for (const auto& [code, count] : r.errors) errors.push_back(absl::StrCat(code, ":", count));
-    const std::vector<std::string> fields = {
-        r.variant, r.mode, absl::StrCat(r.concurrency), Num(r.rate),
-        absl::StrCat(r.payload_bytes), absl::StrCat(r.requests), Num(r.seconds),
-        Num(r.requests_per_s), Num(r.gbytes_per_s), Num(r.avg_us), Num(r.p50_us), Num(r.p90_us),
-        Num(r.p95_us), Num(r.p99_us), Num(r.max_us), server(r.queue_us), server(r.upload_us),
-        server(r.compute_us), server(r.download_us), server(r.server_total_us),
-        server(r.client_other_us), r.vs_tcp > 0 ? Num(r.vs_tcp) : "",
-        absl::StrJoin(errors, ";"), absl::StrCat(r.dropped), absl::StrCat(r.windows),
-        r.stable ? "true" : "false"};
+    const std::vector<std::string> fields = {r.variant,
+                                             r.mode,
+                                             absl::StrCat(r.concurrency),
+                                             Num(r.rate),
+                                             absl::StrCat(r.payload_bytes),
+                                             absl::StrCat(r.requests),
+                                             Num(r.seconds),
+                                             Num(r.requests_per_s),
+                                             Num(r.gbytes_per_s),
+                                             Num(r.avg_us),
+                                             Num(r.p50_us),
+                                             Num(r.p90_us),
+                                             Num(r.p95_us),
+                                             Num(r.p99_us),
+                                             Num(r.max_us),
+                                             server(r.queue_us),
+                                             server(r.upload_us),
+                                             server(r.compute_us),
+                                             server(r.download_us),
+                                             server(r.server_total_us),
+                                             server(r.client_other_us),
+                                             r.vs_tcp > 0 ? Num(r.vs_tcp) : "",
+                                             absl::StrJoin(errors, ";"),
+                                             absl::StrCat(r.dropped),
+                                             absl::StrCat(r.windows),
+                                             r.stable ? "true" : "false"};
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;
@@ -438,7 +456,8 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       s.dashed = IsBaseline(by_series[order[i]].front()->variant) ||
                  order[i].find("(open loop)") != std::string::npos;
       for (const Row* r : by_series[order[i]]) {
-        if (r->requests > 0) s.points.push_back({r->requests_per_s, r->*latency / 1000, r->LoadText()});
+        if (r->requests > 0)
+          s.points.push_back({r->requests_per_s, r->*latency / 1000, r->LoadText()});
       }
       series.push_back(std::move(s));
     }
@@ -478,29 +497,46 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       "<em>transport</em> is the client-seen average minus the server's total: the network, "
       "serialization and the client. GB/s counts the matrix payload both ways; xTCP compares "
       "it with the loopback TCP echo at the same concurrency.</p>\n<table>\n<tr>";
-  for (const char* h : {"variant", "load", "req/s", "GB/s", "avg", "p50", "p90", "p95", "p99",
-                        "max", "queue", "upload", "compute", "download", "server total",
-                        "transport", "xTCP", "requests", "errors", "stable"}) {
+  for (const char* h :
+       {"variant",      "load",      "req/s", "GB/s",     "avg",    "p50",     "p90",
+        "p95",          "p99",       "max",   "queue",    "upload", "compute", "download",
+        "server total", "transport", "xTCP",  "requests", "errors", "stable"}) {
     absl::StrAppend(&html, "<th>", h, "</th>");
   }
   html += "</tr>\n";
   for (const Row& r : rows) {
-    auto server = [&](double v) { return r.has_server_report ? FormatMicros(v) : std::string("-"); };
+    auto server = [&](double v) {
+      return r.has_server_report ? FormatMicros(v) : std::string("-");
+    };
     html += r.stable ? "<tr>" : "<tr class=\"unstable\">";
     for (const std::string& cell :
-         {r.variant, r.LoadText(), absl::StrFormat("%.1f", r.requests_per_s),
-          absl::StrFormat("%.3f", r.gbytes_per_s), FormatMicros(r.avg_us), FormatMicros(r.p50_us),
-          FormatMicros(r.p90_us), FormatMicros(r.p95_us), FormatMicros(r.p99_us),
-          FormatMicros(r.max_us), server(r.queue_us), server(r.upload_us), server(r.compute_us),
-          server(r.download_us), server(r.server_total_us), server(r.client_other_us),
+         {r.variant,
+          r.LoadText(),
+          absl::StrFormat("%.1f", r.requests_per_s),
+          absl::StrFormat("%.3f", r.gbytes_per_s),
+          FormatMicros(r.avg_us),
+          FormatMicros(r.p50_us),
+          FormatMicros(r.p90_us),
+          FormatMicros(r.p95_us),
+          FormatMicros(r.p99_us),
+          FormatMicros(r.max_us),
+          server(r.queue_us),
+          server(r.upload_us),
+          server(r.compute_us),
+          server(r.download_us),
+          server(r.server_total_us),
+          server(r.client_other_us),
           r.vs_tcp > 0 ? absl::StrFormat("%.2f", r.vs_tcp) : std::string("-"),
-          absl::StrCat(r.requests), r.ErrorsText(), std::string(r.stable ? "yes" : "no")}) {
+          absl::StrCat(r.requests),
+          r.ErrorsText(),
+          std::string(r.stable ? "yes" : "no")}) {
       absl::StrAppend(&html, "<td>", Html(cell), "</td>");
     }
     html += "</tr>\n";
   }
-  html += "</table>\n<p>Rows in red did not reach stable throughput and p95 within the time "
-          "limit.</p>\n</body></html>\n";
+  html +=
+      "</table>\n<p>Rows in red did not reach stable throughput and p95 within the time "
+      "limit.</p>\n</body></html>\n";
   return html;
 }
 

@@ -21,16 +21,16 @@ inline bool IsBaseline(const std::string& variant) {
 }
 
 struct Row {
-  std::string variant;       // kernel variant, or a baseline (kTcpEcho, kGrpcHealth)
-  std::string mode;          // "closed" (fixed concurrency) or "open" (Poisson rate)
-  int concurrency = 0;       // closed loop
-  double rate = 0;           // open loop: target arrivals per second
-  int64_t payload_bytes = 0; // per request, request and response matrices together
+  std::string variant;        // kernel variant, or a baseline (kTcpEcho, kGrpcHealth)
+  std::string mode;           // "closed" (fixed concurrency) or "open" (Poisson rate)
+  int concurrency = 0;        // closed loop
+  double rate = 0;            // open loop: target arrivals per second
+  int64_t payload_bytes = 0;  // per request, request and response matrices together
 
-  int64_t requests = 0;      // successful, in the measured windows
-  double seconds = 0;        // length of the measured windows
+  int64_t requests = 0;  // successful, in the measured windows
+  double seconds = 0;    // length of the measured windows
   double requests_per_s = 0;
-  double gbytes_per_s = 0;   // payload both ways
+  double gbytes_per_s = 0;  // payload both ways
   double avg_us = 0, p50_us = 0, p90_us = 0, p95_us = 0, p99_us = 0, max_us = 0;
   bool has_server_report = false;
   // Server's ExecutionReport averages; client_other_us = avg_us - server_total_us:
@@ -44,9 +44,9 @@ struct Row {
   std::map<std::string, int64_t> answered_errors;
   int windows = 0;
   bool stable = false;
-  double vs_tcp = 0;         // gbytes_per_s / the TCP echo's at the same concurrency; 0: none
+  double vs_tcp = 0;  // gbytes_per_s / the TCP echo's at the same concurrency; 0: none
 
-  std::string LoadText() const;  // "c=16" or "r=200/s"
+  std::string LoadText() const;    // "c=16" or "r=200/s"
   std::string ErrorsText() const;  // "UNAVAILABLE:3 DEADLINE_EXCEEDED:1" or "0"
 };
 
@@ -60,8 +60,8 @@ struct RunInfo {
   std::vector<std::string> devices;
   std::string op, dtype, shape, shape_meaning, reduce;  // reduce: "sum per_row" or ""
   int64_t request_payload_bytes = 0, response_payload_bytes = 0;
-  std::string started;  // RFC 3339
-  std::string settings; // the measurement settings in words
+  std::string started;   // RFC 3339
+  std::string settings;  // the measurement settings in words
 };
 
 // One aligned line per row (with a header line when `header`).

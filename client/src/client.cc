@@ -16,8 +16,8 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -127,9 +127,9 @@ absl::StatusOr<Matrix> MoveFromProto(v1::Matrix* matrix, const std::string& fiel
     case v1::DTYPE_FLOAT32: dtype = DType::kFloat32; break;
     case v1::DTYPE_FLOAT64: dtype = DType::kFloat64; break;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".dtype is ", static_cast<int>(matrix->dtype()),
-                       " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ".dtype is ",
+                                                     static_cast<int>(matrix->dtype()),
+                                                     " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
   }
   absl::StatusOr<Matrix> m =
       Matrix::FromBytes(dtype, matrix->rows(), matrix->cols(), std::move(*matrix->mutable_data()));
@@ -207,8 +207,8 @@ absl::StatusOr<OpShape> ParseShape(v1::Op op, absl::string_view text) {
   const size_t want = matmul ? 3 : 2;
   if (dims.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat("expected ", want, " dimensions (",
-                                                   ShapeSyntax(op), ", e.g. ", example,
-                                                   "), got '", text, "'"));
+                                                   ShapeSyntax(op), ", e.g. ", example, "), got '",
+                                                   text, "'"));
   }
   // MxKxN: the order of a @ b, a M x K and b K x N.
   return matmul ? OpShape{.m = dims[0], .n = dims[2], .k = dims[1]}
@@ -239,10 +239,9 @@ std::string WithDefaultPort(const std::string& target) {
   if (host.empty() || host.find(',') != std::string::npos) return target;
   const size_t bracket = host.rfind(']');
   const size_t colon = host.rfind(':');
-  const bool has_port = host.front() == '['
-                            ? bracket != std::string::npos && colon != std::string::npos &&
-                                  colon > bracket
-                            : colon != std::string::npos;
+  const bool has_port = host.front() == '[' ? bracket != std::string::npos &&
+                                                  colon != std::string::npos && colon > bracket
+                                            : colon != std::string::npos;
   if (has_port) return target;
   return absl::StrCat(prefix, host, ":", kDefaultPort);
 }
@@ -252,8 +251,8 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
   ClientOptions options = given;
   options.target = WithDefaultPort(given.target);
   if (options.deadline <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("client deadline must be positive, got ", absl::FormatDuration(options.deadline)));
+    return absl::InvalidArgumentError(absl::StrCat("client deadline must be positive, got ",
+                                                   absl::FormatDuration(options.deadline)));
   }
   if (!options.bearer_token.empty() && !options.bearer_token_file.empty()) {
     return absl::InvalidArgumentError("give the bearer token as a string or a file, not both");
@@ -269,8 +268,9 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
 
   if (!options.lb_policy.empty() && options.lb_policy != "pick_first" &&
       options.lb_policy != "round_robin") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "load-balancing policy must be pick_first or round_robin, got \"", options.lb_policy, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("load-balancing policy must be pick_first or round_robin, got \"",
+                     options.lb_policy, "\""));
   }
 
   Client client;
@@ -346,8 +346,8 @@ void Client::Prepare(grpc::ClientContext* context) const {
 absl::Status Client::Finish(const char* method, const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
-  std::string message =
-      absl::StrCat(method, " failed: ", absl::StatusCodeToString(code), ": ", status.error_message());
+  std::string message = absl::StrCat(method, " failed: ", absl::StatusCodeToString(code), ": ",
+                                     status.error_message());
   if (code == absl::StatusCode::kUnavailable) {
     absl::StrAppend(&message, " (server ", target_, ")");
   } else if (code == absl::StatusCode::kDeadlineExceeded) {
@@ -378,8 +378,8 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
   if (!parsed.ok()) return malformed(parsed.status().message());
   const wire::Matrix& out = parsed->output;
   if (out.dtype != v1::DTYPE_FLOAT32 && out.dtype != v1::DTYPE_FLOAT64) {
-    return malformed(absl::StrCat(field, ".dtype is ", out.dtype,
-                                  " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
+    return malformed(
+        absl::StrCat(field, ".dtype is ", out.dtype, " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
   }
   // Appended piece by piece: a std::string(n, '\0') would first write every
   // byte with zeros.
@@ -394,7 +394,8 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
 }
 
 absl::StatusOr<OpResult> Client::MatMul(Matrix a, Matrix b, const MatMulOptions& options) const {
-  if (absl::Status st = CheckRequestSize("MatMul", a.byte_size() + b.byte_size(), max_message_bytes_);
+  if (absl::Status st =
+          CheckRequestSize("MatMul", a.byte_size() + b.byte_size(), max_message_bytes_);
       !st.ok()) {
     return st;
   }
@@ -469,9 +470,9 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) const {
   grpc::ClientContext context;
   Prepare(&context);
   std::promise<grpc::Status> done;
-  generic_stubs_.front()->UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                                    &request, &response,
-                                    [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  generic_stubs_.front()->UnaryCall(
+      &context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+      [&done](grpc::Status status) { done.set_value(std::move(status)); });
   if (absl::Status st = Finish("Health", done.get_future().get()); !st.ok()) return st;
   std::vector<grpc::Slice> slices;
   if (!response.Dump(&slices).ok()) {

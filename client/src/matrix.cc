@@ -15,9 +15,7 @@ namespace gpucompute {
 static_assert(std::endian::native == std::endian::little,
               "gpucompute's client assumes a little-endian host");
 
-const char* DTypeName(DType dtype) {
-  return dtype == DType::kFloat32 ? "float32" : "float64";
-}
+const char* DTypeName(DType dtype) { return dtype == DType::kFloat32 ? "float32" : "float64"; }
 
 absl::StatusOr<DType> ParseDType(const std::string& name) {
   if (name == "float32" || name == "f32" || name == "fp32") return DType::kFloat32;
@@ -53,9 +51,9 @@ absl::StatusOr<Matrix> Matrix::FromBytes(DType dtype, int64_t rows, int64_t cols
   absl::StatusOr<int64_t> want = MatrixByteSize(dtype, rows, cols);
   if (!want.ok()) return want.status();
   if (static_cast<int64_t>(bytes.size()) != *want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "matrix data is ", bytes.size(), " bytes but a ", rows, "x", cols, " ",
-        DTypeName(dtype), " matrix needs ", *want));
+    return absl::InvalidArgumentError(absl::StrCat("matrix data is ", bytes.size(), " bytes but a ",
+                                                   rows, "x", cols, " ", DTypeName(dtype),
+                                                   " matrix needs ", *want));
   }
   return Matrix(dtype, rows, cols, std::move(bytes));
 }
@@ -90,8 +88,7 @@ std::string Matrix::ReleaseBytes() {
 
 double Matrix::at(int64_t r, int64_t c) const {
   const int64_t i = r * cols_ + c;
-  return dtype_ == DType::kFloat32 ? static_cast<double>(values<float>()[i])
-                                   : values<double>()[i];
+  return dtype_ == DType::kFloat32 ? static_cast<double>(values<float>()[i]) : values<double>()[i];
 }
 
 std::string Matrix::ShapeString() const {
@@ -99,8 +96,8 @@ std::string Matrix::ShapeString() const {
 }
 
 void Matrix::DTypeMismatch(DType have, DType want) {
-  std::fprintf(stderr, "gpucompute::Matrix: typed view as %s of a %s matrix\n",
-               DTypeName(want), DTypeName(have));
+  std::fprintf(stderr, "gpucompute::Matrix: typed view as %s of a %s matrix\n", DTypeName(want),
+               DTypeName(have));
   std::abort();
 }
 

@@ -1,9 +1,9 @@
 #include "gpucompute/npy.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -38,8 +38,8 @@ class MemorySource : public Source {
   MemorySource(std::string_view data, const std::string& name) : data_(data), name_(name) {}
   absl::Status Read(char* dst, size_t n, const char* what) override {
     if (data_.size() < n) {
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": truncated ", what, ": needs ",
-                                                     n, " bytes, only ", data_.size(), " left"));
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": truncated ", what, ": needs ", n,
+                                                     " bytes, only ", data_.size(), " left"));
     }
     std::memcpy(dst, data_.data(), n);
     data_.remove_prefix(n);
@@ -63,8 +63,8 @@ class FileSource : public Source {
       : f_(f), remaining_(size), name_(name) {}
   absl::Status Read(char* dst, size_t n, const char* what) override {
     if (remaining_ < static_cast<int64_t>(n)) {
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": truncated ", what, ": needs ",
-                                                     n, " bytes, only ", remaining_, " left"));
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": truncated ", what, ": needs ", n,
+                                                     " bytes, only ", remaining_, " left"));
     }
     size_t got = std::fread(dst, 1, n, f_);
     if (got != n) {
@@ -129,8 +129,8 @@ class HeaderParser {
     return absl::InvalidArgumentError(absl::StrCat(name_, ": malformed .npy header: ", what));
   }
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -292,18 +292,18 @@ absl::StatusOr<Layout> InterpretHeader(std::string_view text, const std::string&
         name, ": unsupported dtype '", descr->text,
         "' (big-endian); save it little-endian, e.g. a.astype('<", descr->text.substr(1), "')"));
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": unsupported dtype '", descr->text,
-                     "' (expected '<f4' float32 or '<f8' float64)"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": unsupported dtype '", descr->text,
+                                                   "' (expected '<f4' float32 or '<f8' float64)"));
   }
   if (fortran->kind != HeaderValue::kBool) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": .npy header 'fortran_order' is not True or False"));
   }
   if (fortran->boolean) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": array is stored in Fortran (column-major) order; save a C-ordered array, "
-              "e.g. numpy.save(path, numpy.ascontiguousarray(a))"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name,
+                     ": array is stored in Fortran (column-major) order; save a C-ordered array, "
+                     "e.g. numpy.save(path, numpy.ascontiguousarray(a))"));
   }
   if (shape->kind != HeaderValue::kTuple) {
     return absl::InvalidArgumentError(
@@ -311,9 +311,9 @@ absl::StatusOr<Layout> InterpretHeader(std::string_view text, const std::string&
   }
   layout.shape_text = ShapeText(shape->tuple);
   if (shape->tuple.empty() || shape->tuple.size() > 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": shape ", layout.shape_text, " has ", shape->tuple.size(),
-        " dimensions; only 1-D (read as 1 x N) and 2-D arrays are supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": shape ", layout.shape_text, " has ", shape->tuple.size(),
+                     " dimensions; only 1-D (read as 1 x N) and 2-D arrays are supported"));
   }
   for (int64_t d : shape->tuple) {
     if (d < 0) {
@@ -352,8 +352,8 @@ absl::StatusOr<Matrix> ReadFrom(Source& src, const std::string& name) {
   const int major = preamble[6];
   const int minor = preamble[7];
   if ((major != 1 && major != 2) || minor != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": unsupported .npy format version ", major, ".", minor, " (supported: 1.0, 2.0)"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": unsupported .npy format version ",
+                                                   major, ".", minor, " (supported: 1.0, 2.0)"));
   }
   const int len_bytes = major == 1 ? 2 : 4;
   unsigned char len_field[4];
@@ -364,8 +364,8 @@ absl::StatusOr<Matrix> ReadFrom(Source& src, const std::string& name) {
   const uint32_t header_len = LittleEndian(len_field, len_bytes);
   if (src.Remaining() < static_cast<int64_t>(header_len)) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": truncated .npy header: it declares ",
-                                                   header_len, " bytes but only ",
-                                                   src.Remaining(), " follow"));
+                                                   header_len, " bytes but only ", src.Remaining(),
+                                                   " follow"));
   }
   std::string header(header_len, '\0');
   if (absl::Status st = src.Read(header.data(), header_len, "header"); !st.ok()) return st;
@@ -396,9 +396,9 @@ absl::StatusOr<Matrix> ReadFrom(Source& src, const std::string& name) {
 }  // namespace
 
 std::string NpyHeader(DType dtype, int64_t rows, int64_t cols) {
-  std::string dict = absl::StrCat("{'descr': '", dtype == DType::kFloat32 ? "<f4" : "<f8",
-                                  "', 'fortran_order': False, 'shape': (", rows, ", ", cols,
-                                  "), }");
+  std::string dict =
+      absl::StrCat("{'descr': '", dtype == DType::kFloat32 ? "<f4" : "<f8",
+                   "', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
   const size_t first_dim_digits = std::to_string(rows).size();
   if (first_dim_digits < kGrowthAxisMaxDigits) {
     dict.append(kGrowthAxisMaxDigits - first_dim_digits, ' ');

@@ -133,14 +133,14 @@ void Reduce(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
   const int64_t bands = std::max<int64_t>(1, std::min(hw, m));
   std::vector<std::vector<double>> partial(bands, std::vector<double>(n, Combine::kIdentity));
   const int64_t rows_per_band = (m + bands - 1) / bands;
-  ParallelFor(bands, rows_per_band * n, [&partial, m, n, rows_per_band, in](int64_t begin,
-                                                                            int64_t end) {
-    for (int64_t band = begin; band < end; ++band) {
-      const int64_t r0 = band * rows_per_band;
-      ReduceRowsIntoColumns<Combine>(in, n, r0, std::min(m, r0 + rows_per_band),
-                                     partial[band].data());
-    }
-  });
+  ParallelFor(bands, rows_per_band * n,
+              [&partial, m, n, rows_per_band, in](int64_t begin, int64_t end) {
+                for (int64_t band = begin; band < end; ++band) {
+                  const int64_t r0 = band * rows_per_band;
+                  ReduceRowsIntoColumns<Combine>(in, n, r0, std::min(m, r0 + rows_per_band),
+                                                 partial[band].data());
+                }
+              });
   std::vector<double> column_acc(n, Combine::kIdentity);
   double* columns = column_acc.data();
   for (const auto& band : partial) {

@@ -154,7 +154,8 @@ class CpuDevice final : public Device {
     FillRandomInputs(p, job.seed, a, b);
     const std::vector<double> reference = kernels::ReferenceResult(p, a.data(), b.data());
     std::vector<char> out(kernels::OutputElements(p) * kernels::ElementSize(p.dtype));
-    const kernels::Buffers buffers{a.data(), b.empty() ? nullptr : b.data(), out.data(), nullptr, 0};
+    const kernels::Buffers buffers{a.data(), b.empty() ? nullptr : b.data(), out.data(), nullptr,
+                                   0};
 
     std::vector<VariantMeasurement> results;
     for (const kernels::Variant* v : job.variants) {

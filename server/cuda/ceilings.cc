@@ -20,7 +20,8 @@ namespace {
 
 // Median seconds of six timed runs of `launch` after two untimed ones.
 absl::StatusOr<double> MedianSeconds(Slot& slot, const std::function<absl::Status()>& launch) {
-  auto ms = kernels::cuda::TimeLaunches(slot.timer(), slot.stream(), /*warmup=*/2, /*repetitions=*/6, launch);
+  auto ms = kernels::cuda::TimeLaunches(slot.timer(), slot.stream(), /*warmup=*/2,
+                                        /*repetitions=*/6, launch);
   if (!ms.ok()) return ms.status();
   return kernels::Median(*ms) * 1e-3;
 }
@@ -35,11 +36,14 @@ absl::StatusOr<Ceilings> MeasureCeilings(Slot& slot, std::atomic<int64_t>& devic
   if (!src.ok()) return src.status();
   auto dst = DeviceMalloc(copy_bytes, "cudaMalloc(ceilings)", device_malloc_calls);
   if (!dst.ok()) return dst.status();
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(FillUniform(static_cast<float*>(src->get()), copy_bytes / 4, 7, stream), "fill");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      FillUniform(static_cast<float*>(src->get()), copy_bytes / 4, 7, stream), "fill");
 
   Ceilings ceilings;
   auto copy_s = MedianSeconds(slot, [&] {
-    return CudaStatus(cudaMemcpyAsync(dst->get(), src->get(), copy_bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+    return CudaStatus(
+        cudaMemcpyAsync(dst->get(), src->get(), copy_bytes, cudaMemcpyDeviceToDevice, stream),
+        "copy");
   });
   if (!copy_s.ok()) return copy_s.status();
   ceilings.gbytes_per_s = 2.0 * double(copy_bytes) / *copy_s / 1e9;
@@ -53,11 +57,12 @@ absl::StatusOr<Ceilings> MeasureCeilings(Slot& slot, std::atomic<int64_t>& devic
   const float f1 = 1, f0 = 0;
   // SGEMM GFLOP/s in `mode`: pedantic FP32, then TF32 tensor cores.
   auto sgemm_gflops = [&](cublasMath_t mode, const char* what) -> absl::StatusOr<double> {
-    if (auto s = CublasStatus(cublasSetMathMode(cublas, mode), "cublasSetMathMode"); !s.ok()) return s;
+    if (auto s = CublasStatus(cublasSetMathMode(cublas, mode), "cublasSetMathMode"); !s.ok())
+      return s;
     auto seconds = MedianSeconds(slot, [&] {
-      return CublasStatus(
-          cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, n, fa + size_t(n) * n, n, &f0, fc, n),
-          what);
+      return CublasStatus(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, n,
+                                      fa + size_t(n) * n, n, &f0, fc, n),
+                          what);
     });
     if (!seconds.ok()) return seconds.status();
     return kFlops / *seconds / 1e9;
@@ -69,15 +74,17 @@ absl::StatusOr<Ceilings> MeasureCeilings(Slot& slot, std::atomic<int64_t>& devic
   if (!tf32.ok()) return tf32.status();
   ceilings.gflops_tf32 = *tf32;
 
-  if (auto s = CublasStatus(cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"); !s.ok()) return s;
+  if (auto s = CublasStatus(cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+      !s.ok())
+    return s;
   double* da = static_cast<double*>(src->get());
   double* dc = static_cast<double*>(dst->get());
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(FillUniform(da, 2 * size_t(n) * n, 11, stream), "fill");
   const double d1 = 1, d0 = 0;
   auto dgemm_s = MedianSeconds(slot, [&] {
-    return CublasStatus(
-        cublasDgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &d1, da, n, da + size_t(n) * n, n, &d0, dc, n),
-        "cublasDgemm");
+    return CublasStatus(cublasDgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &d1, da, n,
+                                    da + size_t(n) * n, n, &d0, dc, n),
+                        "cublasDgemm");
   });
   if (!dgemm_s.ok()) return dgemm_s.status();
   ceilings.gflops_fp64 = kFlops / *dgemm_s / 1e9;

@@ -50,7 +50,9 @@ struct Input {
   const CudaResidentMemory* resident = nullptr;
   int64_t bytes = 0;
   // Bytes of request memory it needs: none when read in place.
-  int64_t buffer_bytes() const { return source == Source::kHost || source == Source::kPeer ? bytes : 0; }
+  int64_t buffer_bytes() const {
+    return source == Source::kHost || source == Source::kPeer ? bytes : 0;
+  }
 };
 
 Input InputOf(const HostPieces& host, const ResidentMemory* resident, int64_t bytes, int ordinal) {
@@ -70,7 +72,7 @@ Input InputOf(const HostPieces& host, const ResidentMemory* resident, int64_t by
 // for what is not already resident, and the variant's workspace.
 struct RequestPlan {
   Input a, b;
-  int64_t out = 0;        // result bytes
+  int64_t out = 0;  // result bytes
   bool out_resident = false;
   int64_t workspace = 0;
   int64_t out_buffer() const { return out_resident ? 0 : out; }
@@ -85,7 +87,10 @@ struct RequestPlan {
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, int slots, DeviceDescription description)
-      : ordinal_(ordinal), slot_count_(slots), description_(std::move(description)), health_(description_.name) {}
+      : ordinal_(ordinal),
+        slot_count_(slots),
+        description_(std::move(description)),
+        health_(description_.name) {}
 
   // Frees the slots and the pool with this device current.
   ~CudaDevice() override { cudaSetDevice(ordinal_); }
@@ -94,8 +99,9 @@ class CudaDevice final : public Device {
   absl::Status Init(const CudaDeviceOptions& options) {
     size_t free_bytes = 0, total_bytes = 0;
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-    const int64_t cap = std::min<int64_t>(int64_t(options.device_memory_fraction * double(total_bytes)),
-                                          int64_t(free_bytes) - (int64_t{512} << 20));
+    const int64_t cap =
+        std::min<int64_t>(int64_t(options.device_memory_fraction * double(total_bytes)),
+                          int64_t(free_bytes) - (int64_t{512} << 20));
     if (cap <= 0) {
       return absl::ResourceExhaustedError(absl::StrCat(description_.name, ": only ", free_bytes,
                                                        " bytes free, too little to serve"));
@@ -141,7 +147,8 @@ class CudaDevice final : public Device {
   }
 
   absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested& stop) override {
-    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+    if (cudaSetDevice(ordinal_) != cudaSuccess)
+      return health_.TakeOutOfService("cudaSetDevice failed");
     SlotPool::Lease slot = slots_->Acquire();
     const kernels::Problem& p = job.problem;
     const int64_t es = kernels::ElementSize(p.dtype);
@@ -160,9 +167,12 @@ class CudaDevice final : public Device {
 
   int64_t memory_budget_bytes() const override { return memory_->limit_bytes(); }
 
-  absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes, absl::Time deadline) override {
-    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
-    auto memory = CudaResidentMemory::Allocate(*memory_, ordinal_, tensor_stream_.get(), bytes, deadline);
+  absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
+                                                                   absl::Time deadline) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess)
+      return health_.TakeOutOfService("cudaSetDevice failed");
+    auto memory =
+        CudaResidentMemory::Allocate(*memory_, ordinal_, tensor_stream_.get(), bytes, deadline);
     if (!memory.ok()) return health_.AfterError(memory.status());
     return std::unique_ptr<ResidentMemory>(std::move(*memory));
   }
@@ -170,22 +180,28 @@ class CudaDevice final : public Device {
   // Through a transfer lane's pinned staging, 8 MiB at a time; the bytes are
   // on the device when this returns.
   absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src) override {
-    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+    if (cudaSetDevice(ordinal_) != cudaSuccess)
+      return health_.TakeOutOfService("cudaSetDevice failed");
     TransferLanes::Lease lane = lanes_->Acquire();
-    absl::Status s = lane.staging().Upload(static_cast<char*>(dst.data()) + offset, src, lane.stream(), copier_);
+    absl::Status s =
+        lane.staging().Upload(static_cast<char*>(dst.data()) + offset, src, lane.stream(), copier_);
     if (s.ok()) s = lane.staging().WaitIdle();
     return health_.AfterError(s);
   }
 
-  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes, void* dst) override {
-    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
+                            void* dst) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess)
+      return health_.TakeOutOfService("cudaSetDevice failed");
     TransferLanes::Lease lane = lanes_->Acquire();
     return health_.AfterError(lane.staging().Download(
         dst, static_cast<const char*>(src.data()) + offset, size_t(bytes), lane.stream(), copier_));
   }
 
-  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job, const StopRequested& stop) override {
-    if (cudaSetDevice(ordinal_) != cudaSuccess) return health_.TakeOutOfService("cudaSetDevice failed");
+  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
+                                                          const StopRequested& stop) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess)
+      return health_.TakeOutOfService("cudaSetDevice failed");
     SlotPool::Lease slot = slots_->Acquire();
     auto results = RunProfile(job, stop, *slot, *memory_, copier_, health_);
     if (!results.ok()) return health_.AfterError(results.status());
@@ -198,8 +214,8 @@ class CudaDevice final : public Device {
   // into the other, and the host waits once, at the end. Resident inputs
   // are read where they are and a kept result is written into its tensor.
   // Stage times come from events; a stage with no bytes to move is 0.
-  absl::StatusOr<StageTimes> ExecuteSmall(const ComputeJob& job, const StopRequested& stop, Slot& slot,
-                                          const RequestPlan& plan) {
+  absl::StatusOr<StageTimes> ExecuteSmall(const ComputeJob& job, const StopRequested& stop,
+                                          Slot& slot, const RequestPlan& plan) {
     StagingBuffers& staging = slot.staging();
     if (auto s = staging.WaitIdle(); !s.ok()) return s;
     char* up = staging.chunk(0);
@@ -219,8 +235,9 @@ class CudaDevice final : public Device {
     }
     if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
     if (up_bytes > 0) {
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream()),
-                                      "upload cudaMemcpyAsync");
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream()),
+          "upload cudaMemcpyAsync");
     }
     if (auto s = slot.Record(Mark::kKernelStart); !s.ok()) return s;
     if (stop()) {
@@ -233,19 +250,22 @@ class CudaDevice final : public Device {
                     : plan.b.source == Source::kResident ? plan.b.resident->data()
                                                          : dev + b_at;
     void* out = plan.out_resident ? job.out_resident->data() : dev + out_at;
-    const kernels::Buffers buffers{a, b, out, plan.workspace ? dev + ws_at : nullptr, size_t(plan.workspace)};
+    const kernels::Buffers buffers{a, b, out, plan.workspace ? dev + ws_at : nullptr,
+                                   size_t(plan.workspace)};
     if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok()) {
       cudaStreamSynchronize(slot.stream());
       return s;
     }
     if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
     if (!plan.out_resident) {
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-          cudaMemcpyAsync(down, dev + out_at, size_t(plan.out), cudaMemcpyDeviceToHost, slot.stream()),
-          "download cudaMemcpyAsync");
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, dev + out_at, size_t(plan.out),
+                                                      cudaMemcpyDeviceToHost, slot.stream()),
+                                      "download cudaMemcpyAsync");
     }
     if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
-    if (auto s = slot.WaitFor(Mark::kDownloaded, plan.out_resident ? "kernel wait" : "download wait"); !s.ok()) {
+    if (auto s =
+            slot.WaitFor(Mark::kDownloaded, plan.out_resident ? "kernel wait" : "download wait");
+        !s.ok()) {
       return s;
     }
     if (!plan.out_resident) std::memcpy(job.out, down, size_t(plan.out));
@@ -267,8 +287,8 @@ class CudaDevice final : public Device {
   // budget and taken from the pool; host inputs go up through the pinned
   // staging, a tensor on another GPU is copied peer to peer, and a returned
   // result comes down through the staging after the kernel is waited for.
-  absl::StatusOr<StageTimes> ExecuteLarge(const ComputeJob& job, const StopRequested& stop, Slot& slot,
-                                          const RequestPlan& plan) {
+  absl::StatusOr<StageTimes> ExecuteLarge(const ComputeJob& job, const StopRequested& stop,
+                                          Slot& slot, const RequestPlan& plan) {
     auto reservation = memory_->Reserve(plan.Total(), absl::Now() + kMaxMemoryWait);
     if (!reservation.ok()) return reservation.status();
     if (stop()) return absl::CancelledError("request abandoned while waiting for device memory");
@@ -290,14 +310,16 @@ class CudaDevice final : public Device {
     StageTimes times;
     for (auto [input, dst] : {std::pair{&plan.a, *a}, std::pair{&plan.b, *b}}) {
       if (input->source == Source::kHost) {
-        if (auto s = slot.staging().Upload(dst, *input->host, slot.stream(), copier_); !s.ok()) return s;
+        if (auto s = slot.staging().Upload(dst, *input->host, slot.stream(), copier_); !s.ok())
+          return s;
       } else if (input->source == Source::kPeer) {
         GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
             cudaMemcpyPeerAsync(dst, ordinal_, input->resident->data(), input->resident->ordinal(),
                                 size_t(input->bytes), slot.stream()),
             "peer cudaMemcpyPeerAsync");
         if (!times.note.empty()) times.note += ", ";
-        times.note += absl::StrCat(input == &plan.a ? "a" : "b", " copied from cuda:", input->resident->ordinal());
+        times.note += absl::StrCat(input == &plan.a ? "a" : "b",
+                                   " copied from cuda:", input->resident->ordinal());
       }
     }
     if (stop()) return absl::CancelledError("request abandoned before its kernel ran");
@@ -308,14 +330,16 @@ class CudaDevice final : public Device {
     const void* b_ptr = plan.b.source == Source::kResident ? plan.b.resident->data() : *b;
     void* out_ptr = plan.out_resident ? job.out_resident->data() : *out;
     const kernels::Buffers buffers{a_ptr, b_ptr, out_ptr, *ws, size_t(plan.workspace)};
-    if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok()) return s;
+    if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok())
+      return s;
     if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
     // Waiting here keeps the kernel's time out of the download stage.
     if (auto s = slot.WaitFor(Mark::kKernelEnd, "kernel wait"); !s.ok()) return s;
 
     if (!plan.out_resident) {
       const auto download_start = Clock::now();
-      if (auto s = slot.staging().Download(job.out, *out, size_t(plan.out), slot.stream(), copier_); !s.ok()) {
+      if (auto s = slot.staging().Download(job.out, *out, size_t(plan.out), slot.stream(), copier_);
+          !s.ok()) {
         return s;
       }
       times.download_us = MicrosSince(download_start);
@@ -348,16 +372,19 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal, const CudaDeviceOptions& options) {
+absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal,
+                                                       const CudaDeviceOptions& options) {
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaSetDevice(ordinal), "cudaSetDevice");
   cudaDeviceProp prop;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, ordinal),
+                                  "cudaGetDeviceProperties");
   DeviceDescription description;
   description.name = absl::StrCat("cuda:", ordinal, " ", prop.name);
   description.memory_bytes = int64_t(prop.totalGlobalMem);
   description.multiprocessors = prop.multiProcessorCount;
   description.backend = kernels::Backend::kCuda;
-  auto device = std::make_unique<CudaDevice>(ordinal, std::max(1, options.streams_per_device), std::move(description));
+  auto device = std::make_unique<CudaDevice>(ordinal, std::max(1, options.streams_per_device),
+                                             std::move(description));
   if (auto s = device->Init(options); !s.ok()) return s;
   return std::unique_ptr<Device>(std::move(device));
 }

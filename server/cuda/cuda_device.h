@@ -11,6 +11,7 @@
 
 namespace gpucompute::server::cuda {
 
-absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal, const CudaDeviceOptions& options);
+absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal,
+                                                       const CudaDeviceOptions& options);
 
 }  // namespace gpucompute::server::cuda

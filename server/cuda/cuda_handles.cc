@@ -9,7 +9,8 @@ using kernels::cuda::CudaStatus;
 
 absl::StatusOr<UniqueStream> CreateStream() {
   cudaStream_t stream = nullptr;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                  "cudaStreamCreate");
   return UniqueStream(stream);
 }
 
@@ -25,14 +26,16 @@ absl::StatusOr<UniqueCublas> CreateCublas() {
   return UniqueCublas(handle);
 }
 
-absl::StatusOr<UniqueDeviceMemory> DeviceMalloc(size_t bytes, const char* what, std::atomic<int64_t>& calls) {
+absl::StatusOr<UniqueDeviceMemory> DeviceMalloc(size_t bytes, const char* what,
+                                                std::atomic<int64_t>& calls) {
   calls.fetch_add(1);
   void* ptr = nullptr;
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMalloc(&ptr, bytes), what);
   return UniqueDeviceMemory(ptr);
 }
 
-absl::StatusOr<UniquePinnedMemory> PinnedHostAlloc(size_t bytes, const char* what, std::atomic<int64_t>& calls) {
+absl::StatusOr<UniquePinnedMemory> PinnedHostAlloc(size_t bytes, const char* what,
+                                                   std::atomic<int64_t>& calls) {
   calls.fetch_add(1);
   void* ptr = nullptr;
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault), what);

@@ -46,8 +46,10 @@ absl::StatusOr<UniqueStream> CreateStream();
 absl::StatusOr<UniqueEvent> CreateEvent(unsigned flags = cudaEventDefault);
 absl::StatusOr<UniqueCublas> CreateCublas();
 // cudaMalloc; counts the call in `calls`, made or failed.
-absl::StatusOr<UniqueDeviceMemory> DeviceMalloc(size_t bytes, const char* what, std::atomic<int64_t>& calls);
+absl::StatusOr<UniqueDeviceMemory> DeviceMalloc(size_t bytes, const char* what,
+                                                std::atomic<int64_t>& calls);
 // cudaHostAlloc; counts the call in `calls`, made or failed.
-absl::StatusOr<UniquePinnedMemory> PinnedHostAlloc(size_t bytes, const char* what, std::atomic<int64_t>& calls);
+absl::StatusOr<UniquePinnedMemory> PinnedHostAlloc(size_t bytes, const char* what,
+                                                   std::atomic<int64_t>& calls);
 
 }  // namespace gpucompute::server::cuda

@@ -24,9 +24,8 @@ void HostCopyPool::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](HostCopyPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->work_.empty();
-          },
+          +[](HostCopyPool* p)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->work_.empty(); },
           this));
       if (work_.empty()) return;
       job = std::move(work_.front());

@@ -23,8 +23,8 @@ absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& devices, int c
   for (absl::string_view part : absl::StrSplit(devices, ',', absl::SkipEmpty())) {
     int ordinal = -1;
     if (!absl::SimpleAtoi(part, &ordinal) || ordinal < 0 || ordinal >= count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--devices: \"", std::string(part), "\" is not a GPU index in [0, ", count, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("--devices: \"", std::string(part),
+                                                     "\" is not a GPU index in [0, ", count, ")"));
     }
     ordinals.push_back(ordinal);
   }
@@ -33,15 +33,16 @@ absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& devices, int c
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(const CudaDeviceOptions& options) {
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
+    const CudaDeviceOptions& options) {
   int count = 0;
   if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
     // Without a GPU the runtime blames the driver's version ("CUDA driver
     // version is insufficient"): say what is most likely missing first.
     const bool nothing_there = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice;
     return absl::UnavailableError(absl::StrCat(
-        nothing_there ? "no GPU or driver found" : "no usable CUDA device", " (CUDA runtime: ",
-        cudaGetErrorName(err), ": ", cudaGetErrorString(err), ")"));
+        nothing_there ? "no GPU or driver found" : "no usable CUDA device",
+        " (CUDA runtime: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err), ")"));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device found");
   auto ordinals = ParseOrdinals(options.devices, count);

@@ -19,15 +19,17 @@ absl::StatusOr<std::unique_ptr<StreamOrderedPool>> StreamOrderedPool::Create(int
   UniqueMemPool pool(raw);
   // Keep freed memory in the pool rather than giving it back to the driver.
   uint64_t keep = UINT64_MAX;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemPoolSetAttribute(pool.get(), cudaMemPoolAttrReleaseThreshold, &keep),
-                                  "cudaMemPoolSetAttribute(release threshold)");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      cudaMemPoolSetAttribute(pool.get(), cudaMemPoolAttrReleaseThreshold, &keep),
+      "cudaMemPoolSetAttribute(release threshold)");
   return std::unique_ptr<StreamOrderedPool>(new StreamOrderedPool(std::move(pool)));
 }
 
 absl::StatusOr<void*> StreamOrderedPool::Allocate(size_t bytes, Stream stream) {
   void* ptr = nullptr;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMallocFromPoolAsync(&ptr, bytes ? bytes : 1, pool_.get(), stream),
-                                  "cudaMallocFromPoolAsync");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      cudaMallocFromPoolAsync(&ptr, bytes ? bytes : 1, pool_.get(), stream),
+      "cudaMallocFromPoolAsync");
   return ptr;
 }
 

@@ -20,19 +20,24 @@ using kernels::cuda::CudaStatus;
 
 namespace {
 
-cudaError_t Fill(kernels::DType dtype, void* data, int64_t count, uint64_t seed, cudaStream_t stream) {
-  return dtype == kernels::DType::kFloat32 ? FillUniform(static_cast<float*>(data), count, seed, stream)
-                                           : FillUniform(static_cast<double*>(data), count, seed, stream);
+cudaError_t Fill(kernels::DType dtype, void* data, int64_t count, uint64_t seed,
+                 cudaStream_t stream) {
+  return dtype == kernels::DType::kFloat32
+             ? FillUniform(static_cast<float*>(data), count, seed, stream)
+             : FillUniform(static_cast<double*>(data), count, seed, stream);
 }
 
 // `repetitions` timed launches of `v` after `warmup` untimed ones, fewer when
 // `stop` turns true; microseconds of each.
-absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v, const kernels::Problem& p,
-                                                const kernels::Buffers& buffers, Slot& slot, int warmup,
-                                                int repetitions, const StopRequested& stop) {
+absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v,
+                                                const kernels::Problem& p,
+                                                const kernels::Buffers& buffers, Slot& slot,
+                                                int warmup, int repetitions,
+                                                const StopRequested& stop) {
   const kernels::LaunchContext ctx = slot.launch_context();
   auto ms = kernels::cuda::TimeLaunches(
-      slot.timer(), slot.stream(), warmup, repetitions, [&] { return v.launch(p, buffers, ctx); }, stop);
+      slot.timer(), slot.stream(), warmup, repetitions, [&] { return v.launch(p, buffers, ctx); },
+      stop);
   if (!ms.ok()) return ms.status();
   std::vector<double> us;
   us.reserve(ms->size());
@@ -42,8 +47,10 @@ absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v, const
 
 }  // namespace
 
-absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job, const StopRequested& stop, Slot& slot,
-                                                           DeviceMemory& memory, HostCopyPool& copier,
+absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job,
+                                                           const StopRequested& stop, Slot& slot,
+                                                           DeviceMemory& memory,
+                                                           HostCopyPool& copier,
                                                            DeviceHealth& health) {
   const kernels::Problem& p = job.problem;
   const cudaStream_t stream = slot.stream();
@@ -51,9 +58,10 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
   const int64_t na = kernels::InputAElements(p), nb = kernels::InputBElements(p);
   const int64_t nout = kernels::OutputElements(p);
   int64_t ws_bytes = 0;
-  for (const kernels::Variant* v : job.variants) ws_bytes = std::max<int64_t>(ws_bytes, v->WorkspaceBytes(p));
-  const bool device_reference =
-      p.op == kernels::Op::kMatMul && double(p.m) * double(p.n) * double(p.k) > kHostReferenceMaxMacs;
+  for (const kernels::Variant* v : job.variants)
+    ws_bytes = std::max<int64_t>(ws_bytes, v->WorkspaceBytes(p));
+  const bool device_reference = p.op == kernels::Op::kMatMul &&
+                                double(p.m) * double(p.n) * double(p.k) > kHostReferenceMaxMacs;
   const int64_t ref_bytes =
       device_reference ? AlignedBytes(8 * na) + AlignedBytes(8 * nb) + AlignedBytes(8 * nout) : 0;
   const int64_t total = AlignedBytes(na * es) + AlignedBytes(nb * es) + AlignedBytes(nout * es) +
@@ -74,9 +82,11 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
 
   // Inputs on the host for the check's scale and for host references.
   std::vector<char> host_a(na * es), host_b(nb * es), host_out(nout * es);
-  if (auto s = slot.staging().Download(host_a.data(), *a, na * es, stream, copier); !s.ok()) return s;
+  if (auto s = slot.staging().Download(host_a.data(), *a, na * es, stream, copier); !s.ok())
+    return s;
   if (nb) {
-    if (auto s = slot.staging().Download(host_b.data(), *b, nb * es, stream, copier); !s.ok()) return s;
+    if (auto s = slot.staging().Download(host_b.data(), *b, nb * es, stream, copier); !s.ok())
+      return s;
   }
   std::vector<double> reference;
   if (device_reference) {
@@ -97,7 +107,8 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
     // All-ones bytes are NaN in both float32 and float64.
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(*out, 0xff, nout * es, stream), "poison");
     absl::Status launched = v->launch(p, buffers, ctx);
-    if (launched.ok()) launched = slot.staging().Download(host_out.data(), *out, nout * es, stream, copier);
+    if (launched.ok())
+      launched = slot.staging().Download(host_out.data(), *out, nout * es, stream, copier);
     if (!launched.ok()) {
       // The error fails this variant's row only, unless it broke the device:
       // then it ends the profile (and the caller's AfterError says why).
@@ -107,8 +118,8 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
       results.push_back(std::move(m));
       continue;
     }
-    const kernels::CheckResult check =
-        kernels::CheckAgainstReference(p, v->reduced_precision, host_a.data(), host_out.data(), reference);
+    const kernels::CheckResult check = kernels::CheckAgainstReference(
+        p, v->reduced_precision, host_a.data(), host_out.data(), reference);
     m.ok = check.ok;
     m.error = check.message;
     m.max_rel_error = check.max_rel_error;

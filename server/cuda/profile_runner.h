@@ -17,8 +17,10 @@ namespace gpucompute::server::cuda {
 // variant that fails to run is reported in its row, unless its error took
 // the device out of service (`health`). An error returned here has not been
 // through health.AfterError yet.
-absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job, const StopRequested& stop, Slot& slot,
-                                                           DeviceMemory& memory, HostCopyPool& copier,
+absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job,
+                                                           const StopRequested& stop, Slot& slot,
+                                                           DeviceMemory& memory,
+                                                           HostCopyPool& copier,
                                                            DeviceHealth& health);
 
 }  // namespace gpucompute::server::cuda

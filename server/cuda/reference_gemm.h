@@ -20,7 +20,8 @@ constexpr double kHostReferenceMaxMacs = 1 << 27;
 // on `slot`'s stream, copied to the host. Widened copies of float32 inputs
 // and C are taken from `memory`: the caller reserves 8 bytes per element of
 // A, B and C for them.
-absl::StatusOr<std::vector<double>> DeviceMatMulReference(const kernels::Problem& p, const void* a, const void* b,
-                                                          RequestMemory& memory, Slot& slot, HostCopyPool& copier);
+absl::StatusOr<std::vector<double>> DeviceMatMulReference(const kernels::Problem& p, const void* a,
+                                                          const void* b, RequestMemory& memory,
+                                                          Slot& slot, HostCopyPool& copier);
 
 }  // namespace gpucompute::server::cuda

@@ -16,7 +16,8 @@ absl::StatusOr<std::unique_ptr<CudaResidentMemory>> CudaResidentMemory::Allocate
   if (!reservation.ok()) return reservation.status();
   auto data = reservation->Allocate(size_t(bytes), stream);
   if (!data.ok()) return data.status();
-  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "tensor allocation wait"); !s.ok()) {
+  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "tensor allocation wait");
+      !s.ok()) {
     reservation->Deallocate(*data, size_t(bytes), stream);
     return s;
   }

@@ -20,11 +20,8 @@ class CudaResidentMemory final : public ResidentMemory {
  public:
   // `bytes` on device `ordinal` (the current one), allocated on `stream`
   // and waited for, so that any stream may use them at once.
-  static absl::StatusOr<std::unique_ptr<CudaResidentMemory>> Allocate(DeviceMemory& memory,
-                                                                      int ordinal,
-                                                                      cudaStream_t stream,
-                                                                      int64_t bytes,
-                                                                      absl::Time deadline);
+  static absl::StatusOr<std::unique_ptr<CudaResidentMemory>> Allocate(
+      DeviceMemory& memory, int ordinal, cudaStream_t stream, int64_t bytes, absl::Time deadline);
   ~CudaResidentMemory() override;
 
   void* data() const override { return data_; }
@@ -34,7 +31,10 @@ class CudaResidentMemory final : public ResidentMemory {
  private:
   CudaResidentMemory(MemoryBudget::Reservation reservation, void* data, int64_t bytes, int ordinal,
                      cudaStream_t stream)
-      : reservation_(std::move(reservation)), data_(data), bytes_(bytes), ordinal_(ordinal),
+      : reservation_(std::move(reservation)),
+        data_(data),
+        bytes_(bytes),
+        ordinal_(ordinal),
         stream_(stream) {}
 
   MemoryBudget::Reservation reservation_;

@@ -27,11 +27,13 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   auto staging = StagingBuffers::Create(host_alloc_calls);
   if (!staging.ok()) return staging.status();
   return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
-                                        std::move(*timer), std::move(*cublas), std::move(*staging)));
+                                        std::move(*timer), std::move(*cublas),
+                                        std::move(*staging)));
 }
 
 Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
-           kernels::cuda::EventTimer timer, UniqueCublas cublas, std::unique_ptr<StagingBuffers> staging)
+           kernels::cuda::EventTimer timer, UniqueCublas cublas,
+           std::unique_ptr<StagingBuffers> staging)
     : stream_(std::move(stream)),
       marks_(std::move(marks)),
       scratch_(std::move(scratch)),
@@ -39,13 +41,18 @@ Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMe
       cublas_(std::move(cublas)),
       staging_(std::move(staging)) {}
 
-absl::Status Slot::Record(Mark mark) { return CudaStatus(cudaEventRecord(event(mark), stream()), "cudaEventRecord"); }
+absl::Status Slot::Record(Mark mark) {
+  return CudaStatus(cudaEventRecord(event(mark), stream()), "cudaEventRecord");
+}
 
-absl::Status Slot::WaitFor(Mark mark, const char* what) { return CudaStatus(cudaEventSynchronize(event(mark)), what); }
+absl::Status Slot::WaitFor(Mark mark, const char* what) {
+  return CudaStatus(cudaEventSynchronize(event(mark)), what);
+}
 
 absl::StatusOr<int64_t> Slot::MicrosBetween(Mark from, Mark to) const {
   float ms = 0;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&ms, event(from), event(to)), "cudaEventElapsedTime");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&ms, event(from), event(to)),
+                                  "cudaEventElapsedTime");
   return int64_t(ms * 1000.0f);
 }
 

@@ -38,7 +38,9 @@ class Slot {
 
   cudaStream_t stream() const { return stream_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
-  kernels::LaunchContext launch_context() const { return kernels::LaunchContext{stream(), cublas()}; }
+  kernels::LaunchContext launch_context() const {
+    return kernels::LaunchContext{stream(), cublas()};
+  }
   char* scratch() const { return static_cast<char*>(scratch_.get()); }  // kScratchBytes
   StagingBuffers& staging() { return *staging_; }
   // Times launches for Profile and the ceilings.
@@ -52,7 +54,8 @@ class Slot {
 
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
-       kernels::cuda::EventTimer timer, UniqueCublas cublas, std::unique_ptr<StagingBuffers> staging);
+       kernels::cuda::EventTimer timer, UniqueCublas cublas,
+       std::unique_ptr<StagingBuffers> staging);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
 

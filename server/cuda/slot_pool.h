@@ -34,7 +34,8 @@ class SlotPool {
 
   Lease Acquire() {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](std::vector<Slot*>* free) { return !free->empty(); }, &free_));
+    mu_.Await(absl::Condition(
+        +[](std::vector<Slot*>* free) { return !free->empty(); }, &free_));
     Slot* s = free_.back();
     free_.pop_back();
     return Lease(*this, s);

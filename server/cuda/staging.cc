@@ -62,10 +62,9 @@ absl::Status StagingBuffers::Upload(void* device_dst, const HostPieces& host_src
       }
     }
     copier.Gather(chunk(b), chunk_src);
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, chunk(b), len,
-                        cudaMemcpyHostToDevice, stream),
-        "upload cudaMemcpyAsync");
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(static_cast<char*>(device_dst) + offset,
+                                                    chunk(b), len, cudaMemcpyHostToDevice, stream),
+                                    "upload cudaMemcpyAsync");
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_[b].get(), stream), "upload event");
     queued_[b] = true;
   }

@@ -23,7 +23,8 @@ class StagingBuffers {
   static constexpr size_t kChunkBytes = size_t{8} << 20;
 
   // Two pinned chunks; counts the cudaHostAlloc calls in `host_alloc_calls`.
-  static absl::StatusOr<std::unique_ptr<StagingBuffers>> Create(std::atomic<int64_t>& host_alloc_calls);
+  static absl::StatusOr<std::unique_ptr<StagingBuffers>> Create(
+      std::atomic<int64_t>& host_alloc_calls);
 
   // Queues the copy on `stream` and returns once every byte is in a staging
   // buffer: work queued after it on the stream sees the data, and the host

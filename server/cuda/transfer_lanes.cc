@@ -23,7 +23,8 @@ TransferLanes::TransferLanes(std::vector<std::unique_ptr<Lane>> lanes) : lanes_(
 
 TransferLanes::Lease TransferLanes::Acquire() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](std::vector<Lane*>* free) { return !free->empty(); }, &free_));
+  mu_.Await(absl::Condition(
+      +[](std::vector<Lane*>* free) { return !free->empty(); }, &free_));
   Lane* lane = free_.back();
   free_.pop_back();
   return Lease(*this, lane);

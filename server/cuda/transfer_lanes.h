@@ -39,8 +39,8 @@ class TransferLanes {
   };
 
   // `count` lanes on the current device; counts cudaHostAlloc calls.
-  static absl::StatusOr<std::unique_ptr<TransferLanes>> Create(int count,
-                                                               std::atomic<int64_t>& host_alloc_calls);
+  static absl::StatusOr<std::unique_ptr<TransferLanes>> Create(
+      int count, std::atomic<int64_t>& host_alloc_calls);
 
   // Waits for a free lane.
   Lease Acquire();

@@ -17,7 +17,10 @@ StopRequested StopOf(const RequestLifetime& lifetime) {
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
                              VariantSelector& selector, kernels::Backend backend,
                              TensorStore* tensors)
-    : registry_(registry), scheduler_(scheduler), selector_(selector), backend_(backend),
+    : registry_(registry),
+      scheduler_(scheduler),
+      selector_(selector),
+      backend_(backend),
       tensors_(tensors) {}
 
 void ComputeEngine::Compute(ComputeCall call,
@@ -30,10 +33,9 @@ void ComputeEngine::Compute(ComputeCall call,
     choice = selector_.Choose(problem, call.allow_reduced_precision);
   }
   if (choice.variant == nullptr) {
-    done(absl::InvalidArgumentError(absl::StrCat("variant: no ", kernels::OpName(problem.op),
-                                                 " variant supports ",
-                                                 kernels::DTypeName(problem.dtype),
-                                                 " on this server")),
+    done(absl::InvalidArgumentError(
+             absl::StrCat("variant: no ", kernels::OpName(problem.op), " variant supports ",
+                          kernels::DTypeName(problem.dtype), " on this server")),
          ComputeOutcome{});
     return;
   }
@@ -63,8 +65,8 @@ void ComputeEngine::Compute(ComputeCall call,
     if (choice.calibrate) {
       // First request of this shape bucket: time every candidate once, on a
       // capped shape, and run the winner.
-      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates,
-                             1, 3, std::random_device{}()};
+      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates, 1,
+                             3, std::random_device{}()};
       auto measured = device.Measure(calibration, stop);
       if (measured.ok()) {
         selector_.Record(job.problem, *measured);
@@ -90,8 +92,8 @@ void ComputeEngine::Compute(ComputeCall call,
       kept = std::move(*created);
       job.out_resident = &kept->memory();
     } else {
-      job.out = c.output(size_t(kernels::OutputElements(job.problem) *
-                                kernels::ElementSize(job.problem.dtype)));
+      job.out = c.output(
+          size_t(kernels::OutputElements(job.problem) * kernels::ElementSize(job.problem.dtype)));
     }
     auto times = device.Execute(job, stop);
     if (!times.ok()) return times.status();

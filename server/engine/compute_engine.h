@@ -86,13 +86,11 @@ class ComputeEngine {
 
   // Runs `call`; `done` is called exactly once, on a device worker or (when
   // the work is refused) on the calling thread.
-  void Compute(ComputeCall call,
-               std::function<void(absl::Status, const ComputeOutcome&)> done);
+  void Compute(ComputeCall call, std::function<void(absl::Status, const ComputeOutcome&)> done);
 
   // Measures the job's variants (all that apply when it lists none) and
   // remembers the fastest for "auto".
-  void Profile(ProfileCall call,
-               std::function<void(absl::Status, const ProfileOutcome&)> done);
+  void Profile(ProfileCall call, std::function<void(absl::Status, const ProfileOutcome&)> done);
 
  private:
   const kernels::Registry& registry_;

@@ -138,9 +138,10 @@ absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Use(const std::string& id,
   const size_t at = id.find('@');
   const std::string holder = at == std::string::npos ? "" : id.substr(at + 1);
   if (at == std::string::npos || !IsOurHex(absl::string_view(id).substr(0, at))) {
-    return absl::NotFoundError(absl::StrCat(field, ": \"", id,
-                                            "\" is not a tensor id (ids look like <32 hex "
-                                            "digits>@<instance>, as Upload or keep returned them)"));
+    return absl::NotFoundError(
+        absl::StrCat(field, ": \"", id,
+                     "\" is not a tensor id (ids look like <32 hex "
+                     "digits>@<instance>, as Upload or keep returned them)"));
   }
   if (holder != options_.instance) {
     return absl::NotFoundError(absl::StrCat(field, ": tensor ", id, " is held by instance \"",
@@ -264,8 +265,7 @@ int64_t TensorStore::ExpireDue(absl::Time now) {
 void TensorStore::ExpiryLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    const absl::Time next =
-        deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
+    const absl::Time next = deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
     if (next > absl::Now()) {
       // Woken early by a new, earlier deadline or by the destructor.
       wake_.WaitWithDeadline(&mu_, next);

@@ -64,7 +64,10 @@ class Tensor {
   friend class TensorStore;
   Tensor(std::string id, TensorShape shape, Device& device, std::unique_ptr<ResidentMemory> memory,
          std::shared_ptr<TensorLedger> ledger)
-      : id_(std::move(id)), shape_(shape), device_(device), memory_(std::move(memory)),
+      : id_(std::move(id)),
+        shape_(shape),
+        device_(device),
+        memory_(std::move(memory)),
         ledger_(std::move(ledger)) {}
 
   const std::string id_;
@@ -75,17 +78,17 @@ class Tensor {
 };
 
 struct TensorStoreOptions {
-  int64_t limit_bytes = 0;                          // --tensor_memory_bytes
-  absl::Duration default_ttl = absl::Minutes(10);   // --tensor_ttl
-  std::string instance;                             // --instance_name: ids end in "@<instance>"
+  int64_t limit_bytes = 0;                         // --tensor_memory_bytes
+  absl::Duration default_ttl = absl::Minutes(10);  // --tensor_ttl
+  std::string instance;                            // --instance_name: ids end in "@<instance>"
 };
 
 struct TensorCounters {
-  int64_t held_bytes = 0;   // every tensor alive: listed, uploading, or released but in use
+  int64_t held_bytes = 0;  // every tensor alive: listed, uploading, or released but in use
   int64_t limit_bytes = 0;
-  int64_t tensors = 0;      // listed now
-  int64_t created = 0;      // listed since start
-  int64_t expired = 0;      // unlisted by the idle lifetime since start
+  int64_t tensors = 0;  // listed now
+  int64_t created = 0;  // listed since start
+  int64_t expired = 0;  // unlisted by the idle lifetime since start
 };
 
 class TensorStore {

@@ -51,9 +51,8 @@ void TensorTransfers::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](TensorTransfers* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-            return t->stopping_ || !t->work_.empty();
-          },
+          +[](TensorTransfers* t)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->stopping_ || !t->work_.empty(); },
           this));
       if (work_.empty()) return;
       work = std::move(work_.front());
@@ -86,8 +85,8 @@ void TensorTransfers::Write(std::shared_ptr<Tensor> tensor, int64_t offset, Host
   });
 }
 
-void TensorTransfers::Read(std::shared_ptr<Tensor> tensor, int64_t offset, int64_t bytes,
-                           void* dst, std::function<void(absl::Status)> done) {
+void TensorTransfers::Read(std::shared_ptr<Tensor> tensor, int64_t offset, int64_t bytes, void* dst,
+                           std::function<void(absl::Status)> done) {
   Post([tensor = std::move(tensor), offset, bytes, dst, done = std::move(done)] {
     if (auto s = CheckRange(*tensor, offset, bytes); !s.ok()) {
       done(s);

@@ -27,8 +27,8 @@ std::string ShapeRefusal(const kernels::Variant& v, const kernels::Problem& p) {
     const int64_t max_m = kMaxGridY * g.rows;
     if (p.m <= max_m) return "";
     return absl::StrCat("variant \"", v.name, "\" takes MatMul with m <= ", max_m, " (", g.rows,
-                        " rows a block, at most ", kMaxGridY, " blocks on grid.y); this one has m = ",
-                        p.m, ": use cublas or auto");
+                        " rows a block, at most ", kMaxGridY,
+                        " blocks on grid.y); this one has m = ", p.m, ": use cublas or auto");
   }
   return "";
 }

@@ -31,8 +31,7 @@ absl::Status CallRecord::End(absl::Status status, const std::string& variant,
   if (cancelled_->load() || ctx_->IsCancelled()) {
     status = now >= deadline_ ? absl::DeadlineExceededError("deadline passed")
                               : absl::CancelledError("cancelled by the client");
-  } else if ((status.ok() || status.code() == absl::StatusCode::kCancelled) &&
-             now >= deadline_) {
+  } else if ((status.ok() || status.code() == absl::StatusCode::kCancelled) && now >= deadline_) {
     // The work stops itself once the deadline passes ("abandoned"): that is
     // the deadline, not a cancellation.
     status = absl::DeadlineExceededError("deadline passed before the response was ready");
@@ -44,9 +43,9 @@ absl::Status CallRecord::End(absl::Status status, const std::string& variant,
                             absl::StatusCodeToString(status.code()), ": ", status.message()));
   }
   if (AccessLogEnabled()) {
-    LogAccess(absl::StrCat(ctx_->peer(), " ", RpcOpName(op_), " ",
-                           absl::StatusCodeToString(status.code()), " variant=",
-                           variant.empty() ? "none" : variant, " total_us=", latencies.total_us));
+    LogAccess(absl::StrCat(
+        ctx_->peer(), " ", RpcOpName(op_), " ", absl::StatusCodeToString(status.code()),
+        " variant=", variant.empty() ? "none" : variant, " total_us=", latencies.total_us));
   }
   return status;
 }

@@ -56,8 +56,7 @@ absl::Status ComputeService::Readiness(grpc::CallbackServerContext* ctx) const {
   return absl::OkStatus();
 }
 
-ComputeEngine* ComputeService::Admit(grpc::CallbackServerContext* ctx,
-                                     CallReactor* reactor) const {
+ComputeEngine* ComputeService::Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const {
   if (absl::Status s = Readiness(ctx); !s.ok()) {
     reactor->Complete(s);
     return nullptr;
@@ -117,10 +116,9 @@ absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
   v1::ExecutionReport report;
   report.set_variant(outcome.variant->name);
-  report.set_device(outcome.times.note.empty()
-                        ? outcome.device->description().name
-                        : absl::StrCat(outcome.device->description().name, " (",
-                                       outcome.times.note, ")"));
+  report.set_device(outcome.times.note.empty() ? outcome.device->description().name
+                                               : absl::StrCat(outcome.device->description().name,
+                                                              " (", outcome.times.note, ")"));
   report.set_queue_us(latencies.queue_us);
   report.set_upload_us(latencies.upload_us);
   report.set_compute_us(latencies.compute_us);
@@ -148,8 +146,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   }
   auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);
   if (!parsed.ok()) {
-    reactor->Complete(absl::InvalidArgumentError(
-        absl::StrCat("request: ", parsed.status().message())));
+    reactor->Complete(
+        absl::InvalidArgumentError(absl::StrCat("request: ", parsed.status().message())));
     return reactor;
   }
   state->wire = std::move(*parsed);
@@ -160,8 +158,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   }
   const kernels::Problem problem = resolved->problem;
   state->problem = problem;
-  auto named = ResolveVariant(registry_, engine->backend(), problem, state->wire.variant,
-                              "variant");
+  auto named =
+      ResolveVariant(registry_, engine->backend(), problem, state->wire.variant, "variant");
   if (!named.ok()) {
     reactor->Complete(named.status());
     return reactor;
@@ -183,8 +181,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     return static_cast<void*>(state->out->data());
   };
   call.lifetime = RequestLifetime{reactor->deadline(), reactor->cancelled()};
-  engine->Compute(std::move(call), [this, reactor, response, state](
-                                       absl::Status status, const ComputeOutcome& outcome) {
+  engine->Compute(std::move(call), [this, reactor, response, state](absl::Status status,
+                                                                    const ComputeOutcome& outcome) {
     StageLatencies latencies;
     if (status.ok()) {
       const StageTimes& t = outcome.times;
@@ -193,16 +191,15 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       const kernels::Problem& p = state->problem;
       if (outcome.kept) {
         // No data: the matrix names the tensor that holds the result.
-        *response = wire::EncodeComputeResponseWithTensor(
-            ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p), outcome.kept->id,
-            ReportOf(outcome, latencies));
+        *response = wire::EncodeComputeResponseWithTensor(ToProto(p.dtype), kernels::OutputRows(p),
+                                                          kernels::OutputCols(p), outcome.kept->id,
+                                                          ReportOf(outcome, latencies));
       } else {
         *response = wire::EncodeComputeResponse(
             ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
-            wire::SliceOwning(std::move(state->out),
-                              [this](std::unique_ptr<std::string> b) {
-                                buffers_.Release(std::move(b));
-                              }),
+            wire::SliceOwning(
+                std::move(state->out),
+                [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
             ReportOf(outcome, latencies));
       }
     }
@@ -281,7 +278,8 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                         const v1::ServerInfoRequest*,
                                                         v1::ServerInfo* resp) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kServerInfo, calls_started_, calls_in_flight_);
+  auto* reactor =
+      new CallReactor(ctx, metrics_, RpcOp::kServerInfo, calls_started_, calls_in_flight_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
   resp->set_version(config_.version);
@@ -325,8 +323,8 @@ StreamContext ComputeService::stream_context() {
   return StreamContext{metrics_, calls_started_, calls_in_flight_};
 }
 
-grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(
-    grpc::CallbackServerContext* ctx, v1::TensorInfo* response) {
+grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(grpc::CallbackServerContext* ctx,
+                                                                   v1::TensorInfo* response) {
   if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseUpload(ctx, s, stream_context());
   return StartUpload(ctx, response, transfers_.load(std::memory_order_acquire), stream_context());
 }
@@ -334,8 +332,7 @@ grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(
 grpc::ServerWriteReactor<v1::DownloadResponse>* ComputeService::Download(
     grpc::CallbackServerContext* ctx, const v1::DownloadRequest* request) {
   if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseDownload(ctx, s, stream_context());
-  return StartDownload(ctx, *request, transfers_.load(std::memory_order_acquire),
-                       stream_context());
+  return StartDownload(ctx, *request, transfers_.load(std::memory_order_acquire), stream_context());
 }
 
 grpc::ServerUnaryReactor* ComputeService::ReleaseTensors(grpc::CallbackServerContext* ctx,

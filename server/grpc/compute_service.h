@@ -62,8 +62,7 @@ class ComputeService final
   grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx,
-                                    const v1::ProfileRequest* req,
+  grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx, const v1::ProfileRequest* req,
                                     v1::ProfileResponse* resp) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const v1::ServerInfoRequest* req,
@@ -84,9 +83,9 @@ class ComputeService final
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
                                                  const v1::RegisterSharedMemoryRequest* req,
                                                  v1::SharedMemoryRegion* resp) override;
-  grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                   const v1::UnregisterSharedMemoryRequest* req,
-                                                   v1::UnregisterSharedMemoryResponse* resp) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(
+      grpc::CallbackServerContext* ctx, const v1::UnregisterSharedMemoryRequest* req,
+      v1::UnregisterSharedMemoryResponse* resp) override;
   grpc::ServerUnaryReactor* ListSharedMemory(grpc::CallbackServerContext* ctx,
                                              const v1::ListSharedMemoryRequest* req,
                                              v1::ListSharedMemoryResponse* resp) override;
@@ -104,9 +103,8 @@ class ComputeService final
   grpc::ServerUnaryReactor* RefuseSharedMemory(grpc::CallbackServerContext* ctx);
 
   // Shared path of MatMul, Transpose and Reduce.
-  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc,
-                                       kernels::Op op, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response);
+  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc, kernels::Op op,
+                                       const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
   const kernels::Registry& registry_;
   const ServiceConfig config_;

@@ -20,7 +20,8 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
     if (!m.times_us.empty()) {
       std::vector<double> t = m.times_us;
       std::sort(t.begin(), t.end());
-      const double median = t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+      const double median =
+          t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
       row.set_median_us(median);
       row.set_min_us(t.front());
       row.set_max_us(t.back());

@@ -40,9 +40,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
     if (!tensor.ok()) return Refuse(tensor.status());
     tensor_ = std::move(*tensor);
     release_ = request.release();
-    chunk_ = request.chunk_bytes() == 0
-                 ? kDefaultDownloadChunkBytes
-                 : std::min(request.chunk_bytes(), kMaxDownloadChunkBytes);
+    chunk_ = request.chunk_bytes() == 0 ? kDefaultDownloadChunkBytes
+                                        : std::min(request.chunk_bytes(), kMaxDownloadChunkBytes);
     ToProto(transfers_->store().InfoOf(*tensor_), buffers_[0].mutable_info());
     free_ = {0, 1};
     Pump();

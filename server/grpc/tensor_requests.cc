@@ -11,8 +11,8 @@ absl::Status CheckSame(int64_t given, int64_t held, const std::string& field,
                        const std::string& what, const Tensor& t) {
   if (given == 0 || given == held) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what, " given, but tensor ", t.id(),
-                                                 " is ", t.shape().rows, " x ", t.shape().cols,
-                                                 " ", ProtoDTypeName(ToProto(t.shape().dtype)),
+                                                 " is ", t.shape().rows, " x ", t.shape().cols, " ",
+                                                 ProtoDTypeName(ToProto(t.shape().dtype)),
                                                  " (0 takes the tensor's own)"));
 }
 
@@ -40,16 +40,17 @@ absl::StatusOr<Operand> ResolveOperand(const wire::Matrix& m, const std::string&
       if (!tensor.ok()) return tensor.status();
       const Tensor& t = **tensor;
       const int dtype = ToProto(t.shape().dtype);
-      if (auto s = CheckSame(m.dtype, dtype, name + ".dtype", ProtoDTypeName(m.dtype), t); !s.ok()) {
-        return s;
-      }
-      if (auto s = CheckSame(m.rows, t.shape().rows, name + ".rows",
-                             absl::StrCat(m.rows, " rows"), t);
+      if (auto s = CheckSame(m.dtype, dtype, name + ".dtype", ProtoDTypeName(m.dtype), t);
           !s.ok()) {
         return s;
       }
-      if (auto s = CheckSame(m.cols, t.shape().cols, name + ".cols",
-                             absl::StrCat(m.cols, " cols"), t);
+      if (auto s =
+              CheckSame(m.rows, t.shape().rows, name + ".rows", absl::StrCat(m.rows, " rows"), t);
+          !s.ok()) {
+        return s;
+      }
+      if (auto s =
+              CheckSame(m.cols, t.shape().cols, name + ".cols", absl::StrCat(m.cols, " cols"), t);
           !s.ok()) {
         return s;
       }
@@ -98,14 +99,14 @@ absl::StatusOr<TensorShape> UploadShape(const v1::UploadRequest& first) {
   }
   for (const auto& [field, value] : {std::pair{"rows", first.rows()}, {"cols", first.cols()}}) {
     if (value < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": the first Upload message must set it >= 1, got ", value));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": the first Upload message must set it >= 1, got ", value));
     }
   }
   if (MatrixBytes(first.rows(), first.cols(), first.dtype()) < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rows, cols: ", first.rows(), " x ", first.cols(), " ", ProtoDTypeName(first.dtype()),
-        ": its byte size overflows int64"));
+    return absl::InvalidArgumentError(absl::StrCat("rows, cols: ", first.rows(), " x ",
+                                                   first.cols(), " ", ProtoDTypeName(first.dtype()),
+                                                   ": its byte size overflows int64"));
   }
   return TensorShape{*dtype, first.rows(), first.cols()};
 }

@@ -117,9 +117,10 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
     ++messages_;
     if (message->dtype() != 0 || message->rows() != 0 || message->cols() != 0 ||
         message->ttl_seconds() != 0 || message->has_shared_memory()) {
-      FailLocked(absl::InvalidArgumentError(absl::StrCat(
-          "Upload message ", messages_, ": only the first message gives dtype, rows, cols, "
-          "ttl_seconds or shared_memory; later ones carry data only")));
+      FailLocked(absl::InvalidArgumentError(
+          absl::StrCat("Upload message ", messages_,
+                       ": only the first message gives dtype, rows, cols, "
+                       "ttl_seconds or shared_memory; later ones carry data only")));
       return;
     }
     if (!AcceptLocked(*message) || message->data().empty()) return;
@@ -163,8 +164,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
         gathered_bytes_ = 0;
         writing_ = true;
       }
-      if (status_.ok() && tensor_ && !reading_ && !ended_ &&
-          gathered_bytes_ < kUploadWriteBytes) {
+      if (status_.ok() && tensor_ && !reading_ && !ended_ && gathered_bytes_ < kUploadWriteBytes) {
         reading_ = true;
         read = true;
       }
@@ -210,24 +210,22 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
     }
     // The batch stays alive until the write is done: the pieces point into it.
     auto owned = std::make_shared<Batch>(std::move(batch));
-    transfers_->Write(std::move(tensor), offset, std::move(pieces),
-                      [this, owned](absl::Status s) {
-                        owned->clear();
-                        {
-                          absl::MutexLock lock(&mu_);
-                          writing_ = false;
-                          if (!s.ok()) FailLocked(s);
-                        }
-                        Pump();
-                      });
+    transfers_->Write(std::move(tensor), offset, std::move(pieces), [this, owned](absl::Status s) {
+      owned->clear();
+      {
+        absl::MutexLock lock(&mu_);
+        writing_ = false;
+        if (!s.ok()) FailLocked(s);
+      }
+      Pump();
+    });
   }
 
   absl::Status TotalMismatch(int64_t got, const char* how) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "data: the Upload's bytes total ", how, " ", got, " by message ", messages_, ", but a ",
-        shape_.rows, " x ", shape_.cols, " ", ProtoDTypeName(ToProto(shape_.dtype)),
-        " tensor is ", shape_.bytes(), " bytes (rows * cols * ",
-        kernels::ElementSize(shape_.dtype), ")"));
+        shape_.rows, " x ", shape_.cols, " ", ProtoDTypeName(ToProto(shape_.dtype)), " tensor is ",
+        shape_.bytes(), " bytes (rows * cols * ", kernels::ElementSize(shape_.dtype), ")"));
   }
 
   // Answers once; an unlisted tensor goes with the reactor.

@@ -27,8 +27,8 @@ std::string Shape(int64_t rows, int64_t cols, DType dtype) {
 
 absl::Status CheckDType(int dtype, const std::string& field) {
   if (FromProto(static_cast<v1::DType>(dtype))) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": must be DTYPE_FLOAT32 or DTYPE_FLOAT64, got ", ProtoDTypeName(dtype)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": must be DTYPE_FLOAT32 or DTYPE_FLOAT64, got ", ProtoDTypeName(dtype)));
 }
 
 absl::Status CheckDim(int64_t value, const std::string& field) {
@@ -45,10 +45,9 @@ absl::Status CheckSize(int64_t rows, int64_t cols, DType dtype, const std::strin
                                                    " matrix: its byte size overflows int64"));
   }
   if (bytes <= limits.max_matrix_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(what, ": ", Shape(rows, cols, dtype),
-                                                   " matrix is ", bytes,
-                                                   " bytes, above max_matrix_bytes ",
-                                                   limits.max_matrix_bytes));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, ": ", Shape(rows, cols, dtype), " matrix is ", bytes,
+                   " bytes, above max_matrix_bytes ", limits.max_matrix_bytes));
 }
 
 // A tensor of this shape is small enough for an op; `what` names it.
@@ -74,8 +73,8 @@ absl::StatusOr<DType> CheckMatrix(const MatrixShape& m, const std::string& name,
   const int64_t want = MatrixBytes(m.rows, m.cols, dtype);
   if (m.data_bytes != want) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ".data: ", Shape(m.rows, m.cols, dtype), " needs ", want, " bytes (", m.rows,
-        " * ", m.cols, " * ", kernels::ElementSize(dtype), "), got ", m.data_bytes));
+        name, ".data: ", Shape(m.rows, m.cols, dtype), " needs ", want, " bytes (", m.rows, " * ",
+        m.cols, " * ", kernels::ElementSize(dtype), "), got ", m.data_bytes));
   }
   return dtype;
 }
@@ -86,8 +85,8 @@ absl::Status CheckOutputSize(const Problem& p, const std::string& name, const Li
     return CheckOpElements(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype,
                            name + " (kept result)");
   }
-  return CheckSize(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype,
-                   name + " (result)", limits);
+  return CheckSize(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype, name + " (result)",
+                   limits);
 }
 
 }  // namespace
@@ -108,9 +107,8 @@ absl::StatusOr<Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& 
   auto b_dtype = CheckMatrix(b, "b", limits);
   if (!b_dtype.ok()) return b_dtype.status();
   if (*a_dtype != *b_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("b.dtype: ", ProtoDTypeName(b.dtype),
-                                                   " differs from a.dtype ",
-                                                   ProtoDTypeName(a.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "b.dtype: ", ProtoDTypeName(b.dtype), " differs from a.dtype ", ProtoDTypeName(a.dtype)));
   }
   if (a.cols != b.rows) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -184,9 +182,9 @@ absl::StatusOr<Problem> ValidateReduce(const v1::ReduceRequest& req, const Limit
 absl::StatusOr<Problem> ValidateProfile(const v1::ProfileRequest& req, const Limits& limits) {
   const auto op = FromProto(req.op());
   if (!op) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op: must be OP_MATMUL, OP_TRANSPOSE or OP_REDUCE, got ",
-        v1::Op_IsValid(req.op()) ? v1::Op_Name(req.op()) : std::to_string(req.op())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("op: must be OP_MATMUL, OP_TRANSPOSE or OP_REDUCE, got ",
+                     v1::Op_IsValid(req.op()) ? v1::Op_Name(req.op()) : std::to_string(req.op())));
   }
   if (auto s = CheckDType(req.dtype(), "dtype"); !s.ok()) return s;
   Problem p;
@@ -206,23 +204,22 @@ absl::StatusOr<Problem> ValidateProfile(const v1::ProfileRequest& req, const Lim
     }
     const auto axis = FromProto(req.reduce_axis());
     if (!axis) {
-      return absl::InvalidArgumentError(absl::StrCat("reduce_axis: not a ReduceAxis, got ",
-                                                     static_cast<int>(req.reduce_axis())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("reduce_axis: not a ReduceAxis, got ", static_cast<int>(req.reduce_axis())));
     }
     p.reduce_op = *rop;
     p.reduce_axis = *axis;
   }
-  for (const auto& [field, value] : {std::pair{"warmup", req.warmup()},
-                                     std::pair{"repetitions", req.repetitions()}}) {
+  for (const auto& [field, value] :
+       {std::pair{"warmup", req.warmup()}, std::pair{"repetitions", req.repetitions()}}) {
     if (value < 0 || value > limits.max_profile_repetitions) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": must be in [0, ",
-                                                     limits.max_profile_repetitions, "], got ",
-                                                     value));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": must be in [0, ", limits.max_profile_repetitions, "], got ", value));
     }
   }
   const bool matmul = *op == kernels::Op::kMatMul;
-  if (auto s = CheckSize(p.m, matmul ? p.k : p.n, p.dtype,
-                         matmul ? "a (m x k)" : "input (m x n)", limits);
+  if (auto s = CheckSize(p.m, matmul ? p.k : p.n, p.dtype, matmul ? "a (m x k)" : "input (m x n)",
+                         limits);
       !s.ok()) {
     return s;
   }

@@ -181,18 +181,18 @@ class Metrics::TensorCollector final : public prometheus::Collectable {
                        "while an op still reads them).",
                        MetricType::Gauge);
     held.metric.push_back(Sample(double(c.held_bytes), {}, MetricType::Gauge));
-    auto limit = Family("gpucompute_tensor_limit_bytes",
-                        "Tensor budget (--tensor_memory_bytes).", MetricType::Gauge);
+    auto limit = Family("gpucompute_tensor_limit_bytes", "Tensor budget (--tensor_memory_bytes).",
+                        MetricType::Gauge);
     limit.metric.push_back(Sample(double(c.limit_bytes), {}, MetricType::Gauge));
     auto count = Family("gpucompute_tensors", "Tensors listed now.", MetricType::Gauge);
     count.metric.push_back(Sample(double(c.tensors), {}, MetricType::Gauge));
-    auto created = Family("gpucompute_tensors_created_total",
-                          "Tensors listed since start (uploads and kept outputs).",
-                          MetricType::Counter);
+    auto created =
+        Family("gpucompute_tensors_created_total",
+               "Tensors listed since start (uploads and kept outputs).", MetricType::Counter);
     created.metric.push_back(Sample(double(c.created), {}, MetricType::Counter));
-    auto expired = Family("gpucompute_tensor_expiries_total",
-                          "Tensors dropped after their idle lifetime (--tensor_ttl).",
-                          MetricType::Counter);
+    auto expired =
+        Family("gpucompute_tensor_expiries_total",
+               "Tensors dropped after their idle lifetime (--tensor_ttl).", MetricType::Counter);
     expired.metric.push_back(Sample(double(c.expired), {}, MetricType::Counter));
     return {std::move(held), std::move(limit), std::move(count), std::move(created),
             std::move(expired)};

@@ -14,12 +14,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/collectable.h"
-#include "server/ops/metrics_http.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/ops/metrics_http.h"
 
 namespace gpucompute::server {
 

@@ -43,7 +43,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         absl::StrCat("--metrics_listen: expected HOST:PORT, got \"", address, "\""));
   }
   std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -62,22 +63,23 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const int err = errno;
     freeaddrinfo(found);
     if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrCat("--metrics_listen: cannot listen on ", address, ": ",
-                                               std::strerror(err)));
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_listen: cannot listen on ", address, ": ", std::strerror(err)));
   }
   freeaddrinfo(found);
   sockaddr_storage bound = {};
   socklen_t len = sizeof bound;
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  const int port = ntohs(bound.ss_family == AF_INET6
-                             ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const int port =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) {
     close(fd);
     return absl::InternalError("--metrics_listen: pipe failed");
   }
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(fd, wake, port, std::move(render)));
+  return std::unique_ptr<MetricsHttpServer>(
+      new MetricsHttpServer(fd, wake, port, std::move(render)));
 }
 
 MetricsHttpServer::MetricsHttpServer(int listen_fd, int wake_fd[2], int port, Render render)

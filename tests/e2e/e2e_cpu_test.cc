@@ -36,8 +36,9 @@ constexpr int64_t kMaxMatrixBytes = 80 << 20;
 class CpuServerTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess(GPUCOMPUTE_SERVER_PATH,
-                                {"--backend=cpu", "--max_matrix_bytes=" + std::to_string(kMaxMatrixBytes)});
+    server_ = new ServerProcess(
+        GPUCOMPUTE_SERVER_PATH,
+        {"--backend=cpu", "--max_matrix_bytes=" + std::to_string(kMaxMatrixBytes)});
     ASSERT_TRUE(server_->started()) << "server did not start";
   }
   static void TearDownTestSuite() {
@@ -78,8 +79,10 @@ TEST_F(CpuServerTest, ServerInfo) {
 TEST_F(CpuServerTest, MatMulBothDTypesMatchTheReference) {
   for (int dtype = 0; dtype < 2; ++dtype) {
     v1::MatMulRequest req;
-    *req.mutable_a() = dtype ? RandomMatrix<double>(33, 17, rng_) : RandomMatrix<float>(33, 17, rng_);
-    *req.mutable_b() = dtype ? RandomMatrix<double>(17, 65, rng_) : RandomMatrix<float>(17, 65, rng_);
+    *req.mutable_a() =
+        dtype ? RandomMatrix<double>(33, 17, rng_) : RandomMatrix<float>(33, 17, rng_);
+    *req.mutable_b() =
+        dtype ? RandomMatrix<double>(17, 65, rng_) : RandomMatrix<float>(17, 65, rng_);
     grpc::ClientContext ctx;
     v1::MatMulResponse resp;
     const grpc::Status s = stub_->MatMul(&ctx, req, &resp);
@@ -106,8 +109,8 @@ TEST_F(CpuServerTest, TransposeIsExactAndNamedVariantRuns) {
   ASSERT_TRUE(stub_->Transpose(&ctx, req, &resp).ok());
   EXPECT_EQ(resp.output().rows(), 33);
   EXPECT_EQ(resp.output().cols(), 31);
-  const auto ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
-                                            req.input().data().data(), nullptr);
+  const auto ref = kernels::ReferenceResult(
+      ProblemOf(kernels::Op::kTranspose, req.input(), nullptr), req.input().data().data(), nullptr);
   EXPECT_EQ(MaxError(resp.output(), ref), 0.0) << SeedNote();
 }
 
@@ -192,7 +195,8 @@ TEST_F(CpuServerTest, EveryErrorRowGetsItsCodeAndTheServerKeepsServing) {
   cases.back().req.set_variant("tiled33");
   cases.push_back({"GPU variant on a CPU server", good(), grpc::INVALID_ARGUMENT, "cublas"});
   cases.back().req.set_variant("cublas");
-  cases.push_back({"declared larger than max", good(), grpc::RESOURCE_EXHAUSTED, "max_matrix_bytes"});
+  cases.push_back(
+      {"declared larger than max", good(), grpc::RESOURCE_EXHAUSTED, "max_matrix_bytes"});
   cases.back().req.mutable_a()->set_rows(int64_t{1} << 40);
   cases.push_back({"result larger than max", good(), grpc::RESOURCE_EXHAUSTED, "c (result)"});
   *cases.back().req.mutable_a() = RandomMatrix<float>(8192, 1, rng_);
@@ -203,7 +207,8 @@ TEST_F(CpuServerTest, EveryErrorRowGetsItsCodeAndTheServerKeepsServing) {
     v1::MatMulResponse resp;
     const grpc::Status s = stub_->MatMul(&ctx, c.req, &resp);
     EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
-    EXPECT_NE(s.error_message().find(c.field), std::string::npos) << c.name << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(c.field), std::string::npos)
+        << c.name << ": " << s.error_message();
   }
   // A real matrix above max_matrix_bytes (81 MiB against 80 MiB).
   v1::TransposeRequest big;
@@ -289,7 +294,8 @@ TEST_F(CpuServerTest, HealthServing) {
 }
 
 TEST_F(CpuServerTest, ReflectionListsServices) {
-  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(Connect(server_->target()));
+  auto reflection =
+      grpc::reflection::v1alpha::ServerReflection::NewStub(Connect(server_->target()));
   grpc::ClientContext ctx;
   auto stream = reflection->ServerReflectionInfo(&ctx);
   grpc::reflection::v1alpha::ServerReflectionRequest req;
@@ -307,13 +313,14 @@ TEST_F(CpuServerTest, ReflectionListsServices) {
 
 TEST_F(CpuServerTest, ThirtyTwoConcurrentClientsWithMixedRequests) {
   const auto failures = testing::RunMixedClients(server_->target(), 32, 6, 70, seed_);
-  EXPECT_TRUE(failures.empty()) << failures.front() << " (" << failures.size() << " clients failed, "
-                                << SeedNote() << ")";
+  EXPECT_TRUE(failures.empty()) << failures.front() << " (" << failures.size()
+                                << " clients failed, " << SeedNote() << ")";
 }
 
 // A server with one worker and a queue of one: a burst overflows it.
 TEST(CpuServerAdmission, FullQueueGetsResourceExhausted) {
-  ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1", "--max_queue_depth=1"});
+  ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                       {"--backend=cpu", "--cpu_workers=1", "--max_queue_depth=1"});
   ASSERT_TRUE(server.started());
   std::mt19937_64 rng(FreshSeed());
   v1::MatMulRequest req;
@@ -342,8 +349,8 @@ TEST(CpuServerAdmission, FullQueueGetsResourceExhausted) {
 
 // SIGTERM: the in-flight request completes, new ones are refused, exit 0.
 TEST(CpuServerShutdown, DrainsInFlightWorkAndExitsZero) {
-  testing::ServerWithMetrics started = testing::StartServerWithMetrics(
-      GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
+  testing::ServerWithMetrics started =
+      testing::StartServerWithMetrics(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
   ASSERT_TRUE(started.started());
   ServerProcess& server = *started.process;
   std::mt19937_64 rng(FreshSeed());
@@ -363,7 +370,8 @@ TEST(CpuServerShutdown, DrainsInFlightWorkAndExitsZero) {
     auto scrape = testing::ScrapeMetrics(started.metrics_port);
     ASSERT_TRUE(scrape.ok()) << scrape.status();
     if (scrape->Sum("gpucompute_requests_in_flight") +
-            scrape->Sum("gpucompute_requests_total", {{"op", "matmul"}}) >= 1) {
+            scrape->Sum("gpucompute_requests_total", {{"op", "matmul"}}) >=
+        1) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

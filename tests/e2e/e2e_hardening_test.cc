@@ -65,8 +65,8 @@ TEST(ServerCommandLine, VersionPrintsTheVersion) {
 }
 
 TEST(ServerCommandLine, BadLogLevelStopsStartUp) {
-  const CommandResult bad = RunCommand(absl::StrCat(
-      GPUCOMPUTE_SERVER_PATH, " --backend=cpu --metrics_listen= --log_level=loud"));
+  const CommandResult bad = RunCommand(
+      absl::StrCat(GPUCOMPUTE_SERVER_PATH, " --backend=cpu --metrics_listen= --log_level=loud"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("--log_level"), std::string::npos) << bad.output;
 }
@@ -74,9 +74,9 @@ TEST(ServerCommandLine, BadLogLevelStopsStartUp) {
 TEST(ServerPort, ASecondServerOnTheSamePortFailsToStart) {
   testing::ServerProcess first(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--metrics_listen="});
   ASSERT_TRUE(first.started());
-  const CommandResult second = RunCommand(absl::StrCat(
-      "timeout 30 ", GPUCOMPUTE_SERVER_PATH, " --backend=cpu --metrics_listen= --listen=",
-      first.target()));
+  const CommandResult second =
+      RunCommand(absl::StrCat("timeout 30 ", GPUCOMPUTE_SERVER_PATH,
+                              " --backend=cpu --metrics_listen= --listen=", first.target()));
   EXPECT_EQ(second.exit_code, 1) << second.output;
   EXPECT_NE(second.output.find("cannot listen"), std::string::npos) << second.output;
 }
@@ -126,7 +126,8 @@ TEST_F(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
     ASSERT_TRUE(cq.Next(&tag, &ok));
     call->Finish(&status, reinterpret_cast<void*>(4));
     ASSERT_TRUE(cq.Next(&tag, &ok));
-    EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT) << method << ": " << status.error_message();
+    EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT)
+        << method << ": " << status.error_message();
     EXPECT_NE(status.error_message().find("no request message"), std::string::npos);
   }
   EXPECT_EQ(Count("matmul", "INTERNAL"), 0);
@@ -191,8 +192,8 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
 TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
   // One worker: the calls queue behind each other, so most are still waiting
   // or running when the signal comes.
-  testing::ServerWithMetrics server = testing::StartServerWithMetrics(
-      GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
+  testing::ServerWithMetrics server =
+      testing::StartServerWithMetrics(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
   ASSERT_TRUE(server.started());
   std::mt19937_64 rng(FreshSeed());
   v1::TransposeRequest req;
@@ -301,7 +302,7 @@ TEST(ServerMemory, IdleResidentSizeReturnsNearTheStartAfterLargeRequests) {
     idle = ResidentKiB(server.pid());
   }
   EXPECT_LE(idle, at_start * 12 / 10) << "resident KiB: " << at_start << " at start, " << loaded
-                                       << " under load, " << idle << " idle";
+                                      << " under load, " << idle << " idle";
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
@@ -312,19 +313,19 @@ TEST(ServerMemory, ConnectionMemoryIsBoundedByTheQuota) {
   SKIP_UNDER_SANITIZERS();
   constexpr int64_t kQuota = 32 << 20;
   constexpr int kConnections = 400;  // under the default limit of 1024 open files
-  testing::ServerProcess server(
-      GPUCOMPUTE_SERVER_PATH,
-      {"--backend=cpu", "--metrics_listen=", "--idle_trim_seconds=0",
-       "--grpc_memory_quota_bytes=" + std::to_string(kQuota)});
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                {"--backend=cpu", "--metrics_listen=", "--idle_trim_seconds=0",
+                                 "--grpc_memory_quota_bytes=" + std::to_string(kQuota)});
   ASSERT_TRUE(server.started());
   const int64_t at_start = ResidentKiB(server.pid());
   std::vector<std::shared_ptr<grpc::Channel>> idle;
   for (int i = 0; i < kConnections; ++i) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection each
-    idle.push_back(grpc::CreateCustomChannel(server.target(), grpc::InsecureChannelCredentials(), args));
-    ASSERT_TRUE(idle.back()->WaitForConnected(std::chrono::system_clock::now() +
-                                              std::chrono::seconds(10)))
+    idle.push_back(
+        grpc::CreateCustomChannel(server.target(), grpc::InsecureChannelCredentials(), args));
+    ASSERT_TRUE(
+        idle.back()->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
         << "connection " << i;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));

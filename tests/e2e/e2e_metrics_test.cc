@@ -12,9 +12,9 @@
 #include <future>
 #include <thread>
 
-#include "support/e2e_util.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
 #include "support/server_process.h"
 #include "support/test_util.h"

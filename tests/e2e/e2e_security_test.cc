@@ -12,12 +12,12 @@
 #include <fstream>
 #include <future>
 
-#include "support/e2e_util.h"
 #include "gpucompute/client.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "support/metrics_scrape.h"
 #include "protos/reflection_client.grpc.pb.h"
+#include "support/e2e_util.h"
+#include "support/metrics_scrape.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 

@@ -17,9 +17,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <future>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,10 +103,10 @@ bool IsTensorId(const std::string& id, const std::string& instance) {
 // A well-formed id of this instance that was never handed out.
 std::string UnknownId() { return std::string(32, '0') + "@" + kInstance; }
 
-#define EXPECT_CODE(status, code, needle)                                               \
-  do {                                                                                  \
-    const grpc::Status s_ = (status);                                                   \
-    EXPECT_EQ(s_.error_code(), grpc::StatusCode::code) << s_.error_message();           \
+#define EXPECT_CODE(status, code, needle)                                                \
+  do {                                                                                   \
+    const grpc::Status s_ = (status);                                                    \
+    EXPECT_EQ(s_.error_code(), grpc::StatusCode::code) << s_.error_message();            \
     EXPECT_NE(s_.error_message().find(needle), std::string::npos) << s_.error_message(); \
   } while (0)
 
@@ -174,10 +174,10 @@ TEST_F(TensorServerTest, RoundTripInOneByteOddAndLargeMessages) {
     int64_t download_chunk;
   };
   const std::vector<Case> cases = {
-      {v1::DTYPE_FLOAT64, 7, 5, {1}, 1},                         // 280 one-byte messages each way
-      {v1::DTYPE_FLOAT32, 301, 257, {4099, 1, 65537}, 12345},     // odd sizes, odd chunks
-      {v1::DTYPE_FLOAT32, 1024, 2048, {3 * kMiB + 5}, 0},         // default download chunks
-      {v1::DTYPE_FLOAT64, 4096, 2048, {64 * kMiB}, 64 * kMiB},    // one 64 MiB message each way
+      {v1::DTYPE_FLOAT64, 7, 5, {1}, 1},                        // 280 one-byte messages each way
+      {v1::DTYPE_FLOAT32, 301, 257, {4099, 1, 65537}, 12345},   // odd sizes, odd chunks
+      {v1::DTYPE_FLOAT32, 1024, 2048, {3 * kMiB + 5}, 0},       // default download chunks
+      {v1::DTYPE_FLOAT64, 4096, 2048, {64 * kMiB}, 64 * kMiB},  // one 64 MiB message each way
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.rows, "x", c.cols, " dtype ", c.dtype, " ", SeedNote()));
@@ -198,7 +198,8 @@ TEST_F(TensorServerTest, RoundTripInOneByteOddAndLargeMessages) {
     std::string back;
     v1::TensorInfo first;
     int messages = 0;
-    grpc::Status s = DownloadBytes(*stub_, info.id(), &back, c.download_chunk, true, &first, &messages);
+    grpc::Status s =
+        DownloadBytes(*stub_, info.id(), &back, c.download_chunk, true, &first, &messages);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(back == bytes) << "the payload came back different";
     EXPECT_EQ(first.id(), info.id());
@@ -250,10 +251,10 @@ TEST_F(TensorServerTest, OpsOnTensorsMatchTheReferenceAndUploadNothing) {
   grpc::ClientContext ctx;
   v1::TransposeResponse tr;
   ASSERT_TRUE(stub_->Transpose(&ctx, t, &tr).ok());
-  EXPECT_EQ(testing::MaxError(tr.output(), kernels::ReferenceResult(
-                                               UnaryProblem(kernels::Op::kTranspose,
-                                                            kernels::DType::kFloat32, m, k),
-                                               a.data(), nullptr)),
+  EXPECT_EQ(testing::MaxError(tr.output(),
+                              kernels::ReferenceResult(UnaryProblem(kernels::Op::kTranspose,
+                                                                    kernels::DType::kFloat32, m, k),
+                                                       a.data(), nullptr)),
             0);
   EXPECT_EQ(ReleaseTensors(*stub_, {ta.id(), tb.id()}).released(), 2);
 }
@@ -381,7 +382,8 @@ TEST_F(TensorServerTest, UnknownReleasedMalformedAndForeignIdsAreNotFound) {
   EXPECT_CODE(DownloadBytes(*stub_, UnknownId(), &bytes), NOT_FOUND, UnknownId());
   EXPECT_CODE(DownloadBytes(*stub_, "not-an-id", &bytes), NOT_FOUND, "not-an-id");
   const std::string foreign = std::string(32, 'a') + "@replica-b:50051";
-  EXPECT_CODE(DownloadBytes(*stub_, foreign, &bytes), NOT_FOUND, "held by instance \"replica-b:50051\"");
+  EXPECT_CODE(DownloadBytes(*stub_, foreign, &bytes), NOT_FOUND,
+              "held by instance \"replica-b:50051\"");
 
   v1::TransposeRequest tr;
   *tr.mutable_input() = TensorMatrix(t.id());
@@ -467,13 +469,14 @@ TEST_F(TensorServerTest, RequestShapeRowsOfThePart2Table) {
 
   // Download: a negative chunk size.
   std::string bytes;
-  EXPECT_CODE(testing::DownloadTo(*stub_, UnknownId(), -1, false,
-                                  [](int64_t, const std::string&) {}),
-              INVALID_ARGUMENT, "chunk_bytes");
+  EXPECT_CODE(
+      testing::DownloadTo(*stub_, UnknownId(), -1, false, [](int64_t, const std::string&) {}),
+      INVALID_ARGUMENT, "chunk_bytes");
 }
 
 // Sends the given messages as one Upload and returns its status.
-grpc::Status UploadMessages(v1::Compute::Stub& stub, const std::vector<v1::UploadRequest>& messages) {
+grpc::Status UploadMessages(v1::Compute::Stub& stub,
+                            const std::vector<v1::UploadRequest>& messages) {
   grpc::ClientContext ctx;
   SetDeadline(ctx, 60);
   v1::TensorInfo info;
@@ -507,9 +510,9 @@ TEST_F(TensorServerTest, UploadRowsOfThePart2Table) {
               "rows");
   EXPECT_CODE(UploadMessages(*stub_, {First(v1::DTYPE_FLOAT32, 2, -1, "")}), INVALID_ARGUMENT,
               "cols");
-  EXPECT_CODE(UploadMessages(*stub_, {First(v1::DTYPE_FLOAT64, int64_t{1} << 40,
-                                            int64_t{1} << 40, "")}),
-              INVALID_ARGUMENT, "overflows int64");
+  EXPECT_CODE(
+      UploadMessages(*stub_, {First(v1::DTYPE_FLOAT64, int64_t{1} << 40, int64_t{1} << 40, "")}),
+      INVALID_ARGUMENT, "overflows int64");
   // Too few bytes, too many (at once and over several messages).
   EXPECT_CODE(UploadMessages(*stub_, {First(v1::DTYPE_FLOAT32, 2, 2, std::string(8, 'x')),
                                       Data(std::string(7, 'x'))}),
@@ -650,9 +653,9 @@ TEST_F(TensorServerTest, ATensorLargerThanOneMessageGoesUpIsUsedAndComesDown) {
   ASSERT_TRUE(stub_->Transpose(&c2, kept, &r1).ok());
   const std::string transposed = MustDownload(r1.output().tensor_id());
   EXPECT_EQ(ErrorOf(v1::DTYPE_FLOAT64, cols, rows, transposed,
-                    kernels::ReferenceResult(UnaryProblem(kernels::Op::kTranspose,
-                                                          kernels::DType::kFloat64, rows, cols),
-                                             x.data(), nullptr)),
+                    kernels::ReferenceResult(
+                        UnaryProblem(kernels::Op::kTranspose, kernels::DType::kFloat64, rows, cols),
+                        x.data(), nullptr)),
             0);
 
   v1::ReduceRequest sum;
@@ -825,8 +828,8 @@ class SmallTensorServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = testing::StartServerWithMetrics(
-        GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=2", "--tensor_ttl=1s",
-                                 "--tensor_memory_bytes=1048576"});
+        GPUCOMPUTE_SERVER_PATH,
+        {"--backend=cpu", "--cpu_workers=2", "--tensor_ttl=1s", "--tensor_memory_bytes=1048576"});
     ASSERT_TRUE(server_.started());
     stub_ = v1::Compute::NewStub(Connect(server_.process->target()));
   }

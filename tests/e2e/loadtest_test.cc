@@ -13,8 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "loadtest/load.h"
 #include "loadtest/report.h"
-#include "support/server_process.h"
 #include "loadtest/tcp_echo.h"
+#include "support/server_process.h"
 
 namespace gpucompute::loadtest {
 namespace {
@@ -269,7 +269,7 @@ TEST_F(LoadtestBinaryTest, SweepsVariantsWithBaselineAndWritesReports) {
   }
   EXPECT_EQ(report.rows(4).mode(), "open");
   EXPECT_DOUBLE_EQ(report.rows(4).rate(), 40);
-  EXPECT_TRUE(report.rows(2).has_vs_tcp());   // auto c=1 beside tcp_echo c=1
+  EXPECT_TRUE(report.rows(2).has_vs_tcp());  // auto c=1 beside tcp_echo c=1
   const std::string h = ReadFile(html);
   EXPECT_NE(h.find("p95 latency vs throughput"), std::string::npos);
   EXPECT_NE(h.find("<polyline"), std::string::npos);
@@ -283,10 +283,9 @@ TEST_F(LoadtestBinaryTest, MatMulAndReduceShapes) {
                                          " --concurrency=2 --csv=", csv));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // MxKxN, as the CLI takes it: 16x8 times 8x4 in, 16x4 out, 8 bytes each.
-  EXPECT_NE(r.output.find("matmul 16x8x4 float64 (16x8 times 8x4)"), std::string::npos)
+  EXPECT_NE(r.output.find("matmul 16x8x4 float64 (16x8 times 8x4)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("payload per request: 1280 bytes sent, 512 received"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("payload per request: 1280 bytes sent, 512 received"),
-            std::string::npos) << r.output;
   EXPECT_NE(ReadFile(csv).find(absl::StrCat(",", (16 * 8 + 8 * 4 + 16 * 4) * 8, ",")),
             std::string::npos);
   r = RunLoadtest(absl::StrCat(Fast(), " --op=reduce --shape=30x20 --axis=per_column",
@@ -311,9 +310,9 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
   EXPECT_TRUE(lines[6].starts_with("auto,closed,4,"));
   // The health rows carry no server report and no payload, but successes.
   const std::vector<std::string> health = absl::StrSplit(lines[3], ',');
-  EXPECT_EQ(health[4], "0");                  // payload_bytes
-  EXPECT_GT(std::stod(health[7]), 0.0);       // requests_per_s
-  EXPECT_EQ(health[15], "");                  // server_queue_us
+  EXPECT_EQ(health[4], "0");             // payload_bytes
+  EXPECT_GT(std::stod(health[7]), 0.0);  // requests_per_s
+  EXPECT_EQ(health[15], "");             // server_queue_us
   EXPECT_EQ(r.output.find("grpc_health      c=1      OK"), std::string::npos)
       << "health calls are not compute requests the server counts";
 
@@ -339,11 +338,13 @@ TEST_F(LoadtestBinaryTest, RejectsUnknownVariantsAndBadShapes) {
   r = RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=8x8"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--shape: expected 3 dimensions (MxKxN, e.g. 512x256x128), got '8x8'"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=reduce --shape=8x8 --axis=diagonal"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--axis: expected all, per_row or per_column, got 'diagonal'"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

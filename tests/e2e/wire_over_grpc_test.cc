@@ -61,12 +61,20 @@ std::string Mutate(std::string s, std::mt19937_64& rng) {
   for (int e = 0; e < edits; ++e) {
     const size_t at = s.empty() ? 0 : rng() % s.size();
     switch (rng() % 6) {
-      case 0: if (!s.empty()) s[at] = char(rng()); break;
+      case 0:
+        if (!s.empty()) s[at] = char(rng());
+        break;
       case 1: s.insert(s.begin() + long(at), char(rng())); break;
-      case 2: if (!s.empty()) s.erase(at, 1 + rng() % 4); break;
+      case 2:
+        if (!s.empty()) s.erase(at, 1 + rng() % 4);
+        break;
       case 3: s.resize(at); break;
-      case 4: if (!s.empty()) s[at] = char(s[at] ^ (1 << (rng() % 8))); break;
-      case 5: if (!s.empty()) s.insert(at, s.substr(at, 1 + rng() % 8)); break;
+      case 4:
+        if (!s.empty()) s[at] = char(s[at] ^ (1 << (rng() % 8)));
+        break;
+      case 5:
+        if (!s.empty()) s.insert(at, s.substr(at, 1 + rng() % 8));
+        break;
     }
   }
   return s;
@@ -83,8 +91,9 @@ template <typename Request>
 bool UsesPart2(const Request& r) {
   return r.has_output();
 }
-bool UsesPart2(const v1::Matrix& m) { return m.payload_case() != v1::Matrix::kData &&
-                                             m.payload_case() != v1::Matrix::PAYLOAD_NOT_SET; }
+bool UsesPart2(const v1::Matrix& m) {
+  return m.payload_case() != v1::Matrix::kData && m.payload_case() != v1::Matrix::PAYLOAD_NOT_SET;
+}
 
 Expected ExpectedFor(v1::Op op, const std::string& bytes) {
   Expected e;
@@ -125,9 +134,9 @@ Expected ExpectedFor(v1::Op op, const std::string& bytes) {
 }
 
 TEST(WireOverGrpc, MutatedRequestsGetProtobufsVerdict) {
-  testing::ServerProcess server(
-      GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--metrics_listen=", "--log_level=error",
-                               "--max_matrix_bytes=" + std::to_string(kMaxMatrixBytes)});
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                {"--backend=cpu", "--metrics_listen=", "--log_level=error",
+                                 "--max_matrix_bytes=" + std::to_string(kMaxMatrixBytes)});
   ASSERT_TRUE(server.started());
   const char* env = std::getenv("GPUCOMPUTE_WIRE_REQUESTS");
   const int64_t total = env ? std::atoll(env) : 20000;
@@ -182,7 +191,8 @@ TEST(WireOverGrpc, MutatedRequestsGetProtobufsVerdict) {
         (want.parses ? parsed : refused)++;
         if (!why.empty() && divergences++ < 10) {
           std::string hex;
-          for (unsigned char c : bytes) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
+          for (unsigned char c : bytes)
+            hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
           ADD_FAILURE() << method << " " << hex << ": " << why;
         }
       }
@@ -190,10 +200,11 @@ TEST(WireOverGrpc, MutatedRequestsGetProtobufsVerdict) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(divergences.load(), 0) << "seed " << seed;
-  std::printf("%lld mutated requests: %lld parsed by protobuf (%lld answered OK), %lld refused; "
-              "%lld divergences\n",
-              (long long)total, (long long)parsed.load(), (long long)answered_ok.load(),
-              (long long)refused.load(), (long long)divergences.load());
+  std::printf(
+      "%lld mutated requests: %lld parsed by protobuf (%lld answered OK), %lld refused; "
+      "%lld divergences\n",
+      (long long)total, (long long)parsed.load(), (long long)answered_ok.load(),
+      (long long)refused.load(), (long long)divergences.load());
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

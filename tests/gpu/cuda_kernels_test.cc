@@ -35,10 +35,10 @@ bool SmallOnly() {
 }
 
 std::vector<Shape> MatMulShapes() {
-  std::vector<Shape> all = {{1, 1, 1},      {1, 300, 17},    {300, 1, 17},   {31, 33, 17},
-                            {33, 31, 1},    {64, 64, 64},    {130, 129, 131}, {132, 260, 36},
-                            {256, 256, 128}, {257, 255, 8},  {64, 96, 2048}, {1000, 1001, 67},
-                            {4097, 513, 9}, {129, 4097, 33}};
+  std::vector<Shape> all = {{1, 1, 1},       {1, 300, 17},   {300, 1, 17},    {31, 33, 17},
+                            {33, 31, 1},     {64, 64, 64},   {130, 129, 131}, {132, 260, 36},
+                            {256, 256, 128}, {257, 255, 8},  {64, 96, 2048},  {1000, 1001, 67},
+                            {4097, 513, 9},  {129, 4097, 33}};
   std::vector<Shape> out;
   for (const Shape& s : all)
     if (!SmallOnly() || s.m * s.n * s.k <= 600000) out.push_back(s);
@@ -46,10 +46,10 @@ std::vector<Shape> MatMulShapes() {
 }
 
 std::vector<Shape> MatrixShapes() {
-  std::vector<Shape> all = {{1, 1, 0},       {1, 1000, 0},    {1000, 1, 0},    {31, 33, 0},
-                            {33, 31, 0},     {64, 64, 0},     {100, 4, 0},     {128, 260, 0},
-                            {1000, 1001, 0}, {4097, 513, 0},  {513, 4097, 0},  {3, 100003, 0},
-                            {100003, 3, 0},  {257, 8192, 0},  {2000, 2048, 0}, {1, 1 << 20, 0}};
+  std::vector<Shape> all = {{1, 1, 0},       {1, 1000, 0},   {1000, 1, 0},    {31, 33, 0},
+                            {33, 31, 0},     {64, 64, 0},    {100, 4, 0},     {128, 260, 0},
+                            {1000, 1001, 0}, {4097, 513, 0}, {513, 4097, 0},  {3, 100003, 0},
+                            {100003, 3, 0},  {257, 8192, 0}, {2000, 2048, 0}, {1, 1 << 20, 0}};
   std::vector<Shape> out;
   for (const Shape& s : all)
     if (!SmallOnly() || s.m * s.n <= 70000) out.push_back(s);
@@ -57,10 +57,11 @@ std::vector<Shape> MatrixShapes() {
 }
 
 std::string Describe(const Problem& p) {
-  std::string s = std::string(OpName(p.op)) + " " + DTypeName(p.dtype) + " m=" +
-                  std::to_string(p.m) + " n=" + std::to_string(p.n);
+  std::string s = std::string(OpName(p.op)) + " " + DTypeName(p.dtype) +
+                  " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n);
   if (p.op == Op::kMatMul) s += " k=" + std::to_string(p.k);
-  if (p.op == Op::kReduce) s += std::string(" ") + ReduceOpName(p.reduce_op) + " " + ReduceAxisName(p.reduce_axis);
+  if (p.op == Op::kReduce)
+    s += std::string(" ") + ReduceOpName(p.reduce_op) + " " + ReduceAxisName(p.reduce_axis);
   return s;
 }
 
@@ -70,8 +71,10 @@ std::vector<char> RandomMatrix(DType dtype, int64_t elements, std::mt19937_64& r
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (int64_t i = 0; i < elements; ++i) {
     const double v = dist(rng);
-    if (dtype == DType::kFloat32) reinterpret_cast<float*>(bytes.data())[i] = float(v);
-    else reinterpret_cast<double*>(bytes.data())[i] = v;
+    if (dtype == DType::kFloat32)
+      reinterpret_cast<float*>(bytes.data())[i] = float(v);
+    else
+      reinterpret_cast<double*>(bytes.data())[i] = v;
   }
   return bytes;
 }
@@ -125,8 +128,7 @@ class CudaKernelsTest : public ::testing::Test {
   // the start of its allocation, so that it is not 16-byte aligned.
   // `out_poison` fills every byte of the output before the launch.
   std::vector<char> Launch(const Variant& v, const Problem& p, const std::vector<char>& a,
-                           const std::vector<char>& b, size_t a_offset = 0,
-                           int out_poison = 0xFF) {
+                           const std::vector<char>& b, size_t a_offset = 0, int out_poison = 0xFF) {
     const size_t out_bytes = size_t(OutputElements(p) * ElementSize(p.dtype));
     DeviceBuffer da(a.size() + a_offset), db(b.size()), dout(out_bytes), dws(v.WorkspaceBytes(p));
     char* a_at = static_cast<char*>(da.get()) + a_offset;
@@ -169,13 +171,15 @@ class CudaKernelsTest : public ::testing::Test {
     const std::vector<char> a = RandomMatrix(p.dtype, InputAElements(p), rng);
     const std::vector<char> b =
         p.op == Op::kMatMul ? RandomMatrix(p.dtype, InputBElements(p), rng) : std::vector<char>{};
-    const std::vector<double> reference = ReferenceResult(p, a.data(), b.empty() ? nullptr : b.data());
+    const std::vector<double> reference =
+        ReferenceResult(p, a.data(), b.empty() ? nullptr : b.data());
     for (const Variant* v : DefaultRegistry().List(p.op, Backend::kCuda)) {
       if (!v->Supports(p.dtype)) continue;
       SCOPED_TRACE("variant " + v->name + ", " + Describe(p));
       const std::vector<char> out = Launch(*v, p, a, b);
       if (out.empty()) continue;
-      const CheckResult check = CheckAgainstReference(p, v->reduced_precision, a.data(), out.data(), reference);
+      const CheckResult check =
+          CheckAgainstReference(p, v->reduced_precision, a.data(), out.data(), reference);
       EXPECT_TRUE(check.ok) << check.message << " (max error " << check.max_rel_error
                             << ", tolerance " << check.tolerance << ")";
       if (p.op == Op::kReduce) {
@@ -212,15 +216,14 @@ TEST(CudaLadders, HoldTheApiVariantsInOrder) {
     return out;
   };
   // API.md's minimum set, simplest first.
-  EXPECT_TRUE(ContainsInOrder(names(Op::kMatMul),
-                              {"naive", "tiled16", "tiled32", "tiled32_padded", "register_tiled",
-                               "cublas", "cublas_tf32"}))
+  EXPECT_TRUE(ContainsInOrder(names(Op::kMatMul), {"naive", "tiled16", "tiled32", "tiled32_padded",
+                                                   "register_tiled", "cublas", "cublas_tf32"}))
       << ::testing::PrintToString(names(Op::kMatMul));
   EXPECT_TRUE(ContainsInOrder(names(Op::kTranspose),
                               {"naive", "shared", "shared_padded", "shared_swizzled", "cublas"}))
       << ::testing::PrintToString(names(Op::kTranspose));
-  EXPECT_TRUE(ContainsInOrder(names(Op::kReduce),
-                              {"interleaved", "sequential", "warp_shuffle", "cub"}))
+  EXPECT_TRUE(
+      ContainsInOrder(names(Op::kReduce), {"interleaved", "sequential", "warp_shuffle", "cub"}))
       << ::testing::PrintToString(names(Op::kReduce));
   for (const Variant* v : DefaultRegistry().List(Backend::kCuda)) {
     EXPECT_FALSE(v->description.empty()) << v->name;
@@ -280,16 +283,15 @@ TEST_P(CudaReduceTest, AllVariantsAllShapes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    OpsAndAxes, CudaReduceTest,
-    ::testing::Combine(::testing::Values(ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                                         ReduceOp::kMean),
-                       ::testing::Values(ReduceAxis::kAll, ReduceAxis::kPerRow,
-                                         ReduceAxis::kPerColumn)),
-    [](const auto& info) {
-      return std::string(ReduceOpName(std::get<0>(info.param))) + "_" +
-             ReduceAxisName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(OpsAndAxes, CudaReduceTest,
+                         ::testing::Combine(::testing::Values(ReduceOp::kSum, ReduceOp::kMin,
+                                                              ReduceOp::kMax, ReduceOp::kMean),
+                                            ::testing::Values(ReduceAxis::kAll, ReduceAxis::kPerRow,
+                                                              ReduceAxis::kPerColumn)),
+                         [](const auto& info) {
+                           return std::string(ReduceOpName(std::get<0>(info.param))) + "_" +
+                                  ReduceAxisName(std::get<1>(info.param));
+                         });
 
 // ---- NaN and infinities (API.md: MIN and MAX propagate NaN as NumPy's
 // min/max do, SUM and MEAN follow IEEE arithmetic). Every variant, dtype, op
@@ -330,7 +332,8 @@ std::vector<SpecialCase> SpecialCases(int64_t m, int64_t n) {
   cases.push_back({"NaN last", {{m - 1, n - 1, kNaN}}});
   // The last element covered by 16-byte loads of 4 floats (2 doubles: also
   // at a multiple of 4), when the count leaves a tail.
-  if (count % 4 != 0 && count >= 4) cases.push_back({"NaN last of the vector loads", {at(count / 4 * 4 - 1, kNaN)}});
+  if (count % 4 != 0 && count >= 4)
+    cases.push_back({"NaN last of the vector loads", {at(count / 4 * 4 - 1, kNaN)}});
   // The last element of the first row and the first of the last row: the
   // ends of a row segment and of a column.
   cases.push_back({"NaN end of row 0", {{0, n - 1, kNaN}}});
@@ -402,16 +405,22 @@ std::vector<double> NumPyReduce(const Problem& p, const std::vector<char>& a) {
                         : p.reduce_axis == ReduceAxis::kPerRow ? r
                                                                : c;
       const double x = ElementOf(p.dtype, a, r * p.n + c);
-      if (std::isnan(x)) nan[g] = true;
-      else if (p.reduce_op == ReduceOp::kMin) out[g] = std::min(out[g], x);
-      else if (p.reduce_op == ReduceOp::kMax) out[g] = std::max(out[g], x);
-      else out[g] += x;
+      if (std::isnan(x))
+        nan[g] = true;
+      else if (p.reduce_op == ReduceOp::kMin)
+        out[g] = std::min(out[g], x);
+      else if (p.reduce_op == ReduceOp::kMax)
+        out[g] = std::max(out[g], x);
+      else
+        out[g] += x;
     }
   }
   const double count = double(p.m) * double(p.n) / double(groups);
   for (int64_t g = 0; g < groups; ++g) {
-    if (nan[g]) out[g] = kNaN;
-    else if (p.reduce_op == ReduceOp::kMean) out[g] /= count;
+    if (nan[g])
+      out[g] = kNaN;
+    else if (p.reduce_op == ReduceOp::kMean)
+      out[g] /= count;
   }
   return out;
 }
@@ -476,10 +485,10 @@ std::vector<Shape> SpecialShapes() {
   // Vector-width multiples and not, one row / one column, the multi-pass tree
   // sizes, warp_shuffle's block-per-row rows (cols >= 1024, few rows), its
   // chunked columns (m >= 128) and a multi-block ALL.
-  std::vector<Shape> all = {{1, 1, 0},     {2, 2, 0},      {1, 1000, 0},    {1000, 1, 0},
-                            {31, 33, 0},   {33, 31, 0},    {64, 64, 0},     {100, 4, 0},
-                            {3, 513, 0},   {128, 260, 0},  {1000, 1001, 0}, {4097, 513, 0},
-                            {7, 4100, 0},  {3, 100003, 0}, {100003, 3, 0},  {2000, 2048, 0},
+  std::vector<Shape> all = {{1, 1, 0},      {2, 2, 0},      {1, 1000, 0},    {1000, 1, 0},
+                            {31, 33, 0},    {33, 31, 0},    {64, 64, 0},     {100, 4, 0},
+                            {3, 513, 0},    {128, 260, 0},  {1000, 1001, 0}, {4097, 513, 0},
+                            {7, 4100, 0},   {3, 100003, 0}, {100003, 3, 0},  {2000, 2048, 0},
                             {1, 1 << 20, 0}};
   std::vector<Shape> out;
   for (const Shape& s : all)
@@ -540,16 +549,15 @@ TEST_P(CudaReduceSpecialOpTest, NaNWithUnalignedInput) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    OpsAndAxes, CudaReduceSpecialOpTest,
-    ::testing::Combine(::testing::Values(ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kSum,
-                                         ReduceOp::kMean),
-                       ::testing::Values(ReduceAxis::kAll, ReduceAxis::kPerRow,
-                                         ReduceAxis::kPerColumn)),
-    [](const auto& info) {
-      return std::string(ReduceOpName(std::get<0>(info.param))) + "_" +
-             ReduceAxisName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(OpsAndAxes, CudaReduceSpecialOpTest,
+                         ::testing::Combine(::testing::Values(ReduceOp::kMin, ReduceOp::kMax,
+                                                              ReduceOp::kSum, ReduceOp::kMean),
+                                            ::testing::Values(ReduceAxis::kAll, ReduceAxis::kPerRow,
+                                                              ReduceAxis::kPerColumn)),
+                         [](const auto& info) {
+                           return std::string(ReduceOpName(std::get<0>(info.param))) + "_" +
+                                  ReduceAxisName(std::get<1>(info.param));
+                         });
 
 // One NaN at every position of small matrices in turn (every lane of a
 // 16-byte load, every row and column end; exactly one row and one column
@@ -618,8 +626,8 @@ TEST_F(CudaReduceSpecialTest, NumPyExample) {
         if (out.empty()) continue;
         for (size_t i = 0; i < w.out.size(); ++i) {
           const double got = ElementOf(dtype, out, int64_t(i));
-          EXPECT_TRUE(Matches(got, w.out[i], 0)) << "element " << i << ": got " << got
-                                                 << ", NumPy gives " << w.out[i];
+          EXPECT_TRUE(Matches(got, w.out[i], 0))
+              << "element " << i << ": got " << got << ", NumPy gives " << w.out[i];
         }
       }
     }

@@ -17,8 +17,8 @@
 #include <set>
 #include <thread>
 
-#include "support/e2e_util.h"
 #include "gpucompute/kernels/reference.h"
+#include "support/e2e_util.h"
 #include "support/server_process.h"
 #include "support/tensor_client.h"
 
@@ -38,7 +38,7 @@ int GpuCount() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-#define SKIP_WITHOUT_GPU()                                                 \
+#define SKIP_WITHOUT_GPU() \
   if (GpuCount() == 0) GTEST_SKIP() << "no CUDA device: GPU test skipped"
 
 v1::ServerInfo Info(v1::Compute::Stub& stub) {
@@ -84,7 +84,8 @@ TEST_F(GpuServerTest, ServerInfoDescribesTheGpu) {
   for (const auto& v : info.variants()) {
     if (v.op() == v1::OP_MATMUL) matmul.insert(v.name());
   }
-  for (const char* name : {"naive", "tiled16", "tiled32", "tiled32_padded", "register_tiled", "cublas", "cublas_tf32"}) {
+  for (const char* name : {"naive", "tiled16", "tiled32", "tiled32_padded", "register_tiled",
+                           "cublas", "cublas_tf32"}) {
     EXPECT_TRUE(matmul.count(name)) << name;
   }
 }
@@ -102,33 +103,40 @@ TEST_F(GpuServerTest, EveryVariantByNameIsCorrect) {
       for (int dtype : v.dtypes()) {
         const bool f64 = dtype == v1::DTYPE_FLOAT64;
         const double tol = v.reduced_precision() ? 5e-3 : f64 ? 1e-12 : 1e-4;
-        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") + SeedNote());
+        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") +
+                     SeedNote());
         grpc::ClientContext ctx;
         if (v.op() == v1::OP_MATMUL) {
           v1::MatMulRequest req;
-          *req.mutable_a() = f64 ? RandomMatrix<double>(m, k, rng_) : RandomMatrix<float>(m, k, rng_);
-          *req.mutable_b() = f64 ? RandomMatrix<double>(k, n, rng_) : RandomMatrix<float>(k, n, rng_);
+          *req.mutable_a() =
+              f64 ? RandomMatrix<double>(m, k, rng_) : RandomMatrix<float>(m, k, rng_);
+          *req.mutable_b() =
+              f64 ? RandomMatrix<double>(k, n, rng_) : RandomMatrix<float>(k, n, rng_);
           req.set_variant(v.name());
           v1::MatMulResponse resp;
           const grpc::Status s = stub_->MatMul(&ctx, req, &resp);
           ASSERT_TRUE(s.ok()) << s.error_message();
           EXPECT_EQ(resp.report().variant(), v.name());
-          EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
-                                                                req.a().data().data(), req.b().data().data())),
+          EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(
+                                           ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
+                                           req.a().data().data(), req.b().data().data())),
                     tol);
         } else if (v.op() == v1::OP_TRANSPOSE) {
           v1::TransposeRequest req;
-          *req.mutable_input() = f64 ? RandomMatrix<double>(rows, cols, rng_) : RandomMatrix<float>(rows, cols, rng_);
+          *req.mutable_input() =
+              f64 ? RandomMatrix<double>(rows, cols, rng_) : RandomMatrix<float>(rows, cols, rng_);
           req.set_variant(v.name());
           v1::TransposeResponse resp;
           const grpc::Status s = stub_->Transpose(&ctx, req, &resp);
           ASSERT_TRUE(s.ok()) << s.error_message();
-          EXPECT_EQ(MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
-                                                                     req.input().data().data(), nullptr)),
-                    0.0);
+          EXPECT_EQ(
+              MaxError(resp.output(), kernels::ReferenceResult(
+                                          ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
+                                          req.input().data().data(), nullptr)),
+              0.0);
         } else {
           const v1::Matrix input = f64 ? RandomMatrix<double>(reduce_rows, reduce_cols, rng_)
-                                      : RandomMatrix<float>(reduce_rows, reduce_cols, rng_);
+                                       : RandomMatrix<float>(reduce_rows, reduce_cols, rng_);
           for (int axis = 0; axis < 3; ++axis) {
             grpc::ClientContext rctx;
             v1::ReduceRequest req;
@@ -142,8 +150,10 @@ TEST_F(GpuServerTest, EveryVariantByNameIsCorrect) {
             kernels::Problem p = ProblemOf(kernels::Op::kReduce, input, nullptr);
             p.reduce_axis = static_cast<kernels::ReduceAxis>(axis);
             // Sum errors scale with the number of terms (contract: 1e-5 * sum|x|).
-            EXPECT_LE(MaxError(resp.output(), kernels::ReferenceResult(p, input.data().data(), nullptr)),
-                      (f64 ? 1e-12 : 1e-5) * double(reduce_rows * reduce_cols)) << "axis " << axis;
+            EXPECT_LE(
+                MaxError(resp.output(), kernels::ReferenceResult(p, input.data().data(), nullptr)),
+                (f64 ? 1e-12 : 1e-5) * double(reduce_rows * reduce_cols))
+                << "axis " << axis;
           }
         }
       }
@@ -186,27 +196,30 @@ TEST_F(GpuServerTest, ReportBreaksDownALargeRequest) {
     ASSERT_TRUE(stub_->Transpose(&ctx, req, &resp).ok());
     const auto& r = resp.report();
     const int64_t stages = r.queue_us() + r.upload_us() + r.compute_us() + r.download_us();
-    std::printf("64 MiB transpose: total %lld us, queue %lld, upload %lld (%.1f GB/s), compute %lld, "
-                "download %lld (%.1f GB/s), server-added %lld us (%.1f%% of total)\n",
-                (long long)r.total_us(), (long long)r.queue_us(), (long long)r.upload_us(),
-                67108864.0 / std::max<int64_t>(1, r.upload_us()) / 1e3, (long long)r.compute_us(),
-                (long long)r.download_us(), 67108864.0 / std::max<int64_t>(1, r.download_us()) / 1e3,
-                (long long)(r.total_us() - stages), 100.0 * double(r.total_us() - stages) / double(r.total_us()));
+    std::printf(
+        "64 MiB transpose: total %lld us, queue %lld, upload %lld (%.1f GB/s), compute %lld, "
+        "download %lld (%.1f GB/s), server-added %lld us (%.1f%% of total)\n",
+        (long long)r.total_us(), (long long)r.queue_us(), (long long)r.upload_us(),
+        67108864.0 / std::max<int64_t>(1, r.upload_us()) / 1e3, (long long)r.compute_us(),
+        (long long)r.download_us(), 67108864.0 / std::max<int64_t>(1, r.download_us()) / 1e3,
+        (long long)(r.total_us() - stages),
+        100.0 * double(r.total_us() - stages) / double(r.total_us()));
   }
   const auto& r = resp.report();
   EXPECT_GT(r.upload_us(), 0);
   EXPECT_GT(r.compute_us(), 0);
   EXPECT_GT(r.download_us(), 0);
   EXPECT_GE(r.total_us(), r.queue_us() + r.upload_us() + r.compute_us() + r.download_us());
-  EXPECT_EQ(MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
-                                                             req.input().data().data(), nullptr)),
+  EXPECT_EQ(MaxError(resp.output(), kernels::ReferenceResult(
+                                        ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
+                                        req.input().data().data(), nullptr)),
             0.0);
 }
 
 TEST_F(GpuServerTest, SixtyFourConcurrentClientsMixedOpsAndSizes) {
   const auto failures = testing::RunMixedClients(server_->target(), 64, 5, 300, seed_);
-  EXPECT_TRUE(failures.empty()) << failures.front() << " (" << failures.size() << " clients failed, "
-                                << SeedNote() << ")";
+  EXPECT_TRUE(failures.empty()) << failures.front() << " (" << failures.size()
+                                << " clients failed, " << SeedNote() << ")";
 }
 
 TEST_F(GpuServerTest, PooledMemoryStaysFlatOverAThousandRequests) {
@@ -238,9 +251,10 @@ TEST_F(GpuServerTest, PooledMemoryStaysFlatOverAThousandRequests) {
   EXPECT_EQ(after.host_alloc_calls(), before.host_alloc_calls());
   EXPECT_EQ(after.pool_reserved_bytes(), before.pool_reserved_bytes());
   EXPECT_EQ(after.pool_growths(), before.pool_growths());
-  std::printf("pool reserved %lld bytes, growths %lld, cudaMalloc calls %lld, cudaHostAlloc calls %lld\n",
-              (long long)after.pool_reserved_bytes(), (long long)after.pool_growths(),
-              (long long)after.device_malloc_calls(), (long long)after.host_alloc_calls());
+  std::printf(
+      "pool reserved %lld bytes, growths %lld, cudaMalloc calls %lld, cudaHostAlloc calls %lld\n",
+      (long long)after.pool_reserved_bytes(), (long long)after.pool_growths(),
+      (long long)after.device_malloc_calls(), (long long)after.host_alloc_calls());
 }
 
 TEST_F(GpuServerTest, CancelledLargeRequestReturnsItsMemory) {
@@ -276,15 +290,17 @@ TEST_F(GpuServerTest, AVariantThatCannotTakeTheShapeSaysSoAndAutoAvoidsIt) {
   v1::MatMulResponse resp;
   const grpc::Status refused = stub_->MatMul(&c1, req, &resp);
   EXPECT_EQ(refused.error_code(), grpc::INVALID_ARGUMENT) << refused.error_message();
-  EXPECT_NE(refused.error_message().find("\"naive\" takes MatMul with m <= 524280"), std::string::npos)
+  EXPECT_NE(refused.error_message().find("\"naive\" takes MatMul with m <= 524280"),
+            std::string::npos)
       << refused.error_message();
   req.set_variant("auto");
   grpc::ClientContext c2;
   const grpc::Status s = stub_->MatMul(&c2, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_NE(resp.report().variant(), "naive");
-  EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
-                                                        req.a().data().data(), req.b().data().data())),
+  EXPECT_LE(MaxError(resp.c(),
+                     kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
+                                              req.a().data().data(), req.b().data().data())),
             1e-4);
 }
 
@@ -305,9 +321,12 @@ TEST_F(GpuServerTest, EveryVariantOnTensorsKeptOrReturned) {
       for (int dtype : v.dtypes()) {
         const bool f64 = dtype == v1::DTYPE_FLOAT64;
         const double tol = v.reduced_precision() ? 5e-3 : f64 ? 1e-12 : 1e-4;
-        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") + SeedNote());
-        const v1::Matrix a = f64 ? RandomMatrix<double>(m, k, rng_) : RandomMatrix<float>(m, k, rng_);
-        const v1::Matrix b = f64 ? RandomMatrix<double>(k, n, rng_) : RandomMatrix<float>(k, n, rng_);
+        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") +
+                     SeedNote());
+        const v1::Matrix a =
+            f64 ? RandomMatrix<double>(m, k, rng_) : RandomMatrix<float>(m, k, rng_);
+        const v1::Matrix b =
+            f64 ? RandomMatrix<double>(k, n, rng_) : RandomMatrix<float>(k, n, rng_);
         v1::TensorInfo ta, tb;
         ASSERT_TRUE(testing::UploadBytes(*stub_, a.dtype(), m, k, BytesOf(a), {65537}, &ta).ok());
         ASSERT_TRUE(testing::UploadBytes(*stub_, b.dtype(), k, n, BytesOf(b), {1 << 20}, &tb).ok());
@@ -327,7 +346,8 @@ TEST_F(GpuServerTest, EveryVariantOnTensorsKeptOrReturned) {
             s = stub_->MatMul(&ctx, req, &resp);
             out = resp.c();
             report = resp.report();
-            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(), b.data().data());
+            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(),
+                                           b.data().data());
           } else if (v.op() == v1::OP_TRANSPOSE) {
             v1::TransposeRequest req;
             *req.mutable_input() = testing::TensorMatrix(ta.id());
@@ -337,7 +357,8 @@ TEST_F(GpuServerTest, EveryVariantOnTensorsKeptOrReturned) {
             s = stub_->Transpose(&ctx, req, &resp);
             out = resp.output();
             report = resp.report();
-            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, a, nullptr), a.data().data(), nullptr);
+            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, a, nullptr),
+                                           a.data().data(), nullptr);
           } else {
             v1::ReduceRequest req;
             *req.mutable_input() = testing::TensorMatrix(ta.id());
@@ -378,7 +399,8 @@ TEST_F(GpuServerTest, TensorBytesComeFromTheDevicePoolAndGoBack) {
   const int64_t used_before = Info(*stub_).devices(0).pool_used_bytes();
   v1::TensorInfo t;
   const std::string bytes(size_t(rows * cols * 4), '\x3f');
-  ASSERT_TRUE(testing::UploadBytes(*stub_, v1::DTYPE_FLOAT32, rows, cols, bytes, {16 << 20}, &t).ok());
+  ASSERT_TRUE(
+      testing::UploadBytes(*stub_, v1::DTYPE_FLOAT32, rows, cols, bytes, {16 << 20}, &t).ok());
   EXPECT_EQ(t.device().rfind("cuda:0 ", 0), 0u) << t.device();
   EXPECT_GE(Info(*stub_).devices(0).pool_used_bytes(), used_before + rows * cols * 4);
   std::string back;
@@ -403,8 +425,10 @@ TEST_F(GpuServerTest, AKeptChainMovesNoMatrixBytes) {
   for (double& v : mv) v /= std::sqrt(double(n));
   mm.set_data(std::string(reinterpret_cast<const char*>(mv.data()), n * n * 8));
   v1::TensorInfo tm, tx;
-  ASSERT_TRUE(testing::UploadBytes(*stub_, v1::DTYPE_FLOAT64, n, n, mm.data(), {1 << 20}, &tm).ok());
-  ASSERT_TRUE(testing::UploadBytes(*stub_, v1::DTYPE_FLOAT64, n, n, xm.data(), {1 << 20}, &tx).ok());
+  ASSERT_TRUE(
+      testing::UploadBytes(*stub_, v1::DTYPE_FLOAT64, n, n, mm.data(), {1 << 20}, &tm).ok());
+  ASSERT_TRUE(
+      testing::UploadBytes(*stub_, v1::DTYPE_FLOAT64, n, n, xm.data(), {1 << 20}, &tx).ok());
   std::string x = tx.id();
   for (int round = 0; round < 10; ++round) {
     v1::MatMulRequest mr;
@@ -464,7 +488,8 @@ TEST(GpuTensorLarge, ThreeGiBUpTransposedReducedAndDown) {
   const v1::ServerInfo info = Info(*stub);
   const int64_t rows = 32768, cols = 24576, bytes = rows * cols * 4;
   if (info.tensor_memory_bytes() < 2 * bytes) {
-    GTEST_SKIP() << "tensor budget " << info.tensor_memory_bytes() << " bytes holds no two 3 GiB tensors";
+    GTEST_SKIP() << "tensor budget " << info.tensor_memory_bytes()
+                 << " bytes holds no two 3 GiB tensors";
   }
   std::vector<double> row_sums(rows, 0);
   v1::TensorInfo t;
@@ -481,7 +506,8 @@ TEST(GpuTensorLarge, ThreeGiBUpTransposedReducedAndDown) {
       },
       {16 << 20}, &t);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const double up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - up_start).count();
+  const double up_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - up_start).count();
   std::printf("3 GiB upload: %.2f s (%.2f GB/s)\n", up_s, double(bytes) / up_s / 1e9);
   EXPECT_EQ(t.bytes(), bytes);
 
@@ -543,8 +569,10 @@ TEST(GpuTensorLarge, ThreeGiBUpTransposedReducedAndDown) {
     received += int64_t(data.size());
   });
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const double down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - down_start).count();
-  std::printf("3 GiB download: %.2f s (%.2f GB/s, with the check)\n", down_s, double(bytes) / down_s / 1e9);
+  const double down_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - down_start).count();
+  std::printf("3 GiB download: %.2f s (%.2f GB/s, with the check)\n", down_s,
+              double(bytes) / down_s / 1e9);
   EXPECT_EQ(received, bytes);
   EXPECT_EQ(wrong, 0);
   testing::ReleaseTensors(*stub, {t.id()});
@@ -570,16 +598,19 @@ TEST(GpuTensorLarge, FourGiBStreamRates) {
       [&block](int64_t, char* dst, int64_t n) { std::memcpy(dst, block.data(), size_t(n)); },
       {16 << 20}, &t);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const double up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - up_start).count();
+  const double up_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - up_start).count();
   int64_t received = 0;
   const auto down_start = std::chrono::steady_clock::now();
-  s = testing::DownloadTo(*stub, t.id(), 0, true,
-                          [&received](int64_t, const std::string& data) { received += int64_t(data.size()); });
+  s = testing::DownloadTo(*stub, t.id(), 0, true, [&received](int64_t, const std::string& data) {
+    received += int64_t(data.size());
+  });
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const double down_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - down_start).count();
+  const double down_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - down_start).count();
   EXPECT_EQ(received, bytes);
-  std::printf("4 GiB over one connection: Upload %.2f s (%.2f GB/s), Download %.2f s (%.2f GB/s)\n", up_s,
-              double(bytes) / up_s / 1e9, down_s, double(bytes) / down_s / 1e9);
+  std::printf("4 GiB over one connection: Upload %.2f s (%.2f GB/s), Download %.2f s (%.2f GB/s)\n",
+              up_s, double(bytes) / up_s / 1e9, down_s, double(bytes) / down_s / 1e9);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
@@ -593,8 +624,10 @@ TEST(GpuServerMultiDevice, ATensorOnAnotherGpuIsCopiedPeerToPeer) {
   std::mt19937_64 rng(FreshSeed());
   const v1::Matrix a = RandomMatrix<float>(700, 300, rng), b = RandomMatrix<float>(300, 500, rng);
   v1::TensorInfo ta, tb;
-  ASSERT_TRUE(testing::UploadBytes(*stub, v1::DTYPE_FLOAT32, 700, 300, a.data(), {1 << 20}, &ta).ok());
-  ASSERT_TRUE(testing::UploadBytes(*stub, v1::DTYPE_FLOAT32, 300, 500, b.data(), {1 << 20}, &tb).ok());
+  ASSERT_TRUE(
+      testing::UploadBytes(*stub, v1::DTYPE_FLOAT32, 700, 300, a.data(), {1 << 20}, &ta).ok());
+  ASSERT_TRUE(
+      testing::UploadBytes(*stub, v1::DTYPE_FLOAT32, 300, 500, b.data(), {1 << 20}, &tb).ok());
   ASSERT_NE(ta.device(), tb.device()) << "new tensors go to the device holding the fewest bytes";
   v1::MatMulRequest req;
   *req.mutable_a() = testing::TensorMatrix(ta.id());
@@ -604,9 +637,10 @@ TEST(GpuServerMultiDevice, ATensorOnAnotherGpuIsCopiedPeerToPeer) {
   const grpc::Status s = stub->MatMul(&ctx, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.report().device().rfind(ta.device(), 0), 0u) << resp.report().device();
-  EXPECT_NE(resp.report().device().find("b copied from cuda:"), std::string::npos) << resp.report().device();
-  EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(),
-                                                        b.data().data())),
+  EXPECT_NE(resp.report().device().find("b copied from cuda:"), std::string::npos)
+      << resp.report().device();
+  EXPECT_LE(MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b),
+                                                        a.data().data(), b.data().data())),
             1e-4);
   testing::ReleaseTensors(*stub, {ta.id(), tb.id()});
   EXPECT_EQ(server.Stop(SIGTERM), 0);

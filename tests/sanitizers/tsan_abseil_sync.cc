@@ -29,8 +29,8 @@ namespace {
 template <typename Fn>
 Fn Next(bool const_member, const char* rest) {
   const std::string ns = GPUCOMPUTE_STRINGIZE(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string symbol = std::string(const_member ? "_ZNK4absl" : "_ZN4absl") +
-                             std::to_string(ns.size()) + ns + rest;
+  const std::string symbol =
+      std::string(const_member ? "_ZNK4absl" : "_ZN4absl") + std::to_string(ns.size()) + ns + rest;
   void* fn = dlsym(RTLD_NEXT, symbol.c_str());
   if (fn == nullptr) {
     std::fprintf(stderr, "tsan_abseil_sync: %s not found in abseil\n", symbol.c_str());
@@ -71,7 +71,8 @@ void Mutex::ReaderUnlock() {
 }
 
 void Mutex::Await(const Condition& cond) {
-  static auto next = Next<void (*)(Mutex*, const Condition&)>(false, "5Mutex5AwaitERKNS0_9ConditionE");
+  static auto next =
+      Next<void (*)(Mutex*, const Condition&)>(false, "5Mutex5AwaitERKNS0_9ConditionE");
   __tsan_release(this);  // the wait lets the mutex go
   next(this, cond);
   __tsan_acquire(this);
@@ -157,13 +158,15 @@ void Notification::Notify() {
 }
 
 void Notification::WaitForNotification() const {
-  static auto next = Next<void (*)(const Notification*)>(true, "12Notification19WaitForNotificationEv");
+  static auto next =
+      Next<void (*)(const Notification*)>(true, "12Notification19WaitForNotificationEv");
   next(this);
   __tsan_acquire(Sync(this));
 }
 
 bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const {
-  static auto next = Next<bool (*)(const Notification*, absl::Duration)>(true, "12Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
+  static auto next = Next<bool (*)(const Notification*, absl::Duration)>(
+      true, "12Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
   const bool notified = next(this, timeout);
   if (notified) __tsan_acquire(Sync(this));
   return notified;

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <future>
-#include <vector>
 #include <random>
+#include <vector>
 
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/reference.h"
@@ -70,7 +70,6 @@ inline double MaxError(const v1::Matrix& got, const std::vector<double>& ref) {
   return err;
 }
 
-
 // One request of a mixed load, checked against the float64 reference: kind 0
 // is a float32 MatMul, 1 a float64 Transpose, 2 a float32 SUM Reduce over
 // `axis`, each dimension random in [1, max_dim]. Returns "" or what went wrong.
@@ -86,15 +85,17 @@ inline std::string CheckedRandomRequest(v1::Compute::Stub& stub, int kind, int64
     *req.mutable_b() = RandomMatrix<float>(k, n, rng);
     v1::MatMulResponse resp;
     s = stub.MatMul(&ctx, req, &resp);
-    err = MaxError(resp.c(), kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
-                                                      req.a().data().data(), req.b().data().data()));
+    err = MaxError(resp.c(),
+                   kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, req.a(), &req.b()),
+                                            req.a().data().data(), req.b().data().data()));
   } else if (kind == 1) {
     v1::TransposeRequest req;
     *req.mutable_input() = RandomMatrix<double>(m, n, rng);
     v1::TransposeResponse resp;
     s = stub.Transpose(&ctx, req, &resp);
-    err = MaxError(resp.output(), kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
-                                                           req.input().data().data(), nullptr));
+    err = MaxError(resp.output(), kernels::ReferenceResult(
+                                      ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
+                                      req.input().data().data(), nullptr));
     tol = 0;
   } else {
     v1::ReduceRequest req;
@@ -109,10 +110,10 @@ inline std::string CheckedRandomRequest(v1::Compute::Stub& stub, int kind, int64
   }
   const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   if (!s.ok()) return "op " + std::to_string(kind) + " " + shape + ": " + s.error_message();
-  if (err > tol) return "op " + std::to_string(kind) + " " + shape + ": error " + std::to_string(err);
+  if (err > tol)
+    return "op " + std::to_string(kind) + " " + shape + ": error " + std::to_string(err);
   return "";
 }
-
 
 // A fixture's per-test state: a stub on the suite's server and a fresh seed.
 class SeededStubTest : public ::testing::Test {
@@ -133,8 +134,7 @@ class SeededStubTest : public ::testing::Test {
 // `requests_each` checked requests of mixed ops and sizes. Returns the
 // failures, one line per failing client (empty when all were right).
 inline std::vector<std::string> RunMixedClients(const std::string& target, int clients,
-                                                int requests_each, int64_t max_dim,
-                                                uint64_t seed) {
+                                                int requests_each, int64_t max_dim, uint64_t seed) {
   std::vector<std::future<std::string>> running;
   for (int c = 0; c < clients; ++c) {
     running.push_back(std::async(std::launch::async, [=] {

@@ -1,8 +1,8 @@
 #include "support/fake_compute_service.h"
 
 #include <chrono>
-#include <cstring>
 #include <climits>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -92,7 +92,8 @@ grpc::Status FakeComputeService::MatMul(grpc::ServerContext* context,
   std::vector<double> c(a.rows() * b.cols(), 0.0);
   for (int64_t i = 0; i < a.rows(); ++i) {
     for (int64_t p = 0; p < a.cols(); ++p) {
-      for (int64_t j = 0; j < b.cols(); ++j) c[i * b.cols() + j] += av[i * a.cols() + p] * bv[p * b.cols() + j];
+      for (int64_t j = 0; j < b.cols(); ++j)
+        c[i * b.cols() + j] += av[i * a.cols() + p] * bv[p * b.cols() + j];
     }
   }
   SetValues(a.dtype(), a.rows(), b.cols(), c, response->mutable_c());

@@ -13,7 +13,8 @@ extern char** environ;
 
 namespace gpucompute::testing {
 
-ServerProcess::ServerProcess(const std::string& built_binary, const std::vector<std::string>& flags) {
+ServerProcess::ServerProcess(const std::string& built_binary,
+                             const std::vector<std::string>& flags) {
   // GPUCOMPUTE_SERVER_BINARY runs a server copied elsewhere (e.g. a bundle).
   const char* override_path = std::getenv("GPUCOMPUTE_SERVER_BINARY");
   const std::string binary = override_path ? override_path : built_binary;
@@ -46,7 +47,8 @@ ServerProcess::ServerProcess(const std::string& built_binary, const std::vector<
     const size_t at = s.find(marker);
     if (at != std::string::npos) {
       target_ = s.substr(at + marker.size());
-      while (!target_.empty() && (target_.back() == '\n' || target_.back() == '\r')) target_.pop_back();
+      while (!target_.empty() && (target_.back() == '\n' || target_.back() == '\r'))
+        target_.pop_back();
       break;
     }
   }

@@ -66,7 +66,9 @@ inline grpc::Status UploadBytes(v1::Compute::Stub& stub, v1::DType dtype, int64_
                                 int64_t ttl_seconds = 0) {
   return UploadFrom(
       stub, dtype, rows, cols, int64_t(bytes.size()),
-      [&bytes](int64_t offset, char* dst, int64_t n) { bytes.copy(dst, size_t(n), size_t(offset)); },
+      [&bytes](int64_t offset, char* dst, int64_t n) {
+        bytes.copy(dst, size_t(n), size_t(offset));
+      },
       chunks, info, ttl_seconds);
 }
 
@@ -96,8 +98,8 @@ inline grpc::Status DownloadTo(v1::Compute::Stub& stub, const std::string& id, i
   return reader->Finish();
 }
 
-inline grpc::Status DownloadBytes(v1::Compute::Stub& stub, const std::string& id,
-                                  std::string* out, int64_t chunk_bytes = 0, bool release = false,
+inline grpc::Status DownloadBytes(v1::Compute::Stub& stub, const std::string& id, std::string* out,
+                                  int64_t chunk_bytes = 0, bool release = false,
                                   v1::TensorInfo* info = nullptr, int* messages = nullptr) {
   out->clear();
   return DownloadTo(

@@ -10,9 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "support/fake_compute_service.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/npy.h"
+#include "support/fake_compute_service.h"
 
 namespace gpucompute {
 namespace {
@@ -129,7 +129,8 @@ TEST_F(CliTest, MatMulRandomWritesResult) {
   const std::string out = ::testing::TempDir() + "/cli_c.npy";
   CliRun run = RunCli("matmul --random 3x4x5 --dtype float64 --seed 9 --out " + out + server_);
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("a 3x4 float64 (random, seed 9) @ b 4x5 float64 (random, seed 10)"));
+  EXPECT_THAT(run.output,
+              HasSubstr("a 3x4 float64 (random, seed 9) @ b 4x5 float64 (random, seed 10)"));
   EXPECT_THAT(run.output, HasSubstr("variant   fake_naive"));
   EXPECT_THAT(run.output, HasSubstr("compute 3 us"));
 
@@ -207,9 +208,9 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
   EXPECT_THAT(profile.output, HasSubstr("fake_broken  result differs from the reference"));
   EXPECT_THAT(profile.output, HasSubstr("selected  fake_fast"));
 
-  CliRun profile_reduce = RunCli(
-      "profile --op reduce --shape 30x20 --reduce_op max --reduce_axis per_row --warmup 1" +
-      server_);
+  CliRun profile_reduce =
+      RunCli("profile --op reduce --shape 30x20 --reduce_op max --reduce_axis per_row --warmup 1" +
+             server_);
   EXPECT_EQ(profile_reduce.exit_code, 0) << profile_reduce.output;
   EXPECT_THAT(profile_reduce.output, HasSubstr("reduce float32  30x20  max per_row"));
   const v1::ProfileRequest reduce_sent = fake_->service.last_profile_request();

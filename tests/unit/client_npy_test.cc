@@ -24,13 +24,17 @@ const std::string kNumpy2x3Float32 =
     std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
     "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }     "
     "                                                     \x0a" +
-    std::string("\x00\x00\x80\x3f\x00\x00\x00@\x00\x00@@\x00\x00\x80@\x00\x00\xa0@\x00\x00\xc0@", 24);
+    std::string("\x00\x00\x80\x3f\x00\x00\x00@\x00\x00@@\x00\x00\x80@\x00\x00\xa0@\x00\x00\xc0@",
+                24);
 // numpy.save(f, numpy.array([0.5, -1.25, 3.0], dtype='<f8'))
 const std::string kNumpy1DFloat64 =
     std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
     "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }       "
     "                                                     \x0a" +
-    std::string("\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xf4\xbf\x00\x00\x00\x00\x00\x00\x08@", 24);
+    std::string(
+        "\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xf4\xbf\x00\x00\x00\x00\x00\x00"
+        "\x08@",
+        24);
 
 std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
@@ -98,7 +102,8 @@ TEST(NpyTest, HeaderIsPaddedLikeNumpyForEveryWidth) {
     const std::string h = NpyHeader(DType::kFloat64, rows, 3);
     EXPECT_EQ(h.size() % 64, 0u) << rows;
     EXPECT_EQ(h.back(), '\n');
-    const size_t declared = static_cast<unsigned char>(h[8]) | (static_cast<unsigned char>(h[9]) << 8);
+    const size_t declared =
+        static_cast<unsigned char>(h[8]) | (static_cast<unsigned char>(h[9]) << 8);
     EXPECT_EQ(declared + 10, h.size());
   }
 }
@@ -139,8 +144,8 @@ TEST(NpyTest, AcceptsVersion2AndOtherValidSpellings) {
   ASSERT_TRUE(v2.ok()) << v2.status();
   EXPECT_EQ(v2->ShapeString(), "2x3 float32");
   // Key order is free, double quotes and Python 2 long literals occur in old files.
-  absl::StatusOr<Matrix> other = ParseNpy(
-      MakeNpy("{\"shape\": (2L, 3L), \"fortran_order\": False, \"descr\": \"<f8\"}", 48));
+  absl::StatusOr<Matrix> other =
+      ParseNpy(MakeNpy("{\"shape\": (2L, 3L), \"fortran_order\": False, \"descr\": \"<f8\"}", 48));
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->ShapeString(), "2x3 float64");
 }
@@ -170,8 +175,7 @@ TEST(NpyTest, RejectsMalformedFilesWithClearErrors) {
       {"truncated header", good.substr(0, 40), "truncated .npy header"},
       {"header length past end", long_header_len, "truncated .npy header: it declares 32767"},
       {"header not a dict", MakeNpy("['descr', '<f4']", 24), "header is not a dict"},
-      {"fortran order",
-       MakeNpy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24),
+      {"fortran order", MakeNpy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24),
        "Fortran (column-major) order"},
       {"big-endian f4", MakeNpy("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24),
        "unsupported dtype '>f4' (big-endian)"},
@@ -191,9 +195,12 @@ TEST(NpyTest, RejectsMalformedFilesWithClearErrors) {
       {"overflowing shape",
        MakeNpy("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", 0),
        "overflows int64"},
-      {"data short", MakeNpy(kGoodDict, 23), "data is 23 bytes but shape (2, 3) float32 needs 24 (file truncated)"},
-      {"data long", MakeNpy(kGoodDict, 25), "data is 25 bytes but shape (2, 3) float32 needs 24 (trailing bytes"},
-      {"missing key", MakeNpy("{'descr': '<f4', 'shape': (2, 3), }", 24), "lacks the key 'fortran_order'"},
+      {"data short", MakeNpy(kGoodDict, 23),
+       "data is 23 bytes but shape (2, 3) float32 needs 24 (file truncated)"},
+      {"data long", MakeNpy(kGoodDict, 25),
+       "data is 25 bytes but shape (2, 3) float32 needs 24 (trailing bytes"},
+      {"missing key", MakeNpy("{'descr': '<f4', 'shape': (2, 3), }", 24),
+       "lacks the key 'fortran_order'"},
       {"extra key",
        MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", 24),
        "unexpected key 'x'"},

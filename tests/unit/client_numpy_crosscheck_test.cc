@@ -53,8 +53,9 @@ TEST(NumpyCrossCheckTest, NumpyAgreesWithUs) {
     DType dtype;
     int64_t rows, cols;
   };
-  for (const Case& c : {Case{"f4_33x17", DType::kFloat32, 33, 17}, Case{"f8_1x1", DType::kFloat64, 1, 1},
-                        Case{"f8_1x9", DType::kFloat64, 1, 9}, Case{"f4_9x1", DType::kFloat32, 9, 1}}) {
+  for (const Case& c :
+       {Case{"f4_33x17", DType::kFloat32, 33, 17}, Case{"f8_1x1", DType::kFloat64, 1, 1},
+        Case{"f8_1x9", DType::kFloat64, 1, 9}, Case{"f4_9x1", DType::kFloat32, 9, 1}}) {
     absl::StatusOr<Matrix> m = Matrix::Random(c.dtype, c.rows, c.cols, c.rows * 31 + c.cols);
     ASSERT_TRUE(m.ok());
     ASSERT_TRUE(WriteNpy(dir + "/" + c.name + ".npy", *m).ok());

@@ -3,8 +3,8 @@
 // "<Method> failed: <CODE>: ...", and large messages pass.
 #include "gpucompute/client.h"
 
-#include <fstream>
 #include <atomic>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -148,8 +148,8 @@ TEST_F(ClientTest, ReduceProfileAndServerInfo) {
 
 TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
   Client client = Connect();
-  absl::StatusOr<OpResult> c = client.MatMul(*Matrix::Zeros(DType::kFloat32, 2, 3),
-                                             *Matrix::Zeros(DType::kFloat32, 4, 5));
+  absl::StatusOr<OpResult> c =
+      client.MatMul(*Matrix::Zeros(DType::kFloat32, 2, 3), *Matrix::Zeros(DType::kFloat32, 4, 5));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c.status().message(), "MatMul failed: INVALID_ARGUMENT: a.cols 3 != b.rows 4");
@@ -259,7 +259,8 @@ TEST(ClientUnconnectedTest, UnreachableServerIsUnavailableAndNamesTarget) {
   absl::StatusOr<v1::ServerInfo> info = client->GetServerInfo();
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(info.status().message()), StartsWith("GetServerInfo failed: UNAVAILABLE:"));
+  EXPECT_THAT(std::string(info.status().message()),
+              StartsWith("GetServerInfo failed: UNAVAILABLE:"));
   EXPECT_THAT(std::string(info.status().message()), HasSubstr("(server " + target + ")"));
 }
 
@@ -302,12 +303,12 @@ TEST(ClientUnconnectedTest, CreateRejectsBadOptions) {
 }
 
 TEST(NamesTest, ParseReadsBackEveryName) {
-  for (v1::ReduceOp op : {v1::REDUCE_OP_SUM, v1::REDUCE_OP_MIN, v1::REDUCE_OP_MAX,
-                          v1::REDUCE_OP_MEAN}) {
+  for (v1::ReduceOp op :
+       {v1::REDUCE_OP_SUM, v1::REDUCE_OP_MIN, v1::REDUCE_OP_MAX, v1::REDUCE_OP_MEAN}) {
     EXPECT_EQ(*ParseReduceOp(ReduceOpName(op)), op);
   }
-  for (v1::ReduceAxis axis : {v1::REDUCE_AXIS_ALL, v1::REDUCE_AXIS_PER_ROW,
-                              v1::REDUCE_AXIS_PER_COLUMN}) {
+  for (v1::ReduceAxis axis :
+       {v1::REDUCE_AXIS_ALL, v1::REDUCE_AXIS_PER_ROW, v1::REDUCE_AXIS_PER_COLUMN}) {
     EXPECT_EQ(*ParseReduceAxis(ReduceAxisName(axis)), axis);
   }
   for (v1::Op op : {v1::OP_MATMUL, v1::OP_TRANSPOSE, v1::OP_REDUCE}) {
@@ -315,8 +316,7 @@ TEST(NamesTest, ParseReadsBackEveryName) {
   }
   EXPECT_EQ(ParseReduceOp("median").status().message(),
             "expected sum, min, max or mean, got 'median'");
-  EXPECT_EQ(ParseReduceAxis("").status().message(),
-            "expected all, per_row or per_column, got ''");
+  EXPECT_EQ(ParseReduceAxis("").status().message(), "expected all, per_row or per_column, got ''");
   EXPECT_EQ(ParseOp("MATMUL").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_STREQ(OpName(v1::OP_UNSPECIFIED), "unspecified");
 }

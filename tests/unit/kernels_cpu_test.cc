@@ -25,7 +25,7 @@ struct Shape {
   int64_t m, n, k;
 };
 
-const Shape kShapes[] = {{1, 1, 1},   {1, 37, 5},    {37, 1, 5},   {33, 17, 9},
+const Shape kShapes[] = {{1, 1, 1},   {1, 37, 5},     {37, 1, 5},   {33, 17, 9},
                          {17, 33, 1}, {257, 129, 65}, {64, 64, 64}, {1000, 3, 7}};
 
 // Independent float64 loops (not the library's reference) for each op.
@@ -47,18 +47,26 @@ std::vector<double> Expected(const Problem& p, const std::vector<double>& a,
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) out[j * p.m + i] = a[i * p.n + j];
   } else {
-    const int64_t groups = p.reduce_axis == ReduceAxis::kAll ? 1
-                           : p.reduce_axis == ReduceAxis::kPerRow ? p.m : p.n;
-    const double init = p.reduce_op == ReduceOp::kMin ? INFINITY : p.reduce_op == ReduceOp::kMax ? -INFINITY : 0;
+    const int64_t groups = p.reduce_axis == ReduceAxis::kAll      ? 1
+                           : p.reduce_axis == ReduceAxis::kPerRow ? p.m
+                                                                  : p.n;
+    const double init = p.reduce_op == ReduceOp::kMin   ? INFINITY
+                        : p.reduce_op == ReduceOp::kMax ? -INFINITY
+                                                        : 0;
     out.assign(groups, init);
     std::vector<bool> saw_nan(groups, false);
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
-        const int64_t g = p.reduce_axis == ReduceAxis::kAll ? 0 : p.reduce_axis == ReduceAxis::kPerRow ? i : j;
+        const int64_t g = p.reduce_axis == ReduceAxis::kAll      ? 0
+                          : p.reduce_axis == ReduceAxis::kPerRow ? i
+                                                                 : j;
         const double x = a[i * p.n + j];
-        if (p.reduce_op == ReduceOp::kMin) out[g] = std::min(out[g], x);
-        else if (p.reduce_op == ReduceOp::kMax) out[g] = std::max(out[g], x);
-        else out[g] += x;
+        if (p.reduce_op == ReduceOp::kMin)
+          out[g] = std::min(out[g], x);
+        else if (p.reduce_op == ReduceOp::kMax)
+          out[g] = std::max(out[g], x);
+        else
+          out[g] += x;
         if (std::isnan(x)) saw_nan[g] = true;
       }
     const double count = double(p.m) * double(p.n) / double(groups);
@@ -96,15 +104,16 @@ void RunAndCompare(const Variant& v, const Problem& p, uint64_t seed) {
         << "element " << i << ": reference " << reference[i] << ", expected " << expected[i];
   }
   // ...and the variant meets the contract against them.
-  const CheckResult check = CheckAgainstReference(p, v.reduced_precision, a.data(), out.data(), expected);
+  const CheckResult check =
+      CheckAgainstReference(p, v.reduced_precision, a.data(), out.data(), expected);
   EXPECT_TRUE(check.ok) << check.message;
 }
 
 std::string Describe(const Problem& p, uint64_t seed) {
   return std::string(OpName(p.op)) + " " + DTypeName(p.dtype) + " m=" + std::to_string(p.m) +
-         " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " " + ReduceOpName(p.reduce_op) +
-         " " + ReduceAxisName(p.reduce_axis) + " seed=" + std::to_string(seed) +
-         " (rerun with GPUCOMPUTE_TEST_SEED)";
+         " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " " +
+         ReduceOpName(p.reduce_op) + " " + ReduceAxisName(p.reduce_axis) +
+         " seed=" + std::to_string(seed) + " (rerun with GPUCOMPUTE_TEST_SEED)";
 }
 
 void CheckAllShapes(Op op, ReduceOp rop = ReduceOp::kSum, ReduceAxis axis = ReduceAxis::kAll) {
@@ -115,8 +124,10 @@ void CheckAllShapes(Op op, ReduceOp rop = ReduceOp::kSum, ReduceAxis axis = Redu
       Problem p{op, dtype, s.m, s.n, s.k, rop, axis};
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(Describe(p, seed));
-      if (dtype == DType::kFloat32) RunAndCompare<float>(*v, p, seed);
-      else RunAndCompare<double>(*v, p, seed);
+      if (dtype == DType::kFloat32)
+        RunAndCompare<float>(*v, p, seed);
+      else
+        RunAndCompare<double>(*v, p, seed);
     }
   }
 }
@@ -219,7 +230,8 @@ void CheckSpecial(const Variant& v, const Problem& p, const SpecialCase& c, uint
     EXPECT_TRUE(Matches(double(out[i]), expected[i], exact ? 0 : tol))
         << "element " << i << ": got " << out[i] << ", expected " << expected[i];
   }
-  const CheckResult check = CheckAgainstReference(p, v.reduced_precision, a.data(), out.data(), expected);
+  const CheckResult check =
+      CheckAgainstReference(p, v.reduced_precision, a.data(), out.data(), expected);
   EXPECT_TRUE(check.ok) << check.message;
 }
 
@@ -236,8 +248,10 @@ void CheckSpecialEverywhere(const Shape& s, const SpecialCase& c,
           Problem p{Op::kReduce, dtype, s.m, s.n, 1, rop, axis};
           const uint64_t seed = FreshSeed();
           SCOPED_TRACE(v->name + " " + Describe(p, seed) + ": " + c.name);
-          if (dtype == DType::kFloat32) CheckSpecial<float>(*v, p, c, seed);
-          else CheckSpecial<double>(*v, p, c, seed);
+          if (dtype == DType::kFloat32)
+            CheckSpecial<float>(*v, p, c, seed);
+          else
+            CheckSpecial<double>(*v, p, c, seed);
         }
       }
     }
@@ -262,9 +276,9 @@ TEST(CpuKernels, ReduceNaNAtEveryPosition) {
   for (const Shape& s : {Shape{5, 19, 1}, Shape{19, 5, 1}, Shape{1, 23, 1}, Shape{23, 1, 1}}) {
     for (int64_t r = 0; r < s.m; ++r) {
       for (int64_t c = 0; c < s.n; ++c) {
-        CheckSpecialEverywhere(s, {"NaN at [" + std::to_string(r) + "," + std::to_string(c) + "]",
-                                   {{r, c, kNaN}}},
-                               std::span<const ReduceOp>(kEveryReduceOp, 2));
+        CheckSpecialEverywhere(
+            s, {"NaN at [" + std::to_string(r) + "," + std::to_string(c) + "]", {{r, c, kNaN}}},
+            std::span<const ReduceOp>(kEveryReduceOp, 2));
       }
     }
   }
@@ -274,9 +288,9 @@ TEST(CpuKernels, ReduceNaNAtEveryPosition) {
 // must survive the combination of the threads' partials.
 TEST(CpuKernels, ReduceNaNAcrossThreads) {
   const Shape s{1024, 600, 1};
-  for (const SpecialCase& c : {SpecialCase{"NaN first", {{0, 0, kNaN}}},
-                               SpecialCase{"NaN middle", {{512, 300, kNaN}}},
-                               SpecialCase{"NaN last, -inf before it", {{1023, 598, -kInf}, {1023, 599, kNaN}}}}) {
+  for (const SpecialCase& c :
+       {SpecialCase{"NaN first", {{0, 0, kNaN}}}, SpecialCase{"NaN middle", {{512, 300, kNaN}}},
+        SpecialCase{"NaN last, -inf before it", {{1023, 598, -kInf}, {1023, 599, kNaN}}}}) {
     CheckSpecialEverywhere(s, c, std::span<const ReduceOp>(kEveryReduceOp, 2));
   }
 }
@@ -318,8 +332,8 @@ TEST(CpuKernels, ReduceNaNExampleMatchesNumPy) {
         got = out;
       }
       for (size_t i = 0; i < w.out.size(); ++i) {
-        EXPECT_TRUE(Matches(got[i], w.out[i], 0)) << "element " << i << ": got " << got[i]
-                                                  << ", want " << w.out[i];
+        EXPECT_TRUE(Matches(got[i], w.out[i], 0))
+            << "element " << i << ": got " << got[i] << ", want " << w.out[i];
       }
     }
   }
@@ -347,8 +361,10 @@ void CheckAtOffsets(const Variant& v, const Problem& p, uint64_t seed) {
   const std::vector<T> a = RandomValues<T>(InputAElements(p), rng);
   const std::vector<T> b = RandomValues<T>(InputBElements(p), rng);
   std::vector<T> aligned_out(OutputElements(p));
-  ASSERT_TRUE(v.launch(p, Buffers{a.data(), b.empty() ? nullptr : b.data(), aligned_out.data(),
-                                  nullptr, 0}, {}).ok());
+  ASSERT_TRUE(
+      v.launch(p, Buffers{a.data(), b.empty() ? nullptr : b.data(), aligned_out.data(), nullptr, 0},
+               {})
+          .ok());
   const std::vector<double> aligned_ref = ReferenceResult(p, a.data(), b.data());
   const size_t out_bytes = aligned_out.size() * sizeof(T);
   for (size_t offset : {1, 2, 10}) {
@@ -376,12 +392,15 @@ TEST(CpuKernels, EveryVariantReadsAndWritesAtAnyByteOffset) {
         for (const Shape& s : {Shape{33, 17, 9}, Shape{1, 37, 5}, Shape{64, 64, 64}}) {
           for (ReduceOp rop : kEveryReduceOp) {
             for (ReduceAxis axis : kEveryAxis) {
-              if (op != Op::kReduce && (rop != ReduceOp::kSum || axis != ReduceAxis::kAll)) continue;
+              if (op != Op::kReduce && (rop != ReduceOp::kSum || axis != ReduceAxis::kAll))
+                continue;
               Problem p{op, dtype, s.m, s.n, s.k, rop, axis};
               const uint64_t seed = FreshSeed();
               SCOPED_TRACE(v->name + " " + Describe(p, seed));
-              if (dtype == DType::kFloat32) CheckAtOffsets<float>(*v, p, seed);
-              else CheckAtOffsets<double>(*v, p, seed);
+              if (dtype == DType::kFloat32)
+                CheckAtOffsets<float>(*v, p, seed);
+              else
+                CheckAtOffsets<double>(*v, p, seed);
             }
           }
         }
@@ -431,7 +450,7 @@ TEST(Check, CatchesAWrongElementAndNaN) {
 TEST(Check, MatMulToleranceScalesWithTheResult) {
   Problem p{Op::kMatMul, DType::kFloat32, 1, 1, 1};
   float a = 1, out = 1000.05f;
-  EXPECT_TRUE(CheckAgainstReference(p, false, &a, &out, {1000.0}).ok);   // 5e-5 relative
+  EXPECT_TRUE(CheckAgainstReference(p, false, &a, &out, {1000.0}).ok);  // 5e-5 relative
   out = 1000.5f;
   EXPECT_FALSE(CheckAgainstReference(p, false, &a, &out, {1000.0}).ok);  // 5e-4 relative
 }

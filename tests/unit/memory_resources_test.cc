@@ -129,7 +129,8 @@ TEST(MemoryBudget, DeadlineEndsTheWaitWithHeldAskedAndLimitInTheMessage) {
   ASSERT_TRUE(held.ok());
   auto r = budget.Reserve(500, absl::Now() + absl::Milliseconds(50));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(Contains(r.status(), "500") && Contains(r.status(), "800") && Contains(r.status(), "1000"))
+  EXPECT_TRUE(Contains(r.status(), "500") && Contains(r.status(), "800") &&
+              Contains(r.status(), "1000"))
       << r.status();
   EXPECT_EQ(budget.held_bytes(), 800);
 }
@@ -157,7 +158,8 @@ TEST(MemoryBudget, ReservationAllocatesWithinItsBytesOnly) {
   std::memset(*p, 0x5a, 600);
   auto over = r->Allocate(401, kNoStream);
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(Contains(over.status(), "401") && Contains(over.status(), "600") && Contains(over.status(), "1000"))
+  EXPECT_TRUE(Contains(over.status(), "401") && Contains(over.status(), "600") &&
+              Contains(over.status(), "1000"))
       << over.status();
   EXPECT_EQ(host.calls(), 1) << "an overdraft must not reach the upstream";
   auto rest = r->Allocate(400, kNoStream);
@@ -243,7 +245,8 @@ TEST(MemoryStack, ConcurrentRequestsStayUnderTheLimit) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(seed + t);
       for (int i = 0; i < kRequests; ++i) {
-        const int64_t first = 1 + int64_t(rng() % (kLimit / 4)), second = 1 + int64_t(rng() % (kLimit / 4));
+        const int64_t first = 1 + int64_t(rng() % (kLimit / 4)),
+                      second = 1 + int64_t(rng() % (kLimit / 4));
         auto r = budget.Reserve(first + second, absl::Now() + absl::Seconds(60));
         if (!r.ok()) {
           ++failures;

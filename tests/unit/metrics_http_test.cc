@@ -56,8 +56,9 @@ TEST(MetricsHttpServer, ServesTheRenderedTextAtMetricsOnly) {
 TEST(MetricsHttpServer, RefusesBadAddressesAndBusyPorts) {
   EXPECT_EQ(MetricsHttpServer::Start("no-port", [] { return std::string(); }).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsHttpServer::Start("127.0.0.1:99999", [] { return std::string(); }).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      MetricsHttpServer::Start("127.0.0.1:99999", [] { return std::string(); }).status().code(),
+      absl::StatusCode::kInvalidArgument);
   auto first = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string(); });
   ASSERT_TRUE(first.ok());
   auto second = MetricsHttpServer::Start("127.0.0.1:" + std::to_string((*first)->port()),

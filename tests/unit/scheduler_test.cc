@@ -15,9 +15,7 @@ namespace {
 
 class FakeDevice final : public Device {
  public:
-  explicit FakeDevice(int concurrency) : concurrency_(concurrency) {
-    description_.name = "fake";
-  }
+  explicit FakeDevice(int concurrency) : concurrency_(concurrency) { description_.name = "fake"; }
   const DeviceDescription& description() const override { return description_; }
   const Ceilings& ceilings() const override { return ceilings_; }
   int concurrency() const override { return concurrency_; }

@@ -22,8 +22,9 @@ namespace {
 // Host memory that counts how much of it is alive.
 class CountedMemory final : public ResidentMemory {
  public:
-  CountedMemory(int64_t bytes, std::atomic<int64_t>& live)
-      : data_(size_t(bytes)), live_(live) { live_ += bytes; }
+  CountedMemory(int64_t bytes, std::atomic<int64_t>& live) : data_(size_t(bytes)), live_(live) {
+    live_ += bytes;
+  }
   ~CountedMemory() override { live_ -= bytes(); }
   void* data() const override { return const_cast<char*>(data_.data()); }
   int64_t bytes() const override { return int64_t(data_.size()); }
@@ -214,7 +215,8 @@ TEST(TensorStore, TheExpiryThreadRunsWithoutAnyCall) {
   ASSERT_TRUE(t.ok());
   store.Add(std::move(*t), absl::ZeroDuration());
   const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (store.counters().expired == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  while (store.counters().expired == 0 && absl::Now() < until)
+    absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(store.counters().expired, 1);
   EXPECT_EQ(device.live.load(), 0);
 }
@@ -223,8 +225,7 @@ TEST(TensorStore, ForeignAndMalformedIdsAreNotFoundSayingWhy) {
   TensorStore store(Options(1 << 20));
   auto foreign = store.Use(std::string(32, 'f') + "@node-9:50051", "b.tensor_id");
   EXPECT_EQ(foreign.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(foreign.status().message().find("held by instance \"node-9:50051\""),
-            std::string::npos)
+  EXPECT_NE(foreign.status().message().find("held by instance \"node-9:50051\""), std::string::npos)
       << foreign.status();
   const std::vector<std::string> bad_ids = {"", "abc", std::string(32, 'g') + "@node-7:50051",
                                             std::string(31, 'a') + "@node-7:50051"};
@@ -262,12 +263,13 @@ TEST(TensorTransfers, WriteThenReadAtOffsets) {
   created.WaitForNotification();
   const std::string a = "01234567", b = "89abcdef";
   absl::Notification written;
-  transfers.Write(tensor, 0, {absl::Span<const char>(a.data(), a.size()),
-                              absl::Span<const char>(b.data(), b.size())},
-                  [&](absl::Status s) {
-                    EXPECT_TRUE(s.ok());
-                    written.Notify();
-                  });
+  transfers.Write(
+      tensor, 0,
+      {absl::Span<const char>(a.data(), a.size()), absl::Span<const char>(b.data(), b.size())},
+      [&](absl::Status s) {
+        EXPECT_TRUE(s.ok());
+        written.Notify();
+      });
   written.WaitForNotification();
   char out[6] = {};
   absl::Notification read;

@@ -108,13 +108,13 @@ TEST(Validate, MatrixAboveMaxMatrixBytes) {
               absl::StatusCode::kResourceExhausted, {"a", "4194304", "max_matrix_bytes 1048576"});
   // A shape whose byte size overflows int64 is a bad argument, not a big one
   // (API.md), refused before anything is allocated.
-  ExpectError(ValidateMatMul(MatMul(Mat(int64_t{1} << 40, int64_t{1} << 40), Mat(1, 1)), kLimits)
-                  .status(),
-              absl::StatusCode::kInvalidArgument, {"a", "overflows int64"});
+  ExpectError(
+      ValidateMatMul(MatMul(Mat(int64_t{1} << 40, int64_t{1} << 40), Mat(1, 1)), kLimits).status(),
+      absl::StatusCode::kInvalidArgument, {"a", "overflows int64"});
   // A small a and b can still ask for a huge result.
-  ExpectError(ValidateMatMul(MatMul(Mat(100000, 1), Mat(1, 100000)), Limits{int64_t{1} << 30})
-                  .status(),
-              absl::StatusCode::kResourceExhausted, {"c (result)", "100000 x 100000"});
+  ExpectError(
+      ValidateMatMul(MatMul(Mat(100000, 1), Mat(1, 100000)), Limits{int64_t{1} << 30}).status(),
+      absl::StatusCode::kResourceExhausted, {"c (result)", "100000 x 100000"});
 }
 
 TEST(Validate, ReduceOpAndAxis) {
@@ -124,7 +124,8 @@ TEST(Validate, ReduceOpAndAxis) {
   ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument, {"op", "9"});
   r.set_op(v1::REDUCE_OP_MAX);
   r.set_axis(static_cast<v1::ReduceAxis>(5));
-  ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument, {"axis", "5"});
+  ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"axis", "5"});
   r.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
   auto p = ValidateReduce(r, kLimits);
   ASSERT_TRUE(p.ok());

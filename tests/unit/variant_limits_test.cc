@@ -29,8 +29,10 @@ kernels::Problem MatMul(int64_t m) {
 }
 
 TEST(VariantLimits, TwoDimensionalMatMulGridsBoundM) {
-  for (auto [name, max_m] : {std::pair{"naive", int64_t{65535} * 8}, {"tiled16", int64_t{65535} * 16},
-                             {"tiled32", int64_t{65535} * 32}, {"tiled32_padded", int64_t{65535} * 32},
+  for (auto [name, max_m] : {std::pair{"naive", int64_t{65535} * 8},
+                             {"tiled16", int64_t{65535} * 16},
+                             {"tiled32", int64_t{65535} * 32},
+                             {"tiled32_padded", int64_t{65535} * 32},
                              {"register_tiled", int64_t{65535} * 128}}) {
     const kernels::Variant v = Fake(name, 0);
     EXPECT_EQ(ShapeRefusal(v, MatMul(max_m)), "") << name;

@@ -31,9 +31,11 @@ class SelectTest : public ::testing::Test {
     }
     problem_.m = problem_.n = problem_.k = 1000;
   }
-  std::vector<VariantMeasurement> Measured(double slow, double fast, double tf32, bool fast_ok = true) {
+  std::vector<VariantMeasurement> Measured(double slow, double fast, double tf32,
+                                           bool fast_ok = true) {
     std::vector<VariantMeasurement> out;
-    for (auto [name, t, ok] : {std::tuple{"slow", slow, true}, {"fast", fast, fast_ok}, {"tf32", tf32, true}}) {
+    for (auto [name, t, ok] :
+         {std::tuple{"slow", slow, true}, {"fast", fast, fast_ok}, {"tf32", tf32, true}}) {
       VariantMeasurement m;
       m.variant = registry_.Find(kernels::Op::kMatMul, kernels::Backend::kCuda, name);
       m.ok = ok;
@@ -102,8 +104,10 @@ TEST_F(SelectTest, CacheFileRoundTrip) {
 
 TEST_F(SelectTest, UnmeasuredBucketsTakeTheLowestFallbackRank) {
   kernels::Registry ranked;
-  for (auto [name, reduced, rank] :
-       {std::tuple{"slow", false, 0}, {"fast", false, 2}, {"faster", false, 3}, {"tf32", true, 1}}) {
+  for (auto [name, reduced, rank] : {std::tuple{"slow", false, 0},
+                                     {"fast", false, 2},
+                                     {"faster", false, 3},
+                                     {"tf32", true, 1}}) {
     kernels::Variant v = Fake(name, reduced);
     v.fallback_rank = rank;
     ASSERT_TRUE(ranked.Add(v).ok());

@@ -10,22 +10,22 @@
 // "<Method> failed: <CODE>: <server message>".
 #pragma once
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/status.h>
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gpucompute/v1/compute.pb.h"
@@ -49,10 +49,10 @@ struct ClientOptions {
 
   // TLS is used when `use_tls` is set or any file below is given.
   bool use_tls = false;
-  std::string tls_root_ca_file;      // PEM; empty: the system's roots
-  std::string tls_cert_file;         // PEM client certificate, for mutual TLS
-  std::string tls_key_file;          // its PEM private key; both or neither
-  std::string tls_server_name;       // overrides the name checked in the server cert
+  std::string tls_root_ca_file;  // PEM; empty: the system's roots
+  std::string tls_cert_file;     // PEM client certificate, for mutual TLS
+  std::string tls_key_file;      // its PEM private key; both or neither
+  std::string tls_server_name;   // overrides the name checked in the server cert
 
   // Sent as "authorization: Bearer <token>" on every call. From a file, the
   // first line trimmed of surrounding whitespace, as the server reads its
@@ -145,9 +145,9 @@ class Client {
   absl::Duration deadline_;
   std::string authorization_;  // "Bearer <token>", or empty
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::unique_ptr<v1::Compute::Stub> stub_;  // on the first channel
+  std::unique_ptr<v1::Compute::Stub> stub_;                        // on the first channel
   std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;  // one per channel
-  std::unique_ptr<std::atomic<uint64_t>> next_channel_;  // compute calls take turns
+  std::unique_ptr<std::atomic<uint64_t>> next_channel_;            // compute calls take turns
   int max_message_bytes_ = INT_MAX;
 };
 

@@ -52,13 +52,11 @@ class Matrix {
 
   // Copies `values` (row-major, rows * cols of them).
   template <typename T>
-  static absl::StatusOr<Matrix> FromValues(int64_t rows, int64_t cols,
-                                           std::span<const T> values);
+  static absl::StatusOr<Matrix> FromValues(int64_t rows, int64_t cols, std::span<const T> values);
 
   // Values uniform in [-1, 1), reproducible for a given seed (the range the
   // server's numerical contract is stated for).
-  static absl::StatusOr<Matrix> Random(DType dtype, int64_t rows, int64_t cols,
-                                       uint64_t seed);
+  static absl::StatusOr<Matrix> Random(DType dtype, int64_t rows, int64_t cols, uint64_t seed);
 
   DType dtype() const { return dtype_; }
   int64_t rows() const { return rows_; }
@@ -97,16 +95,15 @@ class Matrix {
 };
 
 template <typename T>
-absl::StatusOr<Matrix> Matrix::FromValues(int64_t rows, int64_t cols,
-                                          std::span<const T> values) {
+absl::StatusOr<Matrix> Matrix::FromValues(int64_t rows, int64_t cols, std::span<const T> values) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   absl::StatusOr<int64_t> bytes = MatrixByteSize(DTypeOf<T>::value, rows, cols);
   if (!bytes.ok()) return bytes.status();
   if (static_cast<int64_t>(values.size_bytes()) != *bytes) {
-    return absl::InvalidArgumentError(
-        "Matrix::FromValues: " + std::to_string(values.size()) + " values given for a " +
-        std::to_string(rows) + "x" + std::to_string(cols) + " matrix (" +
-        std::to_string(rows * cols) + " expected)");
+    return absl::InvalidArgumentError("Matrix::FromValues: " + std::to_string(values.size()) +
+                                      " values given for a " + std::to_string(rows) + "x" +
+                                      std::to_string(cols) + " matrix (" +
+                                      std::to_string(rows * cols) + " expected)");
   }
   return Matrix(DTypeOf<T>::value, rows, cols,
                 std::string(reinterpret_cast<const char*>(values.data()), values.size_bytes()));

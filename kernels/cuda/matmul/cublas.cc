@@ -35,17 +35,17 @@ cudaError_t LaunchCublasMatMul(const T* a, const T* b, T* c, int64_t m, int64_t 
     const cublasComputeType_t compute = sizeof(T) == 8 ? CUBLAS_COMPUTE_64F
                                         : tf32         ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                        : CUBLAS_COMPUTE_32F;
-    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, type,
-                      int(n), a, type, int(k), &zero, c, type, int(n), compute,
-                      CUBLAS_GEMM_DEFAULT);
+    st =
+        cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, type,
+                     int(n), a, type, int(k), &zero, c, type, int(n), compute, CUBLAS_GEMM_DEFAULT);
   }
   *cublas_status = int(st);
   return cudaGetLastError();
 }
 
-template cudaError_t LaunchCublasMatMul<float>(const float*, const float*, float*, int64_t,
-                                               int64_t, int64_t, bool, void*, void*, size_t,
-                                               cudaStream_t, int*);
+template cudaError_t LaunchCublasMatMul<float>(const float*, const float*, float*, int64_t, int64_t,
+                                               int64_t, bool, void*, void*, size_t, cudaStream_t,
+                                               int*);
 template cudaError_t LaunchCublasMatMul<double>(const double*, const double*, double*, int64_t,
                                                 int64_t, int64_t, bool, void*, void*, size_t,
                                                 cudaStream_t, int*);

@@ -22,15 +22,14 @@ cudaError_t LaunchTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n
 // 128x128 block tile, 8x8 register tile per thread, warp tiling, 16-byte
 // loads and double-buffered shared memory.
 template <typename T>
-cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n,
-                                      int64_t k, cudaStream_t stream);
+cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+                                      cudaStream_t stream);
 
 // The same kernel with a chosen k-tile depth (8 or 16) and minimum resident
 // blocks per multiprocessor (1 or 2), for the benchmark's ablation.
 template <typename T>
 cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_t m, int64_t n,
-                                            int64_t k, int bk, int min_blocks,
-                                            cudaStream_t stream);
+                                            int64_t k, int bk, int min_blocks, cudaStream_t stream);
 
 // cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
 // workspace. `tf32` allows TF32 tensor cores (float only). Returns a

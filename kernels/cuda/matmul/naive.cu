@@ -30,8 +30,8 @@ cudaError_t LaunchNaiveMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n
   return cudaGetLastError();
 }
 
-template cudaError_t LaunchNaiveMatMul<float>(const float*, const float*, float*, int64_t,
-                                              int64_t, int64_t, cudaStream_t);
+template cudaError_t LaunchNaiveMatMul<float>(const float*, const float*, float*, int64_t, int64_t,
+                                              int64_t, cudaStream_t);
 template cudaError_t LaunchNaiveMatMul<double>(const double*, const double*, double*, int64_t,
                                                int64_t, int64_t, cudaStream_t);
 

@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     for (int l = 0; l < kLoads; ++l) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) as[buf][a_col + j][a_row + l * kARowStep] = ra[l][j];
-      Quad<T>::Store(&bs[buf][b_row + l * kBRowStep][b_col], rb[l][0], rb[l][1], rb[l][2], rb[l][3]);
+      Quad<T>::Store(&bs[buf][b_row + l * kBRowStep][b_col], rb[l][0], rb[l][1], rb[l][2],
+                     rb[l][3]);
     }
   };
 
@@ -214,7 +215,8 @@ cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_
                                             cudaStream_t stream) {
   if (bk == 8 && min_blocks == 1) return Launch<T, 8, 1>(a, b, c, m, n, k, stream);
   // Double spills with a cap of 128 registers, and a double k-tile of 16
-  // would need more than 48 KB of static shared memory. k-tile of 16 would need more than 48 KB of static shared memory.
+  // would need more than 48 KB of static shared memory. k-tile of 16 would need more than 48 KB of
+  // static shared memory.
   if constexpr (sizeof(T) == 4) {
     if (bk == 8 && min_blocks == 2) return Launch<T, 8, 2>(a, b, c, m, n, k, stream);
     if (bk == 16 && min_blocks == 1) return Launch<T, 16, 1>(a, b, c, m, n, k, stream);
@@ -224,8 +226,8 @@ cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_
 }
 
 template <typename T>
-cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n,
-                                      int64_t k, cudaStream_t stream) {
+cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+                                      cudaStream_t stream) {
   // Double needs about 230 registers for the same tile and runs one block.
   if constexpr (sizeof(T) == 4) {
     return Launch<T, kDefaultBK, kDefaultMinBlocks>(a, b, c, m, n, k, stream);
@@ -237,12 +239,12 @@ cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, i
 template cudaError_t LaunchRegisterTiledMatMulConfig<float>(const float*, const float*, float*,
                                                             int64_t, int64_t, int64_t, int, int,
                                                             cudaStream_t);
-template cudaError_t LaunchRegisterTiledMatMulConfig<double>(const double*, const double*,
-                                                             double*, int64_t, int64_t, int64_t,
-                                                             int, int, cudaStream_t);
+template cudaError_t LaunchRegisterTiledMatMulConfig<double>(const double*, const double*, double*,
+                                                             int64_t, int64_t, int64_t, int, int,
+                                                             cudaStream_t);
 
-template cudaError_t LaunchRegisterTiledMatMul<float>(const float*, const float*, float*,
-                                                      int64_t, int64_t, int64_t, cudaStream_t);
+template cudaError_t LaunchRegisterTiledMatMul<float>(const float*, const float*, float*, int64_t,
+                                                      int64_t, int64_t, cudaStream_t);
 template cudaError_t LaunchRegisterTiledMatMul<double>(const double*, const double*, double*,
                                                        int64_t, int64_t, int64_t, cudaStream_t);
 

@@ -54,8 +54,8 @@ cudaError_t LaunchTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n
   return cudaErrorInvalidValue;
 }
 
-template cudaError_t LaunchTiledMatMul<float>(const float*, const float*, float*, int64_t,
-                                              int64_t, int64_t, int, bool, cudaStream_t);
+template cudaError_t LaunchTiledMatMul<float>(const float*, const float*, float*, int64_t, int64_t,
+                                              int64_t, int, bool, cudaStream_t);
 template cudaError_t LaunchTiledMatMul<double>(const double*, const double*, double*, int64_t,
                                                int64_t, int64_t, int, bool, cudaStream_t);
 

@@ -5,10 +5,10 @@
 // survives or not depending on its place in the tree) and start from
 // numeric_limits<T>::max()/lowest(), which turns MIN of all +inf into
 // FLT_MAX.
-#include <cub/device/device_reduce.cuh>
-#include <cub/device/device_segmented_reduce.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
@@ -39,7 +39,8 @@ cudaError_t CallCub(void* temp, size_t& temp_bytes, const T* in, T* out, const P
                     cudaStream_t stream) {
   const Combine c = CombineOf(p.reduce_op);
   if (Segmented(p)) {
-    auto begin = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), RowStart{p.n});
+    auto begin =
+        thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), RowStart{p.n});
     auto end = begin + 1;
     switch (c) {
       case Combine::kSum:
@@ -59,8 +60,8 @@ cudaError_t CallCub(void* temp, size_t& temp_bytes, const T* in, T* out, const P
         return cub::DeviceReduce::Reduce(temp, temp_bytes, in, out, count, NanMinOp{}, T(INFINITY),
                                          stream);
       case Combine::kMax:
-        return cub::DeviceReduce::Reduce(temp, temp_bytes, in, out, count, NanMaxOp{},
-                                         T(-INFINITY), stream);
+        return cub::DeviceReduce::Reduce(temp, temp_bytes, in, out, count, NanMaxOp{}, T(-INFINITY),
+                                         stream);
     }
   }
   return cudaErrorInvalidValue;
@@ -103,8 +104,8 @@ cudaError_t LaunchCubReduce(const T* in, T* out, const Problem& p, void* workspa
 
 template cudaError_t LaunchCubReduce<float>(const float*, float*, const Problem&, void*, size_t,
                                             cudaStream_t);
-template cudaError_t LaunchCubReduce<double>(const double*, double*, const Problem&, void*,
-                                             size_t, cudaStream_t);
+template cudaError_t LaunchCubReduce<double>(const double*, double*, const Problem&, void*, size_t,
+                                             cudaStream_t);
 
 LaunchResult CubReduce(const LaunchArgs& args) {
   return ForElementType(args, [](const auto& t) {

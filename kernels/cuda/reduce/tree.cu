@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, Combine C, bool kSequential>
-__global__ void __launch_bounds__(kColX * kColY)
+__global__ void __launch_bounds__(kColX* kColY)
     ColumnTreeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t cols,
                      int64_t col_blocks, int64_t mean_count) {
   using R = Reducer<T, C>;
@@ -116,7 +116,8 @@ Plan MakePlan(const Problem& p, bool sequential) {
     len = p.m * p.n;
     if (p.reduce_op == ReduceOp::kMean) plan.mean_count = len;
   }
-  const int64_t per_block = columns ? kColY * (sequential ? 2 : 1) : kThreads * (sequential ? 2 : 1);
+  const int64_t per_block =
+      columns ? kColY * (sequential ? 2 : 1) : kThreads * (sequential ? 2 : 1);
   do {
     const int64_t next = CeilDiv(len, per_block);
     plan.passes.push_back({len, next});
@@ -149,8 +150,8 @@ cudaError_t Run(const T* in, T* out, const Plan& plan, void* workspace, cudaStre
     } else {
       const int64_t blocks = plan.segments * pass.next;
       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      SegmentTreeKernel<T, C, kSequential><<<unsigned(blocks), kThreads, 0, stream>>>(
-          src, dst, pass.len, pass.next, mean_count);
+      SegmentTreeKernel<T, C, kSequential>
+          <<<unsigned(blocks), kThreads, 0, stream>>>(src, dst, pass.len, pass.next, mean_count);
     }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
@@ -193,8 +194,8 @@ cudaError_t LaunchTreeReduce(const T* in, T* out, const Problem& p, bool sequent
 
 template cudaError_t LaunchTreeReduce<float>(const float*, float*, const Problem&, bool, void*,
                                              size_t, cudaStream_t);
-template cudaError_t LaunchTreeReduce<double>(const double*, double*, const Problem&, bool,
-                                              void*, size_t, cudaStream_t);
+template cudaError_t LaunchTreeReduce<double>(const double*, double*, const Problem&, bool, void*,
+                                              size_t, cudaStream_t);
 
 namespace {
 

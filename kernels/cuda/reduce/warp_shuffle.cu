@@ -27,8 +27,8 @@ __device__ __forceinline__ void Accumulate(T (&acc)[W], const typename Vec16<T>:
 // starting at `first`; kVec means `in` is 16-byte aligned. Returns this
 // thread's partial.
 template <typename T, Combine C, bool kVec>
-__device__ __forceinline__ T StridedPartial(const T* __restrict__ in, int64_t count,
-                                            int64_t first, int64_t stride) {
+__device__ __forceinline__ T StridedPartial(const T* __restrict__ in, int64_t count, int64_t first,
+                                            int64_t stride) {
   using R = Reducer<T, C>;
   using V = typename Vec16<T>::Type;
   constexpr int W = Vec16<T>::kWidth;
@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ T scratch[kThreads / 32];
   const int64_t row = int64_t(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup;
   T v = Reducer<T, C>::Identity();
-  if (row < rows) v = StridedPartial<T, C, kVec>(in + row * cols, cols, threadIdx.x % kGroup, kGroup);
+  if (row < rows)
+    v = StridedPartial<T, C, kVec>(in + row * cols, cols, threadIdx.x % kGroup, kGroup);
   if (kGroup == 32) {
     v = WarpReduce<T, C>(v);
     if (threadIdx.x % 32 == 0 && row < rows) out[row] = Finish(v, mean_count);
@@ -118,11 +119,13 @@ __global__ void __launch_bounds__(kThreads)
       for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
         V x[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) x[u] = *reinterpret_cast<const V*>(p + (r + u * kWarps) * cols);
+        for (int u = 0; u < kUnroll; ++u)
+          x[u] = *reinterpret_cast<const V*>(p + (r + u * kWarps) * cols);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) Accumulate<T, C, W>(acc, x[u]);
       }
-      for (; r < r_end; r += kWarps) Accumulate<T, C, W>(acc, *reinterpret_cast<const V*>(p + r * cols));
+      for (; r < r_end; r += kWarps)
+        Accumulate<T, C, W>(acc, *reinterpret_cast<const V*>(p + r * cols));
     } else {
       for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
         T x[kUnroll];
@@ -173,9 +176,9 @@ int64_t ColumnSlots(DType dtype) {
 // multiprocessor count, which fixes the combination order.
 struct Plan {
   enum Kind { kAll, kRows, kColumns } kind = kAll;
-  int64_t count = 0;        // ALL: values reduced
-  int64_t blocks = 1;       // ALL: first-pass blocks
-  int64_t chunks = 1;       // PER_COLUMN: row chunks (partial rows)
+  int64_t count = 0;   // ALL: values reduced
+  int64_t blocks = 1;  // ALL: first-pass blocks
+  int64_t chunks = 1;  // PER_COLUMN: row chunks (partial rows)
   int64_t rows_per_chunk = 0;
   int64_t mean_count = 0;
   size_t workspace_elems = 0;
@@ -215,9 +218,11 @@ template <typename T, Combine C>
 cudaError_t LaunchAll(const T* in, T* out, int64_t count, int64_t blocks, int64_t mean_count,
                       cudaStream_t stream) {
   if (Aligned16(in)) {
-    GridStrideKernel<T, C, true><<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
+    GridStrideKernel<T, C, true>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
   } else {
-    GridStrideKernel<T, C, false><<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
+    GridStrideKernel<T, C, false>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
   }
   return cudaGetLastError();
 }
@@ -249,13 +254,21 @@ cudaError_t LaunchRows(const T* in, T* out, int64_t rows, int64_t cols, int64_t 
   const bool block_per_row = cols >= 1024 && rows < int64_t(DeviceSmCount()) * 8;
   if (block_per_row) {
     if (rows > INT32_MAX) return cudaErrorInvalidConfiguration;
-    if (vec) RowKernel<T, C, kThreads, true><<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
-    else RowKernel<T, C, kThreads, false><<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    if (vec)
+      RowKernel<T, C, kThreads, true>
+          <<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    else
+      RowKernel<T, C, kThreads, false>
+          <<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
   } else {
     const int64_t blocks = CeilDiv(rows, kThreads / 32);
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-    if (vec) RowKernel<T, C, 32, true><<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
-    else RowKernel<T, C, 32, false><<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    if (vec)
+      RowKernel<T, C, 32, true>
+          <<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    else
+      RowKernel<T, C, 32, false>
+          <<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
   }
   return cudaGetLastError();
 }
@@ -265,17 +278,16 @@ cudaError_t Run(const T* in, T* out, const Problem& p, const Plan& plan, void* w
                 cudaStream_t stream) {
   T* partials = static_cast<T*>(workspace);
   switch (plan.kind) {
-    case Plan::kRows:
-      return LaunchRows<T, C>(in, out, p.m, p.n, plan.mean_count, stream);
+    case Plan::kRows: return LaunchRows<T, C>(in, out, p.m, p.n, plan.mean_count, stream);
     case Plan::kColumns: {
       if (plan.chunks == 1) {
         return LaunchColumns<T, C>(in, out, p.m, p.n, 1, p.m, plan.mean_count, stream);
       }
-      cudaError_t err = LaunchColumns<T, C>(in, partials, p.m, p.n, plan.chunks,
-                                            plan.rows_per_chunk, 0, stream);
+      cudaError_t err =
+          LaunchColumns<T, C>(in, partials, p.m, p.n, plan.chunks, plan.rows_per_chunk, 0, stream);
       if (err != cudaSuccess) return err;
-      return LaunchColumns<T, C>(partials, out, plan.chunks, p.n, 1, plan.chunks,
-                                 plan.mean_count, stream);
+      return LaunchColumns<T, C>(partials, out, plan.chunks, p.n, 1, plan.chunks, plan.mean_count,
+                                 stream);
     }
     case Plan::kAll: {
       if (plan.blocks == 1) return LaunchAll<T, C>(in, out, plan.count, 1, plan.mean_count, stream);
@@ -308,8 +320,8 @@ cudaError_t LaunchWarpShuffleReduce(const T* in, T* out, const Problem& p, void*
 
 template cudaError_t LaunchWarpShuffleReduce<float>(const float*, float*, const Problem&, void*,
                                                     size_t, cudaStream_t);
-template cudaError_t LaunchWarpShuffleReduce<double>(const double*, double*, const Problem&,
-                                                     void*, size_t, cudaStream_t);
+template cudaError_t LaunchWarpShuffleReduce<double>(const double*, double*, const Problem&, void*,
+                                                     size_t, cudaStream_t);
 
 LaunchResult WarpShuffleReduce(const LaunchArgs& args) {
   return ForElementType(args, [](const auto& t) {

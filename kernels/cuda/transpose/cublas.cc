@@ -41,8 +41,8 @@ cudaError_t LaunchCublasTranspose(const T* in, T* out, int64_t m, int64_t n, voi
 
 template cudaError_t LaunchCublasTranspose<float>(const float*, float*, int64_t, int64_t, void*,
                                                   cudaStream_t, int*);
-template cudaError_t LaunchCublasTranspose<double>(const double*, double*, int64_t, int64_t,
-                                                   void*, cudaStream_t, int*);
+template cudaError_t LaunchCublasTranspose<double>(const double*, double*, int64_t, int64_t, void*,
+                                                   cudaStream_t, int*);
 
 LaunchResult CublasTranspose(const LaunchArgs& args) {
   return ForElementType(args, [](const auto& t) {

@@ -27,8 +27,9 @@ __global__ void NaiveTransposeKernel(const T* __restrict__ in, T* __restrict__ o
 // [r][c ^ r], so a column read visits 32 different banks without padding.
 // A 32 x kRows block moves one 32x32 tile, 32 / kRows elements per thread.
 template <typename T, int kPad, bool kSwizzle, int kRows>
-__global__ void __launch_bounds__(kTile * kRows) TiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
-                                     int64_t n, int64_t tiles_x) {
+__global__ void __launch_bounds__(kTile* kRows)
+    TiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+                         int64_t tiles_x) {
   __shared__ T tile[kTile][kTile + kPad];
   const int64_t tile_row = blockIdx.x / tiles_x, tile_col = blockIdx.x % tiles_x;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -56,8 +57,8 @@ __global__ void __launch_bounds__(kTile * kRows) TiledTransposeKernel(const T* _
 // distinct banks.
 template <typename T, int kTX, int kTY, int kRows>
 __global__ void __launch_bounds__(32 * kRows)
-    WideTiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
-                             int64_t n, int64_t tiles_x) {
+    WideTiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+                             int64_t tiles_x) {
   constexpr int kH = 32 * kTY, kW = 32 * kTX;
   __shared__ T tile[kH][kW + 1];
   const int64_t row0 = (blockIdx.x / tiles_x) * kH, col0 = (blockIdx.x % tiles_x) * kW;
@@ -102,11 +103,11 @@ constexpr int kVecThreads = 256;
 
 template <typename T>
 __global__ void __launch_bounds__(kVecThreads)
-    Tile64Vec16TransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
-                               int64_t n, int64_t tiles_x) {
+    Tile64Vec16TransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+                               int64_t tiles_x) {
   using V = typename Vec16<T>::Type;
   constexpr int W = Vec16<T>::kWidth;
-  constexpr int kLanesPerRow = 32 / W;                 // lanes covering 32 columns
+  constexpr int kLanesPerRow = 32 / W;  // lanes covering 32 columns
   constexpr int kIters = kVecTile * kVecTile / W / kVecThreads;
   __shared__ T tile[kVecTile][kVecTile + 1];
   const int64_t row0 = (blockIdx.x / tiles_x) * kVecTile;
@@ -126,7 +127,8 @@ __global__ void __launch_bounds__(kVecThreads)
     int r, c;
     slot(i, r, c);
     // n is a multiple of W, so a vector is wholly inside or wholly outside.
-    if (row0 + r < m && col0 + c < n) v[i] = *reinterpret_cast<const V*>(in + (row0 + r) * n + col0 + c);
+    if (row0 + r < m && col0 + c < n)
+      v[i] = *reinterpret_cast<const V*>(in + (row0 + r) * n + col0 + c);
   }
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
@@ -167,8 +169,10 @@ cudaError_t LaunchTiledKind(const T* in, T* out, int64_t m, int64_t n, Transpose
                             cudaStream_t stream) {
   switch (kind) {
     case TransposeKind::kShared: return LaunchTiled<T, 0, false, kRows>(in, out, m, n, stream);
-    case TransposeKind::kSharedPadded: return LaunchTiled<T, 1, false, kRows>(in, out, m, n, stream);
-    case TransposeKind::kSharedSwizzled: return LaunchTiled<T, 0, true, kRows>(in, out, m, n, stream);
+    case TransposeKind::kSharedPadded:
+      return LaunchTiled<T, 1, false, kRows>(in, out, m, n, stream);
+    case TransposeKind::kSharedSwizzled:
+      return LaunchTiled<T, 0, true, kRows>(in, out, m, n, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -183,18 +187,14 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
       const int64_t tiles_x = CeilDiv(n, kTile);
       const int64_t blocks = tiles_x * CeilDiv(m, kTile);
       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      NaiveTransposeKernel<T><<<unsigned(blocks), dim3(kTile, kBlockRows), 0, stream>>>(
-          in, out, m, n, tiles_x);
+      NaiveTransposeKernel<T>
+          <<<unsigned(blocks), dim3(kTile, kBlockRows), 0, stream>>>(in, out, m, n, tiles_x);
       return cudaGetLastError();
     }
-    case TransposeKind::kShared:
-      return LaunchTiled<T, 0, false>(in, out, m, n, stream);
-    case TransposeKind::kSharedPadded:
-      return LaunchTiled<T, 1, false>(in, out, m, n, stream);
-    case TransposeKind::kSharedSwizzled:
-      return LaunchTiled<T, 0, true>(in, out, m, n, stream);
-    case TransposeKind::kSharedPaddedWide:
-      return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
+    case TransposeKind::kShared: return LaunchTiled<T, 0, false>(in, out, m, n, stream);
+    case TransposeKind::kSharedPadded: return LaunchTiled<T, 1, false>(in, out, m, n, stream);
+    case TransposeKind::kSharedSwizzled: return LaunchTiled<T, 0, true>(in, out, m, n, stream);
+    case TransposeKind::kSharedPaddedWide: return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
     case TransposeKind::kTile64Vec16: {
       constexpr int W = Vec16<T>::kWidth;
       // Shapes whose rows are not whole 16-byte vectors take the padded kernel.
@@ -204,8 +204,8 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
       const int64_t tiles_x = CeilDiv(n, kVecTile);
       const int64_t blocks = tiles_x * CeilDiv(m, kVecTile);
       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      Tile64Vec16TransposeKernel<T><<<unsigned(blocks), kVecThreads, 0, stream>>>(in, out, m, n,
-                                                                                  tiles_x);
+      Tile64Vec16TransposeKernel<T>
+          <<<unsigned(blocks), kVecThreads, 0, stream>>>(in, out, m, n, tiles_x);
       return cudaGetLastError();
     }
   }
@@ -226,10 +226,14 @@ cudaError_t LaunchTransposeConfig(const T* in, T* out, int64_t m, int64_t n, Tra
 template <typename T>
 cudaError_t LaunchWideTransposeConfig(const T* in, T* out, int64_t m, int64_t n, int tiles_x,
                                       int tiles_y, int block_rows, cudaStream_t stream) {
-  if (tiles_x == 2 && tiles_y == 1 && block_rows == 8) return LaunchWide<T, 2, 1, 8>(in, out, m, n, stream);
-  if (tiles_x == 1 && tiles_y == 2 && block_rows == 8) return LaunchWide<T, 1, 2, 8>(in, out, m, n, stream);
-  if (tiles_x == 2 && tiles_y == 2 && block_rows == 8) return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
-  if (tiles_x == 2 && tiles_y == 2 && block_rows == 16) return LaunchWide<T, 2, 2, 16>(in, out, m, n, stream);
+  if (tiles_x == 2 && tiles_y == 1 && block_rows == 8)
+    return LaunchWide<T, 2, 1, 8>(in, out, m, n, stream);
+  if (tiles_x == 1 && tiles_y == 2 && block_rows == 8)
+    return LaunchWide<T, 1, 2, 8>(in, out, m, n, stream);
+  if (tiles_x == 2 && tiles_y == 2 && block_rows == 8)
+    return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
+  if (tiles_x == 2 && tiles_y == 2 && block_rows == 16)
+    return LaunchWide<T, 2, 2, 16>(in, out, m, n, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -9,11 +9,11 @@
 namespace gpucompute::kernels::cuda {
 
 enum class TransposeKind {
-  kNaive,          // one element per thread, coalesced reads, strided writes
-  kShared,         // 32x32 tile, column reads hit one bank
-  kSharedPadded,   // 32x33 tile
-  kSharedSwizzled, // 32x32 tile, column index XOR row
-  kTile64Vec16,    // 64x64 padded tile, 16-byte global loads and stores
+  kNaive,             // one element per thread, coalesced reads, strided writes
+  kShared,            // 32x32 tile, column reads hit one bank
+  kSharedPadded,      // 32x33 tile
+  kSharedSwizzled,    // 32x32 tile, column index XOR row
+  kTile64Vec16,       // 64x64 padded tile, 16-byte global loads and stores
   kSharedPaddedWide,  // 64x65 padded tile, 16 elements per thread
 };
 

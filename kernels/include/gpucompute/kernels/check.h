@@ -13,7 +13,7 @@ struct CheckResult {
   bool ok = false;
   double max_rel_error = 0;  // worst error in units of the contract's scale
   double tolerance = 0;
-  std::string message;       // names the worst element when not ok
+  std::string message;  // names the worst element when not ok
 };
 
 // Contract tolerance: FP32 1e-4 (matmul) / 1e-5 (reduce), FP64 1e-12,
@@ -25,8 +25,7 @@ double Tolerance(const Problem& p, bool reduced_precision);
 // p.dtype; both may sit at any byte offset. Where the reference is NaN the
 // output must be NaN (NaN matches NaN), where it is +/-inf the same infinity;
 // anywhere else a NaN or infinite output fails.
-CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision,
-                                  const void* input_a, const void* out,
-                                  const std::vector<double>& reference);
+CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, const void* input_a,
+                                  const void* out, const std::vector<double>& reference);
 
 }  // namespace gpucompute::kernels

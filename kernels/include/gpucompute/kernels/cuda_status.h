@@ -26,8 +26,8 @@ inline absl::Status CudaStatus(cudaError_t err, const char* what) {
 inline absl::Status CublasStatus(cublasStatus_t err, const char* what) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   if (err == CUBLAS_STATUS_ALLOC_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": cuBLAS could not allocate device memory (", cublasGetStatusString(err), ")"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": cuBLAS could not allocate device memory (", cublasGetStatusString(err), ")"));
   }
   return absl::InternalError(absl::StrCat(what, ": cuBLAS error ", cublasGetStatusName(err), ": ",
                                           cublasGetStatusString(err)));
@@ -35,9 +35,8 @@ inline absl::Status CublasStatus(cublasStatus_t err, const char* what) {
 
 }  // namespace gpucompute::kernels::cuda
 
-#define GPUCOMPUTE_RETURN_IF_CUDA_ERROR(expr, what)                              \
-  do {                                                                           \
-    if (absl::Status _s = ::gpucompute::kernels::cuda::CudaStatus((expr), what);  \
-        !_s.ok())                                                                \
-      return _s;                                                                 \
+#define GPUCOMPUTE_RETURN_IF_CUDA_ERROR(expr, what)                                        \
+  do {                                                                                     \
+    if (absl::Status _s = ::gpucompute::kernels::cuda::CudaStatus((expr), what); !_s.ok()) \
+      return _s;                                                                           \
   } while (0)
