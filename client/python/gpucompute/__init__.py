@@ -5,12 +5,15 @@ NumPy arrays over gRPC.
     with gpucompute.Client("localhost:50051") as client:
         c = client.matmul(np.ones((64, 32), np.float32), np.ones((32, 16), np.float32))
 
+Matrices can stay on the server: t = client.upload(a) returns a Tensor that
+ops take in place of an array, and keep=True returns a result as a Tensor.
 gpucompute.aio.Client is the asyncio twin of gpucompute.Client.
 """
 
-from gpucompute._common import ComputeError, ProfileResult, Report, Result
-from gpucompute.client import Client
+from gpucompute._common import ComputeError, ProfileResult, Report, Result, TensorInfo, TensorList
+from gpucompute.client import Client, Tensor
 from gpucompute import aio
 
-__all__ = ["Client", "ComputeError", "ProfileResult", "Report", "Result", "aio"]
+__all__ = ["Client", "ComputeError", "ProfileResult", "Report", "Result", "Tensor", "TensorInfo",
+           "TensorList", "aio"]
 __version__ = "0.1.0"

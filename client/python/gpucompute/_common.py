@@ -4,6 +4,7 @@ options and credentials, errors, and the shape of results."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 import json
 from pathlib import Path
@@ -80,8 +81,143 @@ def row_major(array: Any, name: str) -> Tuple[int, np.ndarray]:
     return _WIRE_DTYPE[a.dtype.itemsize], a
 
 
-def _matrix(array: Any, name: str) -> list:
-    return _wire.matrix_parts(*row_major(array, name))
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """A tensor held by the server. `device` and `expires` are None where the
+    client has not been told them (an output kept; `refresh()` asks)."""
+
+    id: str
+    dtype: np.dtype
+    shape: Tuple[int, int]
+    bytes: int
+    device: Optional[str]
+    expires: Optional[datetime.datetime]  # idle deadline, UTC; every use renews it
+    server: str                           # the instance holding it
+
+    @classmethod
+    def from_proto(cls, t: pb.TensorInfo) -> "TensorInfo":
+        return cls(t.id, _NUMPY_DTYPE.get(t.dtype, np.dtype("V0")), (t.rows, t.cols), t.bytes,
+                   t.device, datetime.datetime.fromtimestamp(t.expires_unix_ms / 1000,
+                                                             datetime.timezone.utc),
+                   t.server or instance_of(t.id))
+
+
+def instance_of(tensor_id: str) -> str:
+    """The instance an id names: ids are <32 hex digits>@<instance>."""
+    return tensor_id.partition("@")[2]
+
+
+class TensorList(list):
+    """ListTensors: a list of TensorInfo (over every target the client was
+    given), with the servers' held_bytes and limit_bytes summed."""
+
+    held_bytes: int = 0
+    limit_bytes: int = 0
+
+
+class TensorBase:
+    """What gpucompute.Tensor and gpucompute.aio.Tensor share: a handle on a
+    matrix held by the server, named by `id`."""
+
+    def __init__(self, client, info: TensorInfo):
+        self._client = client
+        self.info = info
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.info.dtype
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return self.info.shape
+
+    @property
+    def server(self) -> str:
+        return self.info.server
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.id} {self.dtype} {self.shape[0]}x{self.shape[1]}"
+                f" on {self.server!r}>")
+
+
+def tensor_id(x: Any) -> Optional[str]:
+    """The tensor id an operand names (a Tensor, or an id string), else None."""
+    if isinstance(x, TensorBase):
+        return x.id
+    if isinstance(x, str):
+        return x
+    return None
+
+
+def _matrix(x: Any, name: str) -> list:
+    tid = tensor_id(x)
+    if tid is not None:
+        return _wire.tensor_matrix_parts(tid)
+    return _wire.matrix_parts(*row_major(x, name))
+
+
+def _placement(keep: bool, ttl_seconds: Optional[int]) -> list:
+    if ttl_seconds is not None and not keep:
+        raise ValueError("ttl_seconds is the lifetime of a kept result: give it with keep=True")
+    return _wire.output_placement(keep, int(ttl_seconds or 0))
+
+
+DEFAULT_CHUNK_BYTES = 4 << 20
+
+
+def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int):
+    if int(chunk_bytes) < 1:
+        raise ValueError(f"chunk_bytes must be at least 1, got {chunk_bytes}")
+    if ttl_seconds is not None and int(ttl_seconds) < 0:
+        raise ValueError(f"ttl_seconds must not be negative, got {ttl_seconds}")
+    dtype, a = row_major(array, "array")
+    return _wire.upload_messages(dtype, a, int(ttl_seconds or 0), int(chunk_bytes))
+
+
+class Download:
+    """Assembles a Download stream into one array allocated once, when the
+    first message's TensorInfo gives its size; each chunk is copied straight
+    from the received message into it."""
+
+    def __init__(self):
+        self.info: Optional[TensorInfo] = None
+        self._out: Optional[np.ndarray] = None
+        self._bytes: Optional[np.ndarray] = None
+        self._pos = 0
+
+    def add(self, raw: bytes) -> None:
+        try:
+            info, (start, end) = _wire.parse_download(raw)
+        except Exception as e:
+            raise ComputeError("Download", grpc.StatusCode.INTERNAL,
+                               f"malformed response: {e}") from None
+        if self._out is None:
+            np_dtype = _NUMPY_DTYPE.get(info.dtype) if info is not None else None
+            if np_dtype is None or info.rows < 0 or info.cols < 0:
+                raise ComputeError("Download", grpc.StatusCode.INTERNAL,
+                                   f"first message lacks a valid TensorInfo: {info}")
+            self.info = TensorInfo.from_proto(info)
+            self._out = np.empty((info.rows, info.cols), np_dtype)
+            self._bytes = self._out.reshape(-1).view(np.uint8)
+        n = end - start
+        if self._pos + n > self._bytes.size:
+            raise ComputeError("Download", grpc.StatusCode.INTERNAL,
+                               f"more than the tensor's {self._bytes.size} bytes")
+        if n:
+            self._bytes[self._pos:self._pos + n] = np.frombuffer(raw, np.uint8, n, start)
+        self._pos += n
+
+    def result(self) -> np.ndarray:
+        if self._out is None or self._pos != self._bytes.size:
+            got = "no message" if self._out is None else f"{self._pos} bytes"
+            want = "" if self._out is None else f" of {self._bytes.size}"
+            raise ComputeError("Download", grpc.StatusCode.INTERNAL,
+                               f"stream ended after {got}{want}")
+        return self._out
 
 
 def reduce_op(op: Union[str, int]) -> int:
@@ -162,43 +298,122 @@ class Channels:
         self._stub = pb_grpc.ComputeStub(self.channels[0])
         self._compute = [{m: ch.unary_unary(f"/gpucompute.v1.Compute/{m}") for m in COMPUTE_METHODS}
                          for ch in self.channels]
+        # Upload's messages are written by hand (_wire.upload_messages) and
+        # Download's read by hand (Download), so that chunks are copied once.
+        self._streams = [{
+            "Upload": ch.stream_unary("/gpucompute.v1.Compute/Upload",
+                                      response_deserializer=pb.TensorInfo.FromString),
+            "Download": ch.unary_stream("/gpucompute.v1.Compute/Download",
+                                        request_serializer=pb.DownloadRequest.SerializeToString),
+        } for ch in self.channels]
         self._turn = itertools.count()
 
     def call(self, method: str):
         """The multicallable for `method` ("MatMul", "Profile", ...)."""
         if method in COMPUTE_METHODS:
             return self._compute[next(self._turn) % len(self._compute)][method]
+        if method in ("Upload", "Download"):
+            return self._streams[next(self._turn) % len(self._streams)][method]
         return getattr(self._stub, method)
 
 
-def matmul_request(a, b, variant: str, allow_tf32: bool) -> bytes:
-    return _wire.matmul_request(_matrix(a, "a"), _matrix(b, "b"), variant, allow_tf32)
+class Targets:
+    """The Channels of each target a client was given, and which instance
+    (TensorInfo.server, the @<instance> suffix of a tensor id) each serves.
+    Calls naming no tensor take turns over the targets; a call naming one goes
+    to the target whose server holds it."""
+
+    def __init__(self, module, targets: Union[str, Sequence[str]], connections: int = 1,
+                 **setup):
+        if isinstance(targets, str):
+            targets = [targets]
+        targets = list(targets)
+        if not targets:
+            raise ValueError("give at least one target")
+        self.targets = [with_default_port(t) for t in targets]
+        self.channels = [Channels(module, t, connections, **setup) for t in targets]
+        self.instances: dict = {}      # instance name -> index into channels
+        self.asked: set = set()        # indexes whose GetServerInfo answered
+        self._turn = itertools.count()
+
+    @property
+    def metadata(self):
+        return self.channels[0].metadata
+
+    def all_channels(self) -> list:
+        return [ch for c in self.channels for ch in c.channels]
+
+    def any(self) -> int:
+        """The target of a call that names no tensor."""
+        return next(self._turn) % len(self.channels) if len(self.channels) > 1 else 0
+
+    def learn(self, instance: str, index: int) -> None:
+        if instance:
+            self.instances.setdefault(instance, index)
+
+    def known(self, instance: str) -> Optional[int]:
+        """The target of `instance` if known: learnt from an answer, or a
+        target spelt as the instance (the server's default instance name is
+        the host:port it listens on)."""
+        if len(self.channels) == 1:
+            return 0
+        if instance in self.instances:
+            return self.instances[instance]
+        for i, t in enumerate(self.targets):
+            if instance and t.split("///")[-1] == with_default_port(instance):
+                return i
+        return None
+
+    def unasked(self) -> list:
+        """Targets whose instance name is not known yet."""
+        return [i for i in range(len(self.channels))
+                if i not in self.asked and i not in self.instances.values()]
 
 
-def transpose_request(x, variant: str) -> bytes:
-    return _wire.transpose_request(_matrix(x, "x"), variant)
+def matmul_request(a, b, variant: str, allow_tf32: bool, keep: bool = False,
+                   ttl_seconds: Optional[int] = None) -> bytes:
+    return _wire.matmul_request(_matrix(a, "a"), _matrix(b, "b"), variant, allow_tf32,
+                                _placement(keep, ttl_seconds))
 
 
-def reduce_request(x, op, axis, variant: str) -> bytes:
-    return _wire.reduce_request(_matrix(x, "x"), reduce_op(op), reduce_axis(axis), variant)
+def transpose_request(x, variant: str, keep: bool = False,
+                      ttl_seconds: Optional[int] = None) -> bytes:
+    return _wire.transpose_request(_matrix(x, "x"), variant, _placement(keep, ttl_seconds))
 
 
-def result(method: str, raw: bytes, with_report: bool):
+def reduce_request(x, op, axis, variant: str, keep: bool = False,
+                   ttl_seconds: Optional[int] = None) -> bytes:
+    return _wire.reduce_request(_matrix(x, "x"), reduce_op(op), reduce_axis(axis), variant,
+                                _placement(keep, ttl_seconds))
+
+
+def result(method: str, raw: bytes, with_report: bool, make_tensor=None):
     """The result matrix of a compute response: a read-only row-major array
-    over the received bytes (no copy; .copy() to modify it)."""
+    over the received bytes (no copy; .copy() to modify it), or, for an
+    output kept, make_tensor(TensorInfo) (device and expires unknown)."""
     try:
-        dtype, rows, cols, (start, end), report = _wire.parse_response(raw)
+        r = _wire.parse_response(raw)
     except Exception as e:  # a malformed message, whatever the parser tripped on
         raise ComputeError(method, grpc.StatusCode.INTERNAL, f"malformed response: {e}") from None
-    np_dtype = _NUMPY_DTYPE.get(dtype)
-    if np_dtype is None or rows < 0 or cols < 0 or end - start != rows * cols * np_dtype.itemsize:
+    np_dtype = _NUMPY_DTYPE.get(r.dtype)
+    start, end = r.data
+    if r.tensor_id is not None and make_tensor is not None and np_dtype is not None:
+        out = make_tensor(TensorInfo(r.tensor_id, np_dtype, (r.rows, r.cols),
+                                     r.rows * r.cols * np_dtype.itemsize, None, None,
+                                     instance_of(r.tensor_id)))
+    elif (np_dtype is None or r.rows < 0 or r.cols < 0 or r.tensor_id is not None or
+          end - start != r.rows * r.cols * np_dtype.itemsize):
         raise ComputeError(method, grpc.StatusCode.INTERNAL,
-                           f"malformed result matrix: dtype {dtype}, {rows} x {cols}, "
-                           f"{end - start} bytes")
-    out = np.frombuffer(raw, dtype=np_dtype, count=rows * cols, offset=start).reshape(rows, cols)
+                           f"malformed result matrix: dtype {r.dtype}, {r.rows} x {r.cols}, "
+                           f"{end - start} bytes" +
+                           (f", tensor_id {r.tensor_id!r}" if r.tensor_id is not None else ""))
+    else:
+        out = np.frombuffer(raw, dtype=np_dtype, count=r.rows * r.cols,
+                            offset=start).reshape(r.rows, r.cols)
     if not with_report:
         return out
-    return Result(out, Report.from_proto(report if report is not None else pb.ExecutionReport()))
+    return Result(out, Report.from_proto(r.report if r.report is not None
+                                         else pb.ExecutionReport()))
 
 
 def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis, warmup,

@@ -1,5 +1,5 @@
-"""MatMul, Transpose and Reduce messages written and read in the protobuf wire
-format directly, so that payload bytes are copied once on the way out (into
+"""MatMul, Transpose and Reduce messages (and the data messages of the Upload
+and Download streams) written and read in the protobuf wire format directly, so that payload bytes are copied once on the way out (into
 the message handed to gRPC) and never on the way in (the result array is a
 view of the received message). Through protobuf each payload is copied two
 or three more times: into the message, into its serialization, and out of
@@ -9,7 +9,7 @@ are byte-for-byte what protobuf itself writes.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -61,17 +61,58 @@ def matrix_parts(wire_dtype: int, array: np.ndarray) -> List[Part]:
     return [header, data]
 
 
-def matmul_request(a: List[Part], b: List[Part], variant: str, allow_tf32: bool) -> bytes:
+def tensor_matrix_parts(tensor_id: str) -> List[Part]:
+    """A Matrix naming a tensor held by the server: dtype, rows and cols 0
+    (the tensor's own), tensor_id (field 5) written even when empty, as
+    protobuf writes a set oneof member."""
+    data = tensor_id.encode()
+    return [_key(5, _LEN) + _varint(len(data)) + data]
+
+
+def output_placement(keep: bool, ttl_seconds: int) -> List[Part]:
+    """Field 10 (OutputPlacement) of MatMul/Transpose/ReduceRequest, or
+    nothing when the result comes back inline."""
+    if not keep:
+        return []
+    return _message(10, [_scalar(1, 1) + _scalar(3, ttl_seconds)])
+
+
+def matmul_request(a: List[Part], b: List[Part], variant: str, allow_tf32: bool,
+                   output: List[Part] = ()) -> bytes:
     return b"".join(_message(1, a) + _message(2, b) +
-                    [_string(3, variant), _scalar(4, int(allow_tf32))])
+                    [_string(3, variant), _scalar(4, int(allow_tf32))] + list(output))
 
 
-def transpose_request(x: List[Part], variant: str) -> bytes:
-    return b"".join(_message(1, x) + [_string(2, variant)])
+def transpose_request(x: List[Part], variant: str, output: List[Part] = ()) -> bytes:
+    return b"".join(_message(1, x) + [_string(2, variant)] + list(output))
 
 
-def reduce_request(x: List[Part], op: int, axis: int, variant: str) -> bytes:
-    return b"".join(_message(1, x) + [_scalar(2, op), _scalar(3, axis), _string(4, variant)])
+def reduce_request(x: List[Part], op: int, axis: int, variant: str,
+                   output: List[Part] = ()) -> bytes:
+    return b"".join(_message(1, x) + [_scalar(2, op), _scalar(3, axis), _string(4, variant)] +
+                    list(output))
+
+
+def upload_messages(wire_dtype: int, array: np.ndarray, ttl_seconds: int,
+                    chunk_bytes: int) -> Iterator[bytes]:
+    """The UploadRequest stream of a row-major little-endian 2-D array: the
+    first message carries dtype, rows, cols, ttl_seconds and the first chunk,
+    later ones the next chunk only. Each message copies its chunk once (into
+    the bytes handed to gRPC); the whole payload is never copied at once."""
+    view = memoryview(array).cast("B") if array.size else memoryview(b"")
+    total = len(view)
+    header = (_scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1]) +
+              _scalar(4, ttl_seconds))
+    pos = 0
+    while True:
+        n = min(chunk_bytes, total - pos)
+        # bytes data = 5 is no oneof member: left out when empty, as proto3 does.
+        data = [_key(5, _LEN) + _varint(n), view[pos:pos + n]] if n else []
+        yield b"".join([header] + data)
+        header = b""
+        pos += n
+        if pos >= total:
+            return
 
 
 class _Reader:
@@ -119,24 +160,59 @@ def _int64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def parse_response(raw: bytes) -> Tuple[int, int, int, Tuple[int, int], Optional[pb.ExecutionReport]]:
-    """(dtype, rows, cols, (start, end) of the data in raw, report) of a
-    MatMul, Transpose or Reduce response (all three: matrix 1, report 2)."""
-    dtype = rows = cols = 0
-    data = (0, 0)
-    report = None
+class Response:
+    """A MatMul, Transpose or Reduce response: the result matrix's dtype,
+    rows, cols and either the (start, end) range of its data in the raw
+    message or its tensor_id (an output kept), and the report."""
+    __slots__ = ("dtype", "rows", "cols", "data", "tensor_id", "report")
+
+    def __init__(self):
+        self.dtype = self.rows = self.cols = 0
+        self.data: Tuple[int, int] = (0, 0)
+        self.tensor_id: Optional[str] = None
+        self.report: Optional[pb.ExecutionReport] = None
+
+
+def parse_response(raw: bytes) -> Response:
+    """The fields of a MatMul, Transpose or Reduce response (all three: matrix
+    1, report 2)."""
+    r = Response()
     for number, wire_type, value in _Reader(raw).fields():
         if number == 1 and wire_type == _LEN:
-            # Later fields win, as in protobuf; a repeated matrix field merges.
+            # Later fields win, as in protobuf; a repeated matrix field merges,
+            # and the last member of the payload oneof seen is the one set.
             for n, t, v in _Reader(raw, *value).fields():
                 if n == 1 and t == _VARINT:
-                    dtype = v
+                    r.dtype = v
                 elif n == 2 and t == _VARINT:
-                    rows = _int64(v)
+                    r.rows = _int64(v)
                 elif n == 3 and t == _VARINT:
-                    cols = _int64(v)
+                    r.cols = _int64(v)
                 elif n == 4 and t == _LEN:
-                    data = v
+                    r.data, r.tensor_id = v, None
+                elif n == 5 and t == _LEN:
+                    r.data, r.tensor_id = (0, 0), bytes(raw[v[0]:v[1]]).decode()
+                elif n == 6 and t == _LEN:
+                    r.data, r.tensor_id = (0, 0), None
         elif number == 2 and wire_type == _LEN:
             report = pb.ExecutionReport.FromString(raw[value[0]:value[1]])
-    return dtype, rows, cols, data, report
+            if r.report is None:
+                r.report = report
+            else:
+                r.report.MergeFrom(report)
+    return r
+
+
+def parse_download(raw: bytes) -> Tuple[Optional[pb.TensorInfo], Tuple[int, int]]:
+    """(info or None, (start, end) of the data in raw) of a DownloadResponse."""
+    info, data = None, (0, 0)
+    for number, wire_type, value in _Reader(raw).fields():
+        if number == 1 and wire_type == _LEN:
+            part = pb.TensorInfo.FromString(raw[value[0]:value[1]])
+            if info is None:
+                info = part
+            else:
+                info.MergeFrom(part)
+        elif number == 2 and wire_type == _LEN:
+            data = value
+    return info, data

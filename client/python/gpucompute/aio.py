@@ -7,6 +7,7 @@ gpucompute.Client as coroutines.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -18,26 +19,50 @@ from gpucompute.v1 import compute_pb2 as pb
 _UNSET = object()
 
 
+class Tensor(c.TensorBase):
+    """The asyncio twin of gpucompute.Tensor: `await t.download()`,
+    `await t.release()`, `await t.refresh()`, and `async with` releases it."""
+
+    async def download(self, *, release: bool = False, chunk_bytes: int = 0,
+                       timeout: Optional[float] = _UNSET) -> np.ndarray:
+        return await self._client.download(self, release=release, chunk_bytes=chunk_bytes,
+                                           timeout=timeout)
+
+    async def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
+        return await self._client.release(self, timeout=timeout) == 1
+
+    async def refresh(self, *, timeout: Optional[float] = _UNSET) -> c.TensorInfo:
+        self.info = await self._client._tensor_info(self.id, timeout)
+        return self.info
+
+    async def __aenter__(self) -> "Tensor":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.release()
+
+
 class Client:
     """See gpucompute.Client for the arguments; create it inside a running
     event loop and share it between tasks."""
 
-    def __init__(self, target: str = "localhost:50051", *, timeout: Optional[float] = 120.0,
+    def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
                  tls: bool = False, root_certificates: c.PathOrBytes = None,
                  certificate_chain: c.PathOrBytes = None, private_key: c.PathOrBytes = None,
                  server_name: Optional[str] = None, token: Optional[str] = None,
                  token_file: c.PathOrBytes = None, lb: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
-        self._channels = c.Channels(
+        self._targets = c.Targets(
             grpc.aio, target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
             server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
             connections=connections)
+        self._channels = self._targets.channels[0]
         self.target = target
         self.timeout = timeout
 
     async def close(self) -> None:
-        for channel in self._channels.channels:
+        for channel in self._targets.all_channels():
             await channel.close()
 
     async def __aenter__(self) -> "Client":
@@ -46,31 +71,118 @@ class Client:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def _call(self, method: str, request, timeout):
+    async def _call(self, method: str, request, timeout, index: int = 0):
         try:
-            return await self._channels.call(method)(
+            return await self._targets.channels[index].call(method)(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
-                metadata=self._channels.metadata)
+                metadata=self._targets.metadata)
         except grpc.RpcError as e:
             raise c.error_from_rpc(method, e) from None
 
-    async def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
-                     timeout: Optional[float] = _UNSET, report: bool = False
-                     ) -> Union[np.ndarray, c.Result]:
-        response = await self._call("MatMul", c.matmul_request(a, b, variant, allow_tf32),
-                                    timeout)
-        return c.result("MatMul", response, report)
+    async def _index(self, instance: str) -> int:
+        i = self._targets.known(instance)
+        if i is None:
+            for j in self._targets.unasked():
+                try:
+                    info = await self._call("GetServerInfo", pb.ServerInfoRequest(),
+                                            self.timeout, j)
+                except c.ComputeError:
+                    continue
+                self._targets.asked.add(j)
+                self._targets.learn(info.instance_name, j)
+            i = self._targets.known(instance)
+        return 0 if i is None else i
 
-    async def transpose(self, x, *, variant: str = "", timeout: Optional[float] = _UNSET,
-                        report: bool = False) -> Union[np.ndarray, c.Result]:
-        response = await self._call("Transpose", c.transpose_request(x, variant), timeout)
-        return c.result("Transpose", response, report)
+    async def _route(self, *operands) -> int:
+        ids = [t for t in map(c.tensor_id, operands) if t is not None]
+        return await self._index(c.instance_of(ids[0])) if ids else self._targets.any()
+
+    async def _compute(self, method: str, request: bytes, index: int, timeout, report: bool):
+        def make(info: c.TensorInfo) -> Tensor:
+            self._targets.learn(info.server, index)
+            return Tensor(self, info)
+        response = await self._call(method, request, timeout, index)
+        return c.result(method, response, report, make)
+
+    async def upload(self, array, ttl_seconds: Optional[int] = None, *,
+                     chunk_bytes: int = c.DEFAULT_CHUNK_BYTES,
+                     timeout: Optional[float] = _UNSET) -> Tensor:
+        messages = c.upload_messages(array, ttl_seconds, chunk_bytes)
+        index = self._targets.any()
+        info = c.TensorInfo.from_proto(await self._call("Upload", messages, timeout, index))
+        self._targets.learn(info.server, index)
+        return Tensor(self, info)
+
+    async def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
+                       timeout: Optional[float] = _UNSET) -> np.ndarray:
+        tid = c.tensor_id(tensor)
+        request = pb.DownloadRequest(tensor_id=tid, chunk_bytes=chunk_bytes, release=release)
+        index = await self._index(c.instance_of(tid))
+        out = c.Download()
+        try:
+            async for raw in self._targets.channels[index].call("Download")(
+                    request, timeout=self.timeout if timeout is _UNSET else timeout,
+                    metadata=self._targets.metadata):
+                out.add(raw)
+        except grpc.RpcError as e:
+            raise c.error_from_rpc("Download", e) from None
+        if isinstance(tensor, Tensor) and out.info is not None:
+            tensor.info = out.info
+        return out.result()
+
+    async def release(self, *tensors, timeout: Optional[float] = _UNSET) -> int:
+        groups = defaultdict(list)
+        for t in tensors:
+            tid = c.tensor_id(t)
+            if tid is None:
+                raise TypeError(f"release takes Tensors or tensor ids, not {type(t).__name__}")
+            groups[await self._index(c.instance_of(tid))].append(tid)
+        released = 0
+        for index, ids in groups.items():
+            r = await self._call("ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids),
+                                 timeout, index)
+            released += r.released
+        return released
+
+    async def tensors(self, *, timeout: Optional[float] = _UNSET) -> c.TensorList:
+        out = c.TensorList()
+        for index in range(len(self._targets.channels)):
+            r = await self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
+            out.extend(c.TensorInfo.from_proto(t) for t in r.tensors)
+            out.held_bytes += r.held_bytes
+            out.limit_bytes += r.limit_bytes
+            for t in r.tensors:
+                self._targets.learn(t.server, index)
+        return out
+
+    async def _tensor_info(self, tid: str, timeout) -> c.TensorInfo:
+        index = await self._index(c.instance_of(tid))
+        r = await self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
+        for t in r.tensors:
+            if t.id == tid:
+                return c.TensorInfo.from_proto(t)
+        raise c.ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
+                             f"tensor {tid} is not held: released or expired")
+
+    async def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
+                     keep: bool = False, ttl_seconds: Optional[int] = None,
+                     timeout: Optional[float] = _UNSET, report: bool = False
+                     ) -> Union[np.ndarray, Tensor, c.Result]:
+        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds)
+        return await self._compute("MatMul", request, await self._route(a, b), timeout, report)
+
+    async def transpose(self, x, *, variant: str = "", keep: bool = False,
+                        ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+                        report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+        request = c.transpose_request(x, variant, keep, ttl_seconds)
+        return await self._compute("Transpose", request, await self._route(x), timeout, report)
 
     async def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None,
-                     *, variant: str = "", timeout: Optional[float] = _UNSET,
-                     report: bool = False) -> Union[np.ndarray, c.Result]:
-        response = await self._call("Reduce", c.reduce_request(x, op, axis, variant), timeout)
-        return c.result("Reduce", response, report)
+                     *, variant: str = "", keep: bool = False,
+                     ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+                     report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds)
+        return await self._compute("Reduce", request, await self._route(x), timeout, report)
 
     async def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                       variants: Sequence[str] = (), reduce_op: str = "sum",

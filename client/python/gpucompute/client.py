@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -13,6 +14,38 @@ from gpucompute.v1 import compute_pb2 as pb
 _UNSET = object()
 
 
+class Tensor(c.TensorBase):
+    """A matrix held by the server (from Client.upload, or an op with
+    keep=True). Pass it to matmul/transpose/reduce in place of an array;
+    `with client.upload(a) as t:` releases it on leaving the block.
+
+    info: TensorInfo(id, dtype, shape, bytes, device, expires, server), as the
+        server answered the Upload; for an output kept, device and expires are
+        None until refresh().
+    """
+
+    def download(self, *, release: bool = False, chunk_bytes: int = 0,
+                 timeout: Optional[float] = _UNSET) -> np.ndarray:
+        """The matrix as a new writable row-major array."""
+        return self._client.download(self, release=release, chunk_bytes=chunk_bytes,
+                                     timeout=timeout)
+
+    def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
+        """Frees it on the server; False when it was no longer held."""
+        return self._client.release(self, timeout=timeout) == 1
+
+    def refresh(self, *, timeout: Optional[float] = _UNSET) -> c.TensorInfo:
+        """Asks the server for the current info (ListTensors on its holder)."""
+        self.info = self._client._tensor_info(self.id, timeout)
+        return self.info
+
+    def __enter__(self) -> "Tensor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 class Client:
     """Channels to a gpucompute server; safe to share between threads.
 
@@ -21,7 +54,9 @@ class Client:
     as read-only row-major 2-D arrays.
     Failed calls raise ComputeError with the gRPC status code and message.
 
-    target: "host:port" or a gRPC target such as "dns:///name:port".
+    target: "host:port" or a gRPC target such as "dns:///name:port", or a list
+        of them (replicas): calls naming no tensor take turns over them, a
+        call naming a tensor goes to the one whose server holds it.
     timeout: default deadline of each call in seconds (None: no deadline).
     tls / root_certificates / certificate_chain / private_key / server_name:
         TLS, on when any is given; certificates as PEM bytes or file paths.
@@ -33,22 +68,23 @@ class Client:
         one thread at a time on each side).
     """
 
-    def __init__(self, target: str = "localhost:50051", *, timeout: Optional[float] = 120.0,
+    def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
                  tls: bool = False, root_certificates: c.PathOrBytes = None,
                  certificate_chain: c.PathOrBytes = None, private_key: c.PathOrBytes = None,
                  server_name: Optional[str] = None, token: Optional[str] = None,
                  token_file: c.PathOrBytes = None, lb: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
-        self._channels = c.Channels(
+        self._targets = c.Targets(
             grpc, target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
             server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
             connections=connections)
+        self._channels = self._targets.channels[0]
         self.target = target
         self.timeout = timeout
 
     def close(self) -> None:
-        for channel in self._channels.channels:
+        for channel in self._targets.all_channels():
             channel.close()
 
     def __enter__(self) -> "Client":
@@ -57,33 +93,139 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _call(self, method: str, request, timeout):
+    def _call(self, method: str, request, timeout, index: int = 0):
         try:
-            return self._channels.call(method)(
+            return self._targets.channels[index].call(method)(
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
-                metadata=self._channels.metadata)
+                metadata=self._targets.metadata)
         except grpc.RpcError as e:
             raise c.error_from_rpc(method, e) from None
 
-    def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
-               timeout: Optional[float] = _UNSET, report: bool = False
-               ) -> Union[np.ndarray, c.Result]:
-        """a @ b for a (m x k) and b (k x n) of the same dtype."""
-        response = self._call("MatMul", c.matmul_request(a, b, variant, allow_tf32), timeout)
-        return c.result("MatMul", response, report)
+    # Replicas: which target holds a tensor.
 
-    def transpose(self, x, *, variant: str = "", timeout: Optional[float] = _UNSET,
-                  report: bool = False) -> Union[np.ndarray, c.Result]:
-        response = self._call("Transpose", c.transpose_request(x, variant), timeout)
-        return c.result("Transpose", response, report)
+    def _index(self, instance: str) -> int:
+        i = self._targets.known(instance)
+        if i is None:
+            for j in self._targets.unasked():
+                try:
+                    info = self._call("GetServerInfo", pb.ServerInfoRequest(), self.timeout, j)
+                except c.ComputeError:
+                    continue
+                self._targets.asked.add(j)
+                self._targets.learn(info.instance_name, j)
+            i = self._targets.known(instance)
+        # Unknown: the first target answers NOT_FOUND naming the holder.
+        return 0 if i is None else i
+
+    def _route(self, *operands) -> int:
+        ids = [t for t in map(c.tensor_id, operands) if t is not None]
+        return self._index(c.instance_of(ids[0])) if ids else self._targets.any()
+
+    def _tensor(self, index: int):
+        def make(info: c.TensorInfo) -> Tensor:
+            self._targets.learn(info.server, index)
+            return Tensor(self, info)
+        return make
+
+    def _compute(self, method: str, request: bytes, index: int, timeout, report: bool):
+        response = self._call(method, request, timeout, index)
+        return c.result(method, response, report, self._tensor(index))
+
+    # Tensors.
+
+    def upload(self, array, ttl_seconds: Optional[int] = None, *,
+               chunk_bytes: int = c.DEFAULT_CHUNK_BYTES,
+               timeout: Optional[float] = _UNSET) -> Tensor:
+        """Holds `array` (2-D float32/float64, any layout; 1-D is 1 x N) on the
+        server, streamed in messages of `chunk_bytes` of data: any size the
+        server's tensor budget admits. ttl_seconds: idle lifetime (None: the
+        server's default)."""
+        messages = c.upload_messages(array, ttl_seconds, chunk_bytes)
+        index = self._targets.any()
+        info = c.TensorInfo.from_proto(self._call("Upload", messages, timeout, index))
+        self._targets.learn(info.server, index)
+        return Tensor(self, info)
+
+    def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
+                 timeout: Optional[float] = _UNSET) -> np.ndarray:
+        """The matrix of a Tensor (or id) as a new writable row-major array,
+        allocated once and filled chunk by chunk. release: free it once sent.
+        chunk_bytes: data bytes per message (0: the server's default)."""
+        tid = c.tensor_id(tensor)
+        request = pb.DownloadRequest(tensor_id=tid, chunk_bytes=chunk_bytes, release=release)
+        index = self._index(c.instance_of(tid))
+        out = c.Download()
+        try:
+            for raw in self._targets.channels[index].call("Download")(
+                    request, timeout=self.timeout if timeout is _UNSET else timeout,
+                    metadata=self._targets.metadata):
+                out.add(raw)
+        except grpc.RpcError as e:
+            raise c.error_from_rpc("Download", e) from None
+        if isinstance(tensor, Tensor) and out.info is not None:
+            tensor.info = out.info
+        return out.result()
+
+    def release(self, *tensors, timeout: Optional[float] = _UNSET) -> int:
+        """Frees Tensors (or ids) on the servers holding them; the number that
+        were still held (ids unknown, released or expired are skipped)."""
+        groups = defaultdict(list)
+        for t in tensors:
+            tid = c.tensor_id(t)
+            if tid is None:
+                raise TypeError(f"release takes Tensors or tensor ids, not {type(t).__name__}")
+            groups[self._index(c.instance_of(tid))].append(tid)
+        released = 0
+        for index, ids in groups.items():
+            released += self._call("ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids),
+                                   timeout, index).released
+        return released
+
+    def tensors(self, *, timeout: Optional[float] = _UNSET) -> c.TensorList:
+        """Every tensor held, over all targets: a list of TensorInfo with
+        .held_bytes and .limit_bytes (summed over the servers)."""
+        out = c.TensorList()
+        for index in range(len(self._targets.channels)):
+            r = self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
+            out.extend(c.TensorInfo.from_proto(t) for t in r.tensors)
+            out.held_bytes += r.held_bytes
+            out.limit_bytes += r.limit_bytes
+            for t in r.tensors:
+                self._targets.learn(t.server, index)
+        return out
+
+    def _tensor_info(self, tid: str, timeout) -> c.TensorInfo:
+        index = self._index(c.instance_of(tid))
+        r = self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
+        for t in r.tensors:
+            if t.id == tid:
+                return c.TensorInfo.from_proto(t)
+        raise c.ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
+                             f"tensor {tid} is not held: released or expired")
+
+    def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False, keep: bool = False,
+               ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+               report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+        """a @ b for a (m x k) and b (k x n) of the same dtype; each an array
+        or a Tensor. keep=True holds the result on the server and returns a
+        Tensor (ttl_seconds: its idle lifetime)."""
+        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds)
+        return self._compute("MatMul", request, self._route(a, b), timeout, report)
+
+    def transpose(self, x, *, variant: str = "", keep: bool = False,
+                  ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+                  report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+        request = c.transpose_request(x, variant, keep, ttl_seconds)
+        return self._compute("Transpose", request, self._route(x), timeout, report)
 
     def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None, *,
-               variant: str = "", timeout: Optional[float] = _UNSET, report: bool = False
-               ) -> Union[np.ndarray, c.Result]:
+               variant: str = "", keep: bool = False, ttl_seconds: Optional[int] = None,
+               timeout: Optional[float] = _UNSET, report: bool = False
+               ) -> Union[np.ndarray, Tensor, c.Result]:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
         gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers)."""
-        response = self._call("Reduce", c.reduce_request(x, op, axis, variant), timeout)
-        return c.result("Reduce", response, report)
+        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds)
+        return self._compute("Reduce", request, self._route(x), timeout, report)
 
     def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                 variants: Sequence[str] = (), reduce_op: str = "sum",

@@ -20,12 +20,13 @@ def rng():
     return np.random.default_rng(seed)
 
 
-@pytest.fixture(scope="session")
-def server_target():
+def start_server(*flags):
+    """Starts the server binary GPUCOMPUTE_SERVER names on a free port (CPU
+    backend); yields its target and stops it with SIGTERM."""
     binary = os.environ.get("GPUCOMPUTE_SERVER")
     if not binary:
         pytest.skip("set GPUCOMPUTE_SERVER to a gpucompute-server binary to run these tests")
-    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--backend=cpu"],
+    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--backend=cpu", *flags],
                             stdout=subprocess.PIPE, text=True)
     try:
         target = None
@@ -43,3 +44,14 @@ def server_target():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server_target():
+    yield from start_server()
+
+
+@pytest.fixture(scope="session")
+def replica_target():
+    """A second server, named replica-b in its tensor ids."""
+    yield from start_server("--instance_name=replica-b")

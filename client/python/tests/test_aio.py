@@ -44,3 +44,48 @@ def test_errors_and_deadline(server_target):
                 await client.matmul(a, a, timeout=0.001)
             assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     run(main())
+
+
+def test_tensors(server_target, replica_target):
+    """The asyncio twins: upload, ops on tensors with keep, a chain moving no
+    matrix bytes, download, ListTensors, release, async with, replicas."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((19, 11)), rng.standard_normal((11, 5))
+
+    async def main():
+        async with gpucompute.aio.Client(server_target) as client:
+            ta, tb = await asyncio.gather(client.upload(a, chunk_bytes=100),
+                                          client.upload(b, ttl_seconds=60))
+            assert isinstance(ta, gpucompute.aio.Tensor) and ta.shape == (19, 11)
+            np.testing.assert_array_equal(await ta.download(chunk_bytes=33), a)
+            c = await client.matmul(ta, tb, keep=True, report=True)
+            t = await client.transpose(c.output, keep=True, report=True)
+            r = await client.reduce(t.output, "sum", 0, keep=True, report=True)
+            for step in (c, t, r):
+                assert isinstance(step.output, gpucompute.aio.Tensor)
+                assert step.report.upload_us == 0 and step.report.download_us == 0
+            info = await r.output.refresh()
+            assert info.device == "cpu" and info.shape == (1, 19)
+            np.testing.assert_allclose(await r.output.download(), (a @ b).T.sum(axis=0)[None, :],
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(await client.transpose(ta), a.T)
+            chain = [ta, tb, c.output, t.output, r.output]
+            assert {x.id for x in chain} <= {i.id for i in await client.tensors()}
+            assert await client.release(*chain) == 5
+            for x in chain:
+                with pytest.raises(gpucompute.ComputeError) as e:
+                    await x.download()
+                assert e.value.code == grpc.StatusCode.NOT_FOUND
+            async with await client.upload(np.ones((2, 2), np.float32)) as held:
+                assert held.id in {i.id for i in await client.tensors()}
+            assert held.id not in {i.id for i in await client.tensors()}
+            assert not await held.release()
+
+        async with gpucompute.aio.Client([server_target, replica_target]) as client:
+            t1, t2 = await client.upload(a), await client.upload(b)
+            assert t1.server != t2.server and "replica-b" in (t1.server, t2.server)
+            outs = await asyncio.gather(*(client.transpose(t) for t in (t1, t2, t1, t2)))
+            for t, x in zip(outs, (a, b, a, b)):
+                np.testing.assert_array_equal(t, x.T)
+            assert await client.release(t1.id, t2) == 2
+    run(main())

@@ -88,3 +88,115 @@ def test_profile_shape_is_m_k_n():
     assert (r.m, r.n, r.k, r.dtype) == (30, 20, 0, pb.DTYPE_FLOAT64)
     with pytest.raises(ValueError, match=r"expected \(m, k, n\)"):
         c.profile_request("matmul", (64, 32), np.float32, (), "sum", None, 0, 0)
+
+
+TENSOR_ID = "0123456789abcdef0123456789abcdef@host-a:50051"
+
+
+@pytest.mark.parametrize("keep,ttl", [(False, None), (True, None), (True, 90), (True, 2**40)])
+def test_tensor_operands_and_kept_outputs_match_protobuf(rng, keep, ttl):
+    """Matrix.tensor_id (field 5, a oneof string) and OutputPlacement (field
+    10) are written as protobuf writes them, beside inline operands."""
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    tensor = pb.Matrix(tensor_id=TENSOR_ID)
+    output = pb.OutputPlacement(keep=True, ttl_seconds=ttl or 0) if keep else None
+    kw = dict(keep=keep, ttl_seconds=ttl)
+    assert c.matmul_request(TENSOR_ID, x.T, "tiled32", True, **kw) == pb.MatMulRequest(
+        a=tensor, b=proto_matrix(x.T), variant="tiled32", allow_tf32=True,
+        output=output).SerializeToString()
+    assert c.matmul_request(x, TENSOR_ID, "", False, **kw) == pb.MatMulRequest(
+        a=proto_matrix(x), b=tensor, output=output).SerializeToString()
+    assert c.transpose_request(TENSOR_ID, "shared", **kw) == pb.TransposeRequest(
+        input=tensor, variant="shared", output=output).SerializeToString()
+    assert c.reduce_request(TENSOR_ID, "max", 0, "cub", **kw) == pb.ReduceRequest(
+        input=tensor, op=pb.REDUCE_OP_MAX, axis=pb.REDUCE_AXIS_PER_COLUMN, variant="cub",
+        output=output).SerializeToString()
+    # An inline request with keep: the operand's data, then field 10.
+    assert c.transpose_request(x, "", **kw) == pb.TransposeRequest(
+        input=proto_matrix(x), output=output).SerializeToString()
+
+
+def test_an_empty_tensor_id_is_still_written():
+    """A set oneof member is written even when empty, as protobuf does."""
+    assert c.transpose_request("", "") == pb.TransposeRequest(
+        input=pb.Matrix(tensor_id="")).SerializeToString()
+
+
+def test_ttl_without_keep_is_refused():
+    with pytest.raises(ValueError, match="keep=True"):
+        c.transpose_request(np.ones((2, 2)), "", keep=False, ttl_seconds=5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,chunk,ttl", [((3, 5), 1, 0), ((7, 13), 17, 60), ((0, 4), 8, 0),
+                                             ((64, 33), 1 << 20, 5), ((1, 1), 7, 0)])
+def test_upload_messages_match_protobuf(rng, dtype, shape, chunk, ttl):
+    x = np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+    messages = list(c.upload_messages(x, ttl or None, chunk))
+    payload = np.ascontiguousarray(x).tobytes()
+    chunks = [payload[i:i + chunk] for i in range(0, len(payload), chunk)] or [b""]
+    expected = [pb.UploadRequest(dtype=c.dtype_value(dtype), rows=shape[0], cols=shape[1],
+                                 ttl_seconds=ttl, data=chunks[0]).SerializeToString()]
+    expected += [pb.UploadRequest(data=d).SerializeToString() for d in chunks[1:]]
+    assert messages == expected
+
+
+def test_upload_argument_errors():
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        c.upload_messages(np.ones((2, 2)), None, 0)
+    with pytest.raises(TypeError, match="astype"):
+        c.upload_messages(np.ones((2, 2), np.int64), None, 8)
+
+
+def test_kept_output_response_is_a_tensor():
+    report = pb.ExecutionReport(variant="naive", upload_us=0, compute_us=5)
+    raw = pb.MatMulResponse(c=pb.Matrix(dtype=pb.DTYPE_FLOAT64, rows=3, cols=2,
+                                        tensor_id=TENSOR_ID), report=report).SerializeToString()
+    made = []
+    result = c.result("MatMul", raw, True, lambda info: made.append(info) or info)
+    info = made[0]
+    assert result.output is info and result.report.compute_us == 5
+    assert (info.id, info.dtype, info.shape, info.bytes, info.server) == (
+        TENSOR_ID, np.dtype("<f8"), (3, 2), 48, "host-a:50051")
+    # A tensor_id where an array was expected (no keep asked) is malformed.
+    with pytest.raises(c.ComputeError, match="tensor_id"):
+        c.result("MatMul", raw, False)
+    # The last payload member seen wins, as in protobuf.
+    raw2 = raw + pb.MatMulResponse(c=pb.Matrix(data=b"\0" * 48)).SerializeToString()
+    np.testing.assert_array_equal(c.result("MatMul", raw2, False), np.zeros((3, 2)))
+
+
+def test_download_assembles_chunks_into_one_array(rng):
+    x = rng.standard_normal((5, 3))
+    payload = x.tobytes()
+    info = pb.TensorInfo(id=TENSOR_ID, dtype=pb.DTYPE_FLOAT64, rows=5, cols=3, bytes=120,
+                         device="cpu", expires_unix_ms=1_700_000_000_000, server="host-a:50051")
+    d = c.Download()
+    d.add(pb.DownloadResponse(info=info, data=payload[:7]).SerializeToString())
+    for i in range(7, 120, 50):
+        d.add(pb.DownloadResponse(data=payload[i:i + 50]).SerializeToString())
+    out = d.result()
+    np.testing.assert_array_equal(out, x)
+    assert out.flags.writeable and out.flags.c_contiguous
+    assert d.info.device == "cpu" and d.info.expires.year == 2023
+    short = c.Download()
+    short.add(pb.DownloadResponse(info=info, data=payload[:8]).SerializeToString())
+    with pytest.raises(c.ComputeError, match="8 bytes of 120"):
+        short.result()
+    with pytest.raises(c.ComputeError, match="more than"):
+        short.add(pb.DownloadResponse(data=payload).SerializeToString())
+
+
+def test_targets_route_by_instance():
+    t = c.Targets(__import__("grpc"), ["127.0.0.1:1", "dns:///b-host:2"], tls=False,
+                  root_certificates=None, certificate_chain=None, private_key=None,
+                  server_name=None, token=None, token_file=None, lb=None, options=())
+    try:
+        assert t.known("127.0.0.1:1") == 0 and t.known("b-host:2") == 1
+        assert t.known("replica-b") is None and t.unasked() == [0, 1]
+        t.learn("replica-b", 1)
+        assert t.known("replica-b") == 1 and t.unasked() == [0]
+        assert {t.any() for _ in range(4)} == {0, 1}
+    finally:
+        for ch in t.all_channels():
+            ch.close()
