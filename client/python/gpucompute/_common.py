@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import itertools
 import json
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 
@@ -321,7 +322,10 @@ class Targets:
     """The Channels of each target a client was given, and which instance
     (TensorInfo.server, the @<instance> suffix of a tensor id) each serves.
     Calls naming no tensor take turns over the targets; a call naming one goes
-    to the target whose server holds it."""
+    to the target whose server holds it. Behind a balanced target (lb=...),
+    which replica a channel reaches changes from call to call, so a call
+    naming a tensor goes to a channel opened to its instance as an address
+    (deploy/README.md: each pod's --instance_name is its pod IP:port)."""
 
     def __init__(self, module, targets: Union[str, Sequence[str]], connections: int = 1,
                  **setup):
@@ -332,9 +336,13 @@ class Targets:
             raise ValueError("give at least one target")
         self.targets = [with_default_port(t) for t in targets]
         self.channels = [Channels(module, t, connections, **setup) for t in targets]
+        self.base = len(self.channels)   # the targets given; later ones: instances dialled
+        self.balanced = bool(setup.get("lb"))
+        self._dial = lambda address: Channels(module, address, connections, **setup)
         self.instances: dict = {}      # instance name -> index into channels
         self.asked: set = set()        # indexes whose GetServerInfo answered
         self._turn = itertools.count()
+        self._lock = threading.Lock()
 
     @property
     def metadata(self):
@@ -345,29 +353,46 @@ class Targets:
 
     def any(self) -> int:
         """The target of a call that names no tensor."""
-        return next(self._turn) % len(self.channels) if len(self.channels) > 1 else 0
+        return next(self._turn) % self.base if self.base > 1 else 0
 
     def learn(self, instance: str, index: int) -> None:
-        if instance:
+        # A balanced target's channel reaches no one replica in particular.
+        if instance and not (self.balanced and index < self.base):
             self.instances.setdefault(instance, index)
 
     def known(self, instance: str) -> Optional[int]:
         """The target of `instance` if known: learnt from an answer, or a
         target spelt as the instance (the server's default instance name is
         the host:port it listens on)."""
-        if len(self.channels) == 1:
-            return 0
         if instance in self.instances:
             return self.instances[instance]
+        if self.balanced:
+            return None
+        if self.base == 1:
+            return 0
         for i, t in enumerate(self.targets):
             if instance and t.split("///")[-1] == with_default_port(instance):
                 return i
         return None
 
     def unasked(self) -> list:
-        """Targets whose instance name is not known yet."""
-        return [i for i in range(len(self.channels))
+        """Targets whose instance name is not known yet (GetServerInfo tells)."""
+        if self.balanced:
+            return []
+        return [i for i in range(self.base)
                 if i not in self.asked and i not in self.instances.values()]
+
+    def unknown(self, instance: str) -> int:
+        """The target of an instance no target answered for: behind a
+        balanced target a new channel to the instance as an address, else the
+        first target (whose server answers NOT_FOUND naming the holder)."""
+        if not (self.balanced and instance):
+            return 0
+        with self._lock:
+            if instance not in self.instances:
+                self.channels.append(self._dial(instance))
+                self.instances[instance] = len(self.channels) - 1
+            return self.instances[instance]
 
 
 def matmul_request(a, b, variant: str, allow_tf32: bool, keep: bool = False,

@@ -91,7 +91,7 @@ class Client:
                 self._targets.asked.add(j)
                 self._targets.learn(info.instance_name, j)
             i = self._targets.known(instance)
-        return 0 if i is None else i
+        return self._targets.unknown(instance) if i is None else i
 
     async def _route(self, *operands) -> int:
         ids = [t for t in map(c.tensor_id, operands) if t is not None]
@@ -146,7 +146,7 @@ class Client:
 
     async def tensors(self, *, timeout: Optional[float] = _UNSET) -> c.TensorList:
         out = c.TensorList()
-        for index in range(len(self._targets.channels)):
+        for index in range(self._targets.base):
             r = await self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
             out.extend(c.TensorInfo.from_proto(t) for t in r.tensors)
             out.held_bytes += r.held_bytes

@@ -114,8 +114,7 @@ class Client:
                 self._targets.asked.add(j)
                 self._targets.learn(info.instance_name, j)
             i = self._targets.known(instance)
-        # Unknown: the first target answers NOT_FOUND naming the holder.
-        return 0 if i is None else i
+        return self._targets.unknown(instance) if i is None else i
 
     def _route(self, *operands) -> int:
         ids = [t for t in map(c.tensor_id, operands) if t is not None]
@@ -185,7 +184,7 @@ class Client:
         """Every tensor held, over all targets: a list of TensorInfo with
         .held_bytes and .limit_bytes (summed over the servers)."""
         out = c.TensorList()
-        for index in range(len(self._targets.channels)):
+        for index in range(self._targets.base):
             r = self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
             out.extend(c.TensorInfo.from_proto(t) for t in r.tensors)
             out.held_bytes += r.held_bytes

@@ -6,6 +6,7 @@ GPUCOMPUTE_SERVER names the server binary; CTest passes the one it built.
 import os
 import re
 import signal
+import socket
 import subprocess
 
 import numpy as np
@@ -55,3 +56,15 @@ def server_target():
 def replica_target():
     """A second server, named replica-b in its tensor ids."""
     yield from start_server("--instance_name=replica-b")
+
+
+@pytest.fixture(scope="session")
+def third_target():
+    """A third server under its default instance name: the host:port it
+    listens on, here 127.0.0.1 and a port found free."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for target in start_server(f"--listen=127.0.0.1:{port}"):
+        assert target == f"127.0.0.1:{port}"
+        yield target

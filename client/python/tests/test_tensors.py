@@ -173,3 +173,23 @@ def test_replicas_route_calls_to_the_holder(server_target, replica_target, rng):
             assert e.value.code == grpc.StatusCode.NOT_FOUND and "replica-b" in e.value.message
         assert client.release(ta, tb, kept) == 3
         assert not {ta.id, tb.id, kept.id} & {i.id for i in client.tensors()}
+
+
+def test_balanced_target_sends_tensor_calls_to_the_holder(server_target, third_target, rng):
+    """One target balanced round_robin over two servers (as behind a k8s
+    headless Service): a call naming a tensor goes to a channel opened to its
+    instance, the host:port it names; the rest take turns."""
+    balanced = f"ipv4:{server_target},{third_target}"
+    x = uniform(rng, (6, 4), np.float64)
+    with gpucompute.Client(balanced, lb="round_robin", timeout=60) as client:
+        tensors = [client.upload(x * i) for i in range(1, 5)]
+        assert {t.server for t in tensors} == {server_target, third_target}
+        for _ in range(2):
+            for i, t in enumerate(tensors, 1):
+                np.testing.assert_array_equal(client.transpose(t), (x * i).T)
+                kept = client.reduce(t, "sum", 0, keep=True)
+                assert kept.server == t.server
+                np.testing.assert_allclose(kept.download(release=True),
+                                           (x * i).sum(axis=0)[None, :], rtol=1e-12)
+        assert len(client._targets.channels) == 3  # the target, and one per instance
+        assert client.release(*tensors) == 4
