@@ -193,3 +193,19 @@ def test_balanced_target_sends_tensor_calls_to_the_holder(server_target, third_t
                                            (x * i).sum(axis=0)[None, :], rtol=1e-12)
         assert len(client._targets.channels) == 3  # the target, and one per instance
         assert client.release(*tensors) == 4
+
+
+def test_readme_tensor_example(server_target, rng):
+    """The README's tensor example, run as written against this server."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", readme, re.S)[1]
+    assert "client.upload(a)" in code
+    a, b = uniform(rng, (9, 6), np.float32), uniform(rng, (6, 4), np.float32)
+    scope = {"gpucompute": gpucompute, "a": a, "b": b}
+    exec(compile(code.replace("localhost:50051", server_target), "README.md", "exec"), scope)
+    ref = (a.astype(np.float64) @ b).T.max(axis=1)[:, None]
+    np.testing.assert_allclose(scope["r"], ref, rtol=1e-5)
+    with gpucompute.Client(server_target) as client:
+        assert not {scope[k].id for k in ("ta", "tb", "c", "t")} & {i.id for i in client.tensors()}
