@@ -19,6 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "flags.h"
 #include "gpucompute/client.h"
 #include "gpucompute/host_memory.h"
@@ -49,7 +51,7 @@ const std::vector<FlagSpec>& ConnectionFlags() {
       {"server", "HOST:PORT", "localhost:50051", "server address (any gRPC target)"},
       {"deadline_ms", "MS", "",
        "deadline of the call in milliseconds (default: health 5000, info 10000, "
-       "matmul/transpose/reduce 120000, profile 600000)"},
+       "matmul/transpose/reduce 120000, profile, upload and download 600000)"},
       {"tls_ca", "FILE", "", "PEM root CA; turns TLS on"},
       {"tls_cert", "FILE", "", "PEM client certificate for mutual TLS (with --tls_key)"},
       {"tls_key", "FILE", "", "PEM private key of --tls_cert"},
@@ -112,15 +114,19 @@ const std::vector<FlagSpec> kInputFlags = {
     {"repeat", "N", "1",
      "send the request N times over one connection and print each timing (the first also "
      "connects, and with auto may calibrate a new shape)"},
+    {"keep", "", "",
+     "hold the result on the server and print its tensor id (instead of writing --out)"},
+    {"ttl", "SECONDS", "0", "with --keep: the result's idle lifetime (0: the server's default)"},
 };
 
 struct Inputs {
-  std::vector<Matrix> matrices;
-  std::vector<std::string> labels;  // "a.npy" or "random, seed 1"
+  std::vector<Operand> matrices;
+  std::vector<std::string> labels;  // "a.npy", "random, seed 1" or "held by the server"
 };
 
 // The inputs of `op`: its .npy files (a and b for matmul, one otherwise),
-// or --random in the op's shape syntax (ShapeSyntax).
+// tensors held by the server as @ID in their place, or --random in the op's
+// shape syntax (ShapeSyntax).
 absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
   const size_t count = op == v1::OP_MATMUL ? 2 : 1;
   Inputs in;
@@ -132,9 +138,14 @@ absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
     if (args.positional().size() != count) {
       return absl::InvalidArgumentError(
           absl::StrCat("expected ", count, count == 1 ? " .npy file" : " .npy files",
-                       " or --random, got ", args.positional().size(), " file(s)"));
+                       " (or @TENSOR_ID) or --random, got ", args.positional().size(), " file(s)"));
     }
     for (const std::string& path : args.positional()) {
+      if (path.size() > 1 && path[0] == '@') {  // a tensor held by the server
+        in.matrices.push_back(Operand::TensorId(path.substr(1)));
+        in.labels.push_back("held by the server");
+        continue;
+      }
       absl::StatusOr<Matrix> m = ReadNpy(path);
       if (!m.ok()) return absl::InvalidArgumentError(m.status().message());
       if (args.Has("dtype") && args.Get("dtype") != DTypeName(m->dtype())) {
@@ -222,11 +233,19 @@ double MicrosSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Prints the result, writes --out, and picks the exit code.
-int FinishOp(const ParsedArgs& args, const absl::StatusOr<OpResult>& result,
+int FinishOp(const ParsedArgs& args, absl::StatusOr<OpResult> result,
              std::chrono::steady_clock::time_point start) {
   const double round_trip_us = MicrosSince(start);
   if (!result.ok()) return CallFailed(result.status());
   PrintReport(result->report, round_trip_us);
+  if (result->kept()) {
+    // Stays on the server past this process: detached, not released.
+    Tensor& t = result->tensor;
+    std::printf("kept      %s  %" PRId64 "x%" PRId64 " %s\n", t.id().c_str(), t.rows(), t.cols(),
+                DTypeName(t.dtype()));
+    t.Detach();
+    return kExitOk;
+  }
   PrintSummary(result->output);
   if (args.Has("out")) {
     if (absl::Status st = WriteNpy(args.Get("out"), result->output); !st.ok()) {
@@ -243,19 +262,36 @@ std::string Variant(const ParsedArgs& args) {
 
 // Sends the request --repeat times; every call but the last is sent from a
 // copy of the inputs made before its clock starts, so each is timed alike.
-template <typename Send>  // Send(std::vector<Matrix> inputs) -> absl::StatusOr<OpResult>
-int SendAndFinish(const ParsedArgs& args, std::vector<Matrix>& inputs, Send send) {
+// With --keep, the results of the earlier calls are released again.
+template <typename Send>  // Send(std::vector<Operand> inputs) -> absl::StatusOr<OpResult>
+int SendAndFinish(const ParsedArgs& args, std::vector<Operand>& inputs, Send send) {
   absl::StatusOr<int64_t> repeat = ParseInt(args, "repeat", 1);
   if (!repeat.ok()) return UsageError(repeat.status());
+  if (args.GetBool("keep") && args.Has("out")) {
+    return UsageError(absl::InvalidArgumentError(
+        "--keep holds the result on the server; --out needs it here (download it with "
+        "`gpucompute download ID OUT.npy`)"));
+  }
   for (int64_t i = 1; i < *repeat; ++i) {
-    std::vector<Matrix> copy = inputs;
+    std::vector<Operand> copy = inputs;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<OpResult> result = send(std::move(copy));
-    if (!result.ok()) return FinishOp(args, result, start);
+    if (!result.ok()) return FinishOp(args, std::move(result), start);
     PrintReport(result->report, MicrosSince(start));
   }
   const auto start = std::chrono::steady_clock::now();
   return FinishOp(args, send(std::move(inputs)), start);
+}
+
+// --keep and --ttl as the ops take them.
+absl::StatusOr<OpOptions> Placement(const ParsedArgs& args) {
+  OpOptions options;
+  options.variant = Variant(args);
+  options.keep = args.GetBool("keep");
+  absl::StatusOr<int64_t> ttl = ParseInt(args, "ttl", 0);
+  if (!ttl.ok()) return ttl.status();
+  options.ttl_seconds = *ttl;
+  return options;
 }
 
 // --------------------------------------------------------------- commands --
@@ -263,12 +299,16 @@ int SendAndFinish(const ParsedArgs& args, std::vector<Matrix>& inputs, Send send
 int RunMatMul(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_MATMUL);
   if (!in.ok()) return UsageError(in.status());
-  std::printf("matmul    a %s (%s) @ b %s (%s)\n", in->matrices[0].ShapeString().c_str(),
-              in->labels[0].c_str(), in->matrices[1].ShapeString().c_str(), in->labels[1].c_str());
+  std::printf("matmul    a %s (%s) @ b %s (%s)\n", in->matrices[0].Describe().c_str(),
+              in->labels[0].c_str(), in->matrices[1].Describe().c_str(), in->labels[1].c_str());
+  absl::StatusOr<OpOptions> placement = Placement(args);
+  if (!placement.ok()) return UsageError(placement.status());
   MatMulOptions options;
   options.variant = Variant(args);
   options.allow_tf32 = args.GetBool("allow_tf32");
-  return SendAndFinish(args, in->matrices, [&](std::vector<Matrix> m) {
+  options.keep = placement->keep;
+  options.ttl_seconds = placement->ttl_seconds;
+  return SendAndFinish(args, in->matrices, [&](std::vector<Operand> m) {
     return client.MatMul(std::move(m[0]), std::move(m[1]), options);
   });
 }
@@ -276,9 +316,11 @@ int RunMatMul(const ParsedArgs& args, const Client& client) {
 int RunTranspose(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_TRANSPOSE);
   if (!in.ok()) return UsageError(in.status());
-  std::printf("transpose %s (%s)\n", in->matrices[0].ShapeString().c_str(), in->labels[0].c_str());
-  return SendAndFinish(args, in->matrices, [&](std::vector<Matrix> m) {
-    return client.Transpose(std::move(m[0]), Variant(args));
+  std::printf("transpose %s (%s)\n", in->matrices[0].Describe().c_str(), in->labels[0].c_str());
+  absl::StatusOr<OpOptions> options = Placement(args);
+  if (!options.ok()) return UsageError(options.status());
+  return SendAndFinish(args, in->matrices, [&](std::vector<Operand> m) {
+    return client.Transpose(std::move(m[0]), *options);
   });
 }
 
@@ -290,9 +332,11 @@ int RunReduce(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_REDUCE);
   if (!in.ok()) return UsageError(in.status());
   std::printf("reduce    %s %s of %s (%s)\n", ReduceOpName(*op), ReduceAxisName(*axis),
-              in->matrices[0].ShapeString().c_str(), in->labels[0].c_str());
-  return SendAndFinish(args, in->matrices, [&](std::vector<Matrix> m) {
-    return client.Reduce(std::move(m[0]), *op, *axis, Variant(args));
+              in->matrices[0].Describe().c_str(), in->labels[0].c_str());
+  absl::StatusOr<OpOptions> options = Placement(args);
+  if (!options.ok()) return UsageError(options.status());
+  return SendAndFinish(args, in->matrices, [&](std::vector<Operand> m) {
+    return client.Reduce(std::move(m[0]), *op, *axis, *options);
   });
 }
 
@@ -436,6 +480,106 @@ int RunInfo(const ParsedArgs&, const Client& client) {
   return kExitOk;
 }
 
+std::string FormatExpiry(int64_t expires_unix_ms) {
+  if (expires_unix_ms <= 0) return "-";
+  const int64_t left_s = (expires_unix_ms - absl::ToUnixMillis(absl::Now())) / 1000;
+  return absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(expires_unix_ms),
+                                       absl::UTCTimeZone()),
+                      " (in ", std::max<int64_t>(left_s, 0), " s)");
+}
+
+void PrintTensorInfo(const v1::TensorInfo& info) {
+  const DType dtype = info.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
+  std::printf("id        %s\n", info.id().c_str());
+  std::printf("shape     %" PRId64 "x%" PRId64 " %s (%s)\n", info.rows(), info.cols(),
+              DTypeName(dtype), FormatBytes(info.bytes()).c_str());
+  std::printf("device    %s\n", info.device().c_str());
+  std::printf("server    %s\n", info.server().c_str());
+  std::printf("expires   %s\n", FormatExpiry(info.expires_unix_ms()).c_str());
+}
+
+int RunUpload(const ParsedArgs& args, const Client& client) {
+  if (args.positional().size() != 1) {
+    return UsageError(absl::InvalidArgumentError(
+        absl::StrCat("expected one .npy file, got ", args.positional().size())));
+  }
+  absl::StatusOr<int64_t> ttl = ParseInt(args, "ttl", 0);
+  if (!ttl.ok()) return UsageError(ttl.status());
+  absl::StatusOr<int64_t> chunk = ParseInt(args, "chunk_bytes", 1);
+  if (!chunk.ok()) return UsageError(chunk.status());
+  absl::StatusOr<Matrix> m = ReadNpy(args.positional()[0]);
+  if (!m.ok()) return UsageError(m.status());
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Tensor> tensor =
+      client.Upload(*m, UploadOptions{.ttl_seconds = *ttl, .chunk_bytes = *chunk});
+  const double us = MicrosSince(start);
+  if (!tensor.ok()) return CallFailed(tensor.status());
+  PrintTensorInfo(tensor->info());
+  std::printf("upload    %.0f us (%.1f MB/s)\n", us, m->byte_size() / std::max(us, 1.0));
+  tensor->Detach();  // held until released or expired
+  return kExitOk;
+}
+
+int RunDownload(const ParsedArgs& args, const Client& client) {
+  if (args.positional().size() != 2) {
+    return UsageError(absl::InvalidArgumentError(
+        absl::StrCat("expected a tensor id and an output .npy file, got ", args.positional().size(),
+                     " argument(s)")));
+  }
+  std::string id = args.positional()[0];
+  if (id.size() > 1 && id[0] == '@') id = id.substr(1);
+  absl::StatusOr<int64_t> chunk = ParseInt(args, "chunk_bytes", 0);
+  if (!chunk.ok()) return UsageError(chunk.status());
+  v1::TensorInfo info;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Matrix> m = client.Download(id, *chunk, args.GetBool("release"), &info);
+  const double us = MicrosSince(start);
+  if (!m.ok()) return CallFailed(m.status());
+  PrintTensorInfo(info);
+  std::printf("download  %.0f us (%.1f MB/s)%s\n", us, m->byte_size() / std::max(us, 1.0),
+              args.GetBool("release") ? "; released" : "");
+  PrintSummary(*m);
+  if (absl::Status st = WriteNpy(args.positional()[1], *m); !st.ok()) return CallFailed(st);
+  std::printf("wrote     %s\n", args.positional()[1].c_str());
+  return kExitOk;
+}
+
+int RunTensors(const ParsedArgs&, const Client& client) {
+  absl::StatusOr<v1::ListTensorsResponse> list = client.ListTensors();
+  if (!list.ok()) return CallFailed(list.status());
+  size_t width = 2;
+  for (const v1::TensorInfo& t : list->tensors()) width = std::max(width, t.id().size());
+  const int w = static_cast<int>(width);
+  std::printf("%-*s  %-22s  %12s  %-12s  %s\n", w, "id", "shape", "bytes", "device", "expires");
+  for (const v1::TensorInfo& t : list->tensors()) {
+    const DType dtype = t.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
+    std::printf("%-*s  %-22s  %12" PRId64 "  %-12s  %s\n", w, t.id().c_str(),
+                absl::StrCat(t.rows(), "x", t.cols(), " ", DTypeName(dtype)).c_str(), t.bytes(),
+                t.device().c_str(), FormatExpiry(t.expires_unix_ms()).c_str());
+  }
+  std::printf("%d tensor%s, %s held of %s\n", list->tensors_size(),
+              list->tensors_size() == 1 ? "" : "s", FormatBytes(list->held_bytes()).c_str(),
+              FormatBytes(list->limit_bytes()).c_str());
+  return kExitOk;
+}
+
+int RunRelease(const ParsedArgs& args, const Client& client) {
+  if (args.positional().empty()) {
+    return UsageError(absl::InvalidArgumentError("expected one or more tensor ids"));
+  }
+  std::vector<std::string> ids;
+  for (const std::string& id : args.positional()) {
+    ids.push_back(id.size() > 1 && id[0] == '@' ? id.substr(1) : id);
+  }
+  absl::StatusOr<v1::ReleaseTensorsResponse> r = client.Release(ids);
+  if (!r.ok()) return CallFailed(r.status());
+  std::printf("released  %" PRId64 " of %zu (%s freed)\n", r->released(), ids.size(),
+              FormatBytes(r->bytes_freed()).c_str());
+  // Ids the server did not hold (unknown, expired) are not an error of the
+  // call, but a script should notice.
+  return r->released() == static_cast<int64_t>(ids.size()) ? kExitOk : kExitFailed;
+}
+
 int RunHealth(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<HealthStatus> status = client.Health(args.Get("service"));
   if (!status.ok()) return CallFailed(status.status());
@@ -453,17 +597,23 @@ const std::vector<Command>& Commands() {
       {"matmul", "multiply two matrices", "[flags] (A.npy B.npy | --random MxKxN)", true,
        "Multiplies a (M x K) by b (K x N) on the server: c = a @ b, M x N.\n"
        "--random MxKxN generates a as MxK from --seed and b as KxN from --seed+1,\n"
-       "values uniform in [-1, 1). Example: --random 512x256x128.",
+       "values uniform in [-1, 1). Example: --random 512x256x128.\n"
+       "@ID in place of a file names a tensor held by the server (`gpucompute upload`);\n"
+       "--keep holds the result there too and prints its id.",
        Concat(kInputFlags,
               {{"allow_tf32", "", "", "let the server's automatic choice use TF32 tensor cores"}}),
        120000, RunMatMul},
       {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)", true,
-       "Transposes an M x N matrix on the server; the result is N x M.", kInputFlags, 120000,
-       RunTranspose},
+       "Transposes an M x N matrix on the server; the result is N x M.\n"
+       "@ID in place of the file names a tensor held by the server; --keep holds\n"
+       "the result there and prints its id.",
+       kInputFlags, 120000, RunTranspose},
       {"reduce", "sum, min, max or mean over all, per row or per column",
        "[flags] (INPUT.npy | --random MxN)", true,
        "Reduces an M x N matrix on the server. --axis all gives 1 x 1, per_row gives\n"
-       "M x 1 (numpy x.sum(axis=1)), per_column gives 1 x N (numpy x.sum(axis=0)).",
+       "M x 1 (numpy x.sum(axis=1)), per_column gives 1 x N (numpy x.sum(axis=0)).\n"
+       "@ID in place of the file names a tensor held by the server; --keep holds\n"
+       "the result there and prints its id.",
        Concat(kInputFlags, {{"op", "sum|min|max|mean", "sum", "reduction"},
                             {"axis", "all|per_row|per_column", "all", "what to reduce over"}}),
        120000, RunReduce},
@@ -486,6 +636,45 @@ const std::vector<Command>& Commands() {
         {"repetitions", "N", "0", "timed runs per variant (0: server default)"}},
        600000,
        RunProfile},
+      {"upload",
+       "hold a matrix on the server; prints its tensor id",
+       "[flags] FILE.npy",
+       true,
+       "Streams the .npy file's matrix to the server in messages of --chunk_bytes\n"
+       "(any size the server's tensor budget admits) and prints the tensor's id.\n"
+       "Name it as @ID in place of an operand file of matmul, transpose or reduce;\n"
+       "it stays until `gpucompute release ID` or --ttl seconds without use.",
+       {{"ttl", "SECONDS", "0", "idle lifetime (0: the server's --tensor_ttl)"},
+        {"chunk_bytes", "N", "4194304", "bytes per stream message"}},
+       600000,
+       RunUpload},
+      {"download",
+       "write a tensor held by the server to a .npy file",
+       "[flags] ID OUT.npy",
+       true,
+       "Streams tensor ID from the server and writes it to OUT.npy.",
+       {{"release", "", "", "release the tensor once it has been sent"},
+        {"chunk_bytes", "N", "0", "bytes per stream message (0: the server's default)"}},
+       600000,
+       RunDownload},
+      {"tensors",
+       "list the tensors held by the server",
+       "[flags]",
+       false,
+       "Lists the tensors the server holds, with their shapes, devices and idle\n"
+       "deadlines, and the bytes held against the tensor budget.",
+       {},
+       10000,
+       RunTensors},
+      {"release",
+       "release tensors held by the server",
+       "[flags] ID...",
+       true,
+       "Releases the tensors by id. Exits 1 when some id was not held (unknown,\n"
+       "released or expired).",
+       {},
+       10000,
+       RunRelease},
       {"info",
        "server version, devices and kernel variants",
        "[flags]",
@@ -518,7 +707,8 @@ void PrintTopUsage(std::FILE* out) {
   std::fprintf(out,
                "\n`gpucompute COMMAND --help` lists a command's flags.\n"
                "Inputs and --out are NumPy .npy files (float32 '<f4' or float64 '<f8',\n"
-               "C order, 1-D read as 1 x N, or 2-D).\n"
+               "C order, 1-D read as 1 x N, or 2-D); @ID in place of an input names a\n"
+               "tensor held by the server (see upload).\n"
                "Exit codes: 0 ok; 1 the call failed (gRPC code and message on stderr) or\n"
                "--out could not be written; 2 usage error, including unreadable inputs.\n");
 }

@@ -1,5 +1,6 @@
 #include "gpucompute/client.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -87,6 +88,144 @@ absl::StatusOr<HealthStatus> DecodeHealthCheckResponse(const std::string& bytes)
 }
 
 }  // namespace
+
+namespace internal {
+// What a Client's Tensors need after the Client itself may be gone.
+struct ClientCore {
+  std::string target;
+  absl::Duration deadline;
+  std::string authorization;  // "Bearer <token>", or empty
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Compute::Stub> stub;
+
+  void Prepare(grpc::ClientContext* context) const {
+    if (deadline != absl::InfiniteDuration()) {
+      context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    }
+    if (!authorization.empty()) context->AddMetadata("authorization", authorization);
+  }
+
+  absl::Status Finish(const char* method, const grpc::Status& status) const {
+    if (status.ok()) return absl::OkStatus();
+    const auto code = static_cast<absl::StatusCode>(status.error_code());
+    std::string message = absl::StrCat(method, " failed: ", absl::StatusCodeToString(code), ": ",
+                                       status.error_message());
+    if (code == absl::StatusCode::kUnavailable) {
+      absl::StrAppend(&message, " (server ", target, ")");
+    } else if (code == absl::StatusCode::kDeadlineExceeded) {
+      absl::StrAppend(&message, " (deadline ", absl::FormatDuration(deadline), ")");
+    }
+    return absl::Status(code, message);
+  }
+
+  absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes, bool release,
+                                  v1::TensorInfo* info_out) const {
+    v1::DownloadRequest request;
+    request.set_tensor_id(id);
+    request.set_chunk_bytes(chunk_bytes);
+    request.set_release(release);
+    grpc::ClientContext context;
+    Prepare(&context);
+    std::unique_ptr<grpc::ClientReader<v1::DownloadResponse>> reader =
+        stub->Download(&context, request);
+    v1::DownloadResponse response;
+    v1::TensorInfo info;
+    bool first = true;
+    std::string bytes;
+    while (reader->Read(&response)) {
+      if (first) {
+        info = response.info();
+        if (info.bytes() > 0) bytes.reserve(size_t(info.bytes()));
+        first = false;
+      }
+      bytes.append(response.data());
+    }
+    if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
+    auto malformed = [&](absl::string_view why) {
+      return absl::InternalError(absl::StrCat("Download failed: the server sent ", why));
+    };
+    if (first) return malformed("no message");
+    DType dtype;
+    switch (info.dtype()) {
+      case v1::DTYPE_FLOAT32: dtype = DType::kFloat32; break;
+      case v1::DTYPE_FLOAT64: dtype = DType::kFloat64; break;
+      default: return malformed(absl::StrCat("info.dtype ", int(info.dtype())));
+    }
+    absl::StatusOr<Matrix> m = Matrix::FromBytes(dtype, info.rows(), info.cols(), std::move(bytes));
+    if (!m.ok()) return malformed(m.status().message());
+    if (info_out != nullptr) *info_out = std::move(info);
+    return m;
+  }
+
+  absl::StatusOr<v1::ReleaseTensorsResponse> Release(const std::vector<std::string>& ids) const {
+    v1::ReleaseTensorsRequest request;
+    for (const std::string& id : ids) request.add_tensor_ids(id);
+    v1::ReleaseTensorsResponse response;
+    grpc::ClientContext context;
+    Prepare(&context);
+    if (absl::Status st =
+            Finish("ReleaseTensors", stub->ReleaseTensors(&context, request, &response));
+        !st.ok()) {
+      return st;
+    }
+    return response;
+  }
+};
+}  // namespace internal
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : core_(std::move(other.core_)), info_(std::move(other.info_)) {
+  other.info_.Clear();
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    (void)Release();
+    core_ = std::move(other.core_);
+    info_ = std::move(other.info_);
+    other.info_.Clear();
+  }
+  return *this;
+}
+
+Tensor::~Tensor() { (void)Release(); }
+
+DType Tensor::dtype() const {
+  return info_.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
+}
+
+absl::StatusOr<Matrix> Tensor::Download(int64_t chunk_bytes) const {
+  if (!*this || core_ == nullptr) return absl::FailedPreconditionError("Download: empty Tensor");
+  return core_->Download(id(), chunk_bytes, /*release=*/false, nullptr);
+}
+
+absl::Status Tensor::Release() {
+  if (!*this || core_ == nullptr) return absl::OkStatus();
+  const std::string released_id = Detach();
+  absl::StatusOr<v1::ReleaseTensorsResponse> r = core_->Release({released_id});
+  if (!r.ok()) return r.status();
+  if (r->released() == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("ReleaseTensors: the server no longer held tensor ", released_id));
+  }
+  return absl::OkStatus();
+}
+
+std::string Tensor::Detach() {
+  std::string id = info_.id();
+  info_.Clear();
+  return id;
+}
+
+Operand Operand::TensorId(std::string id) {
+  Operand o;
+  o.tensor_id_ = std::move(id);
+  return o;
+}
+
+std::string Operand::Describe() const {
+  return is_tensor() ? absl::StrCat("tensor ", tensor_id_) : matrix_.ShapeString();
+}
 
 void ApplyLargeMessageTransport(grpc::ChannelArguments* args) {
   // HTTP/2's largest frame: a 64 MiB matrix in 4 frames instead of 4096.
@@ -333,27 +472,20 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
   client.stub_ = v1::Compute::NewStub(client.channels_.front());
   client.next_channel_ = std::make_unique<std::atomic<uint64_t>>(0);
   client.max_message_bytes_ = options.max_message_bytes;
+  auto core = std::make_shared<internal::ClientCore>();
+  core->target = client.target_;
+  core->deadline = client.deadline_;
+  core->authorization = client.authorization_;
+  core->channel = client.channels_.front();
+  core->stub = v1::Compute::NewStub(core->channel);
+  client.core_ = std::move(core);
   return client;
 }
 
-void Client::Prepare(grpc::ClientContext* context) const {
-  if (deadline_ != absl::InfiniteDuration()) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
-  }
-  if (!authorization_.empty()) context->AddMetadata("authorization", authorization_);
-}
+void Client::Prepare(grpc::ClientContext* context) const { core_->Prepare(context); }
 
 absl::Status Client::Finish(const char* method, const grpc::Status& status) const {
-  if (status.ok()) return absl::OkStatus();
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
-  std::string message = absl::StrCat(method, " failed: ", absl::StatusCodeToString(code), ": ",
-                                     status.error_message());
-  if (code == absl::StatusCode::kUnavailable) {
-    absl::StrAppend(&message, " (server ", target_, ")");
-  } else if (code == absl::StatusCode::kDeadlineExceeded) {
-    absl::StrAppend(&message, " (deadline ", absl::FormatDuration(deadline_), ")");
-  }
-  return absl::Status(code, message);
+  return core_->Finish(method, status);
 }
 
 absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffer request,
@@ -381,6 +513,19 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
     return malformed(
         absl::StrCat(field, ".dtype is ", out.dtype, " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
   }
+  if (out.payload == wire::Matrix::Payload::kTensorId) {  // kept on the server
+    if (out.tensor_id.empty()) return malformed(absl::StrCat(field, ".tensor_id is empty"));
+    v1::TensorInfo info;
+    info.set_id(out.tensor_id);
+    info.set_dtype(static_cast<v1::DType>(out.dtype));
+    info.set_rows(out.rows);
+    info.set_cols(out.cols);
+    info.set_bytes(out.rows * out.cols * (out.dtype == v1::DTYPE_FLOAT32 ? 4 : 8));
+    OpResult result;
+    result.report = std::move(parsed->report);
+    result.tensor = Tensor(core_, std::move(info));
+    return result;
+  }
   // Appended piece by piece: a std::string(n, '\0') would first write every
   // byte with zeros.
   std::string bytes;
@@ -390,52 +535,156 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
       Matrix::FromBytes(out.dtype == v1::DTYPE_FLOAT32 ? DType::kFloat32 : DType::kFloat64,
                         out.rows, out.cols, std::move(bytes));
   if (!matrix.ok()) return malformed(absl::StrCat(field, ": ", matrix.status().message()));
-  return OpResult{std::move(*matrix), std::move(parsed->report)};
+  OpResult result;
+  result.output = std::move(*matrix);
+  result.report = std::move(parsed->report);
+  return result;
 }
 
-absl::StatusOr<OpResult> Client::MatMul(Matrix a, Matrix b, const MatMulOptions& options) const {
+namespace {
+
+// Writes `operand` as Matrix field `field`: its bytes inline (moved, not
+// copied), or its tensor id.
+void WriteOperand(wire::MessageWriter* request, int field, Operand& operand, v1::DType dtype,
+                  int64_t rows, int64_t cols, const std::string& tensor_id) {
+  if (!tensor_id.empty()) {
+    request->MatrixTensorField(field, dtype, rows, cols, tensor_id);
+  } else {
+    const auto d = ToProto(operand.matrix().dtype());
+    const int64_t r = operand.matrix().rows(), c = operand.matrix().cols();
+    request->MatrixField(field, d, r, c, PayloadSlice(std::move(operand.matrix())));
+  }
+}
+
+void WritePlacement(wire::MessageWriter* request, bool keep, int64_t ttl_seconds) {
+  if (!keep) return;  // the default: the result comes back inline
+  wire::OutputPlacement output;
+  output.keep = true;
+  output.ttl_seconds = ttl_seconds;
+  request->OutputPlacementField(10, output);
+}
+
+}  // namespace
+
+absl::StatusOr<OpResult> Client::MatMul(Operand a, Operand b, const MatMulOptions& options) const {
   if (absl::Status st =
-          CheckRequestSize("MatMul", a.byte_size() + b.byte_size(), max_message_bytes_);
+          CheckRequestSize("MatMul", a.inline_bytes() + b.inline_bytes(), max_message_bytes_);
       !st.ok()) {
     return st;
   }
   wire::MessageWriter request;  // MatMulRequest
-  const auto a_dtype = ToProto(a.dtype()), b_dtype = ToProto(b.dtype());
-  const int64_t a_rows = a.rows(), a_cols = a.cols(), b_rows = b.rows(), b_cols = b.cols();
-  request.MatrixField(1, a_dtype, a_rows, a_cols, PayloadSlice(std::move(a)));
-  request.MatrixField(2, b_dtype, b_rows, b_cols, PayloadSlice(std::move(b)));
+  WriteOperand(&request, 1, a, a.tensor_dtype_, a.tensor_rows_, a.tensor_cols_, a.tensor_id_);
+  WriteOperand(&request, 2, b, b.tensor_dtype_, b.tensor_rows_, b.tensor_cols_, b.tensor_id_);
   if (!options.variant.empty()) request.BytesField(3, options.variant);
   if (options.allow_tf32) request.VarintField(4, 1);
+  WritePlacement(&request, options.keep, options.ttl_seconds);
   return ComputeCall("MatMul", request.Finish(), "c");
 }
 
-absl::StatusOr<OpResult> Client::Transpose(Matrix input, const std::string& variant) const {
-  if (absl::Status st = CheckRequestSize("Transpose", input.byte_size(), max_message_bytes_);
+absl::StatusOr<OpResult> Client::Transpose(Operand input, const std::string& variant) const {
+  return TransposeCall(std::move(input), OpOptions{.variant = variant});
+}
+absl::StatusOr<OpResult> Client::Transpose(Operand input, const OpOptions& options) const {
+  return TransposeCall(std::move(input), options);
+}
+
+absl::StatusOr<OpResult> Client::TransposeCall(Operand input, const OpOptions& options) const {
+  if (absl::Status st = CheckRequestSize("Transpose", input.inline_bytes(), max_message_bytes_);
       !st.ok()) {
     return st;
   }
   wire::MessageWriter request;  // TransposeRequest
-  const auto dtype = ToProto(input.dtype());
-  const int64_t rows = input.rows(), cols = input.cols();
-  request.MatrixField(1, dtype, rows, cols, PayloadSlice(std::move(input)));
-  if (!variant.empty()) request.BytesField(2, variant);
+  WriteOperand(&request, 1, input, input.tensor_dtype_, input.tensor_rows_, input.tensor_cols_,
+               input.tensor_id_);
+  if (!options.variant.empty()) request.BytesField(2, options.variant);
+  WritePlacement(&request, options.keep, options.ttl_seconds);
   return ComputeCall("Transpose", request.Finish(), "output");
 }
 
-absl::StatusOr<OpResult> Client::Reduce(Matrix input, v1::ReduceOp op, v1::ReduceAxis axis,
+absl::StatusOr<OpResult> Client::Reduce(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
                                         const std::string& variant) const {
-  if (absl::Status st = CheckRequestSize("Reduce", input.byte_size(), max_message_bytes_);
+  return ReduceCall(std::move(input), op, axis, OpOptions{.variant = variant});
+}
+absl::StatusOr<OpResult> Client::Reduce(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
+                                        const OpOptions& options) const {
+  return ReduceCall(std::move(input), op, axis, options);
+}
+
+absl::StatusOr<OpResult> Client::ReduceCall(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
+                                            const OpOptions& options) const {
+  if (absl::Status st = CheckRequestSize("Reduce", input.inline_bytes(), max_message_bytes_);
       !st.ok()) {
     return st;
   }
   wire::MessageWriter request;  // ReduceRequest
-  const auto dtype = ToProto(input.dtype());
-  const int64_t rows = input.rows(), cols = input.cols();
-  request.MatrixField(1, dtype, rows, cols, PayloadSlice(std::move(input)));
+  WriteOperand(&request, 1, input, input.tensor_dtype_, input.tensor_rows_, input.tensor_cols_,
+               input.tensor_id_);
   if (op != v1::REDUCE_OP_SUM) request.VarintField(2, uint64_t(op));
   if (axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(axis));
-  if (!variant.empty()) request.BytesField(4, variant);
+  if (!options.variant.empty()) request.BytesField(4, options.variant);
+  WritePlacement(&request, options.keep, options.ttl_seconds);
   return ComputeCall("Reduce", request.Finish(), "output");
+}
+
+absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& options) const {
+  if (options.chunk_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Upload: chunk_bytes must be positive, got ", options.chunk_bytes));
+  }
+  absl::StatusOr<int64_t> total = MatrixByteSize(matrix.dtype, matrix.rows, matrix.cols);
+  if (!total.ok())
+    return absl::InvalidArgumentError(absl::StrCat("Upload: ", total.status().message()));
+  const int64_t chunk = std::min<int64_t>(options.chunk_bytes, max_message_bytes_ - 1024);
+  v1::TensorInfo info;
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientWriter<v1::UploadRequest>> writer = stub_->Upload(&context, &info);
+  v1::UploadRequest message;
+  message.set_dtype(ToProto(matrix.dtype));
+  message.set_rows(matrix.rows);
+  message.set_cols(matrix.cols);
+  message.set_ttl_seconds(options.ttl_seconds);
+  int64_t sent = 0;
+  do {  // at least one message, even for an empty matrix
+    const int64_t n = std::min(chunk, *total - sent);
+    // The same string each time: its buffer is reused, one copy per chunk.
+    message.mutable_data()->assign(matrix.data + sent, size_t(n));
+    if (!writer->Write(message)) break;  // the stream ended: Finish says why
+    sent += n;
+    // Later messages: data only.
+    message.clear_dtype();
+    message.clear_rows();
+    message.clear_cols();
+    message.clear_ttl_seconds();
+  } while (sent < *total);
+  writer->WritesDone();
+  if (absl::Status st = Finish("Upload", writer->Finish()); !st.ok()) return st;
+  if (info.id().empty()) {
+    return absl::InternalError("Upload failed: the server answered without a tensor id");
+  }
+  return Tensor(core_, std::move(info));
+}
+
+absl::StatusOr<Matrix> Client::Download(const std::string& id, int64_t chunk_bytes, bool release,
+                                        v1::TensorInfo* info) const {
+  return core_->Download(id, chunk_bytes, release, info);
+}
+
+absl::StatusOr<v1::ReleaseTensorsResponse> Client::Release(
+    const std::vector<std::string>& ids) const {
+  return core_->Release(ids);
+}
+
+absl::StatusOr<v1::ListTensorsResponse> Client::ListTensors() const {
+  v1::ListTensorsResponse response;
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (absl::Status st =
+          Finish("ListTensors", stub_->ListTensors(&context, v1::ListTensorsRequest(), &response));
+      !st.ok()) {
+    return st;
+  }
+  return response;
 }
 
 absl::StatusOr<v1::ProfileResponse> Client::Profile(const v1::ProfileRequest& request) const {

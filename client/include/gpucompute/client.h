@@ -5,6 +5,14 @@
 //   absl::StatusOr<gpucompute::Client> client = gpucompute::Client::Create(options);
 //   absl::StatusOr<gpucompute::OpResult> c = client->MatMul(std::move(a), std::move(b));
 //
+//   // Matrices that stay on the server (README "Matrices that stay on the
+//   // server"): upload once, chain ops on the server, download at the end.
+//   absl::StatusOr<gpucompute::Tensor> a = client->Upload(matrix_a);
+//   absl::StatusOr<gpucompute::OpResult> c =
+//       client->MatMul(*a, *a, {.keep = true});          // c->tensor holds the result
+//   absl::StatusOr<gpucompute::Matrix> host = c->tensor.Download();
+//   // a and c->tensor are released when they go out of scope.
+//
 // One channel per Client; every method is const and safe to call from many
 // threads at once. Errors keep the gRPC status code and read
 // "<Method> failed: <CODE>: <server message>".
@@ -15,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/channel.h>
@@ -85,15 +94,125 @@ struct ClientOptions {
 // server applies the same ones to its port.
 void ApplyLargeMessageTransport(grpc::ChannelArguments* args);
 
-// A result matrix with the server's timing of the request.
+namespace internal {
+struct ClientCore;  // the channel and call settings a Client and its Tensors share
+}  // namespace internal
+
+// A matrix held by the server (Upload, or a result kept with `keep`), named
+// by its id. Owning: the destructor releases it on the server (best effort,
+// errors ignored) unless it was moved from, released or detached. It keeps
+// the channel alive, so it may outlive the Client that made it. Not
+// thread-safe for concurrent Release/Detach; Download may run concurrently.
+class Tensor {
+ public:
+  Tensor() = default;  // empty: names nothing
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor();
+
+  // Whether it names a tensor (false once moved from, released or detached).
+  explicit operator bool() const { return !info_.id().empty(); }
+  const std::string& id() const { return info_.id(); }
+  // As the server described it (Upload's answer); a kept result knows its
+  // id, dtype, rows, cols and bytes only (ListTensors has the rest).
+  const v1::TensorInfo& info() const { return info_; }
+  DType dtype() const;
+  int64_t rows() const { return info_.rows(); }
+  int64_t cols() const { return info_.cols(); }
+
+  // The matrix's bytes, streamed down in messages of `chunk_bytes` (0: the
+  // server's default). Renews the tensor's idle lifetime.
+  absl::StatusOr<Matrix> Download(int64_t chunk_bytes = 0) const;
+  // Releases it now; afterwards the handle is empty. NOT_FOUND when the
+  // server no longer held it (expired); the handle is emptied either way.
+  absl::Status Release();
+  // Gives up ownership: the tensor stays on the server until released by id
+  // or expired. Returns the id; the handle is empty afterwards.
+  std::string Detach();
+
+ private:
+  friend class Client;
+  Tensor(std::shared_ptr<const internal::ClientCore> core, v1::TensorInfo info)
+      : core_(std::move(core)), info_(std::move(info)) {}
+  std::shared_ptr<const internal::ClientCore> core_;
+  v1::TensorInfo info_;
+};
+
+// An operand of MatMul, Transpose or Reduce: a host matrix sent inline, or a
+// tensor held by the server, named by id (no matrix bytes move). Converts
+// implicitly from a Matrix (moved in with std::move, else copied) and from a
+// Tensor (which must outlive the call).
+class Operand {
+ public:
+  Operand(Matrix matrix) : matrix_(std::move(matrix)) {}  // NOLINT: implicit by design
+  Operand(const Tensor& tensor)                           // NOLINT: implicit by design
+      : tensor_id_(tensor.id()),
+        tensor_dtype_(tensor.info().dtype()),
+        tensor_rows_(tensor.rows()),
+        tensor_cols_(tensor.cols()) {}
+  // A tensor named by its id alone (e.g. from the CLI's @ID): the server
+  // fills in its dtype and shape.
+  static Operand TensorId(std::string id);
+
+  bool is_tensor() const { return !tensor_id_.empty(); }
+  const std::string& tensor_id() const { return tensor_id_; }
+  Matrix& matrix() { return matrix_; }  // inline operands
+  const Matrix& matrix() const { return matrix_; }
+  // Inline bytes this operand adds to a request (0 for a tensor).
+  int64_t inline_bytes() const { return is_tensor() ? 0 : matrix_.byte_size(); }
+  // "512x256 float32", or "tensor <id>".
+  std::string Describe() const;
+
+ private:
+  friend class Client;
+  Operand() = default;
+  Matrix matrix_;
+  std::string tensor_id_;
+  v1::DType tensor_dtype_ = v1::DTYPE_UNSPECIFIED;  // 0: the tensor's own
+  int64_t tensor_rows_ = 0, tensor_cols_ = 0;
+};
+
+// A result: the matrix with the server's timing of the request, or, when
+// the call asked to keep it, the Tensor holding it on the server (`output`
+// is then 0 x 0).
 struct OpResult {
   Matrix output;
   v1::ExecutionReport report;
+  Tensor tensor;  // set when kept (options.keep)
+  bool kept() const { return static_cast<bool>(tensor); }
 };
 
 struct MatMulOptions {
   std::string variant;      // "" or "auto": the server chooses
   bool allow_tf32 = false;  // let "auto" pick reduced-precision variants
+  bool keep = false;        // hold the result on the server: OpResult::tensor
+  int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
+};
+
+// Transpose and Reduce options beyond the variant.
+struct OpOptions {
+  std::string variant;      // "" or "auto": the server chooses
+  bool keep = false;        // hold the result on the server: OpResult::tensor
+  int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
+};
+
+// A matrix's bytes as Upload reads them, without owning them: from a Matrix
+// (implicitly) or from any memory of rows * cols elements.
+struct MatrixView {
+  MatrixView(const Matrix& m)  // NOLINT: implicit by design
+      : dtype(m.dtype()), rows(m.rows()), cols(m.cols()), data(m.bytes().data()) {}
+  MatrixView(DType dtype, int64_t rows, int64_t cols, const void* data)
+      : dtype(dtype), rows(rows), cols(cols), data(static_cast<const char*>(data)) {}
+  DType dtype;
+  int64_t rows, cols;
+  const char* data;  // rows * cols elements, row-major, little-endian
+};
+
+struct UploadOptions {
+  int64_t ttl_seconds = 0;        // idle lifetime; 0: the server's default (--tensor_ttl)
+  int64_t chunk_bytes = 4 << 20;  // data bytes per stream message (> 0)
 };
 
 // grpc.health.v1 HealthCheckResponse.ServingStatus.
@@ -115,10 +234,29 @@ class Client {
   // copied once out of the received message. A process sending large
   // matrices repeatedly should call RetainLargeHostAllocations()
   // (host_memory.h) at start-up, or every result pays fresh page faults.
-  absl::StatusOr<OpResult> MatMul(Matrix a, Matrix b, const MatMulOptions& options = {}) const;
-  absl::StatusOr<OpResult> Transpose(Matrix input, const std::string& variant = "") const;
-  absl::StatusOr<OpResult> Reduce(Matrix input, v1::ReduceOp op, v1::ReduceAxis axis,
+  // Each operand is a Matrix or a Tensor (Operand); with options.keep the
+  // result stays on the server as OpResult::tensor.
+  absl::StatusOr<OpResult> MatMul(Operand a, Operand b, const MatMulOptions& options = {}) const;
+  absl::StatusOr<OpResult> Transpose(Operand input, const std::string& variant = "") const;
+  absl::StatusOr<OpResult> Transpose(Operand input, const OpOptions& options) const;
+  absl::StatusOr<OpResult> Reduce(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
                                   const std::string& variant = "") const;
+  absl::StatusOr<OpResult> Reduce(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
+                                  const OpOptions& options) const;
+
+  // Tensors (README "Matrices that stay on the server"). Upload streams the
+  // matrix in messages of options.chunk_bytes: any size the server's tensor
+  // budget admits, no 2 GiB message limit.
+  absl::StatusOr<Tensor> Upload(MatrixView matrix, const UploadOptions& options = {}) const;
+  // The matrix of tensor `id` (not owned: e.g. an id from the CLI);
+  // `release` releases it once sent. `info`, when given, receives its
+  // TensorInfo.
+  absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes = 0,
+                                  bool release = false, v1::TensorInfo* info = nullptr) const;
+  // Releases tensors by id; ids the server does not hold are skipped
+  // (`released` counts the others).
+  absl::StatusOr<v1::ReleaseTensorsResponse> Release(const std::vector<std::string>& ids) const;
+  absl::StatusOr<v1::ListTensorsResponse> ListTensors() const;
   absl::StatusOr<v1::ProfileResponse> Profile(const v1::ProfileRequest& request) const;
   absl::StatusOr<v1::ServerInfo> GetServerInfo() const;
   // grpc.health.v1.Health/Check; `service` "" asks about the whole server.
@@ -139,6 +277,9 @@ class Client {
   // caller's matrices and read from the received slices (see proto/wire).
   absl::StatusOr<OpResult> ComputeCall(const char* method, grpc::ByteBuffer request,
                                        const char* field) const;
+  absl::StatusOr<OpResult> TransposeCall(Operand input, const OpOptions& options) const;
+  absl::StatusOr<OpResult> ReduceCall(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
+                                      const OpOptions& options) const;
   void Prepare(grpc::ClientContext* context) const;
 
   std::string target_;
@@ -149,6 +290,7 @@ class Client {
   std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;  // one per channel
   std::unique_ptr<std::atomic<uint64_t>> next_channel_;            // compute calls take turns
   int max_message_bytes_ = INT_MAX;
+  std::shared_ptr<const internal::ClientCore> core_;  // what Tensors keep
 };
 
 // Moving between Matrix and the wire message without copying the bytes.
