@@ -38,7 +38,16 @@ absl::StatusOr<Matrix> RandomInput(const Workload& w, int64_t rows, int64_t cols
   return Matrix::Random(w.dtype, rows, cols, w.seed * 1000003 + salt);
 }
 
-absl::Status CheckOutput(const Workload& w, const wire::Matrix& out) {
+absl::Status CheckOutput(const Workload& w, const wire::Matrix& out, bool kept) {
+  if (kept) {
+    if (out.payload != wire::Matrix::Payload::kTensorId || out.tensor_id.empty() ||
+        out.rows != w.OutputRows() || out.cols != w.OutputCols()) {
+      return absl::InternalError(
+          absl::StrFormat("response holds no kept %dx%d tensor (rows %d, cols %d, tensor_id '%s')",
+                          w.OutputRows(), w.OutputCols(), out.rows, out.cols, out.tensor_id));
+    }
+    return absl::OkStatus();
+  }
   const int64_t bytes = w.ResponsePayloadBytes();
   if (out.rows != w.OutputRows() || out.cols != w.OutputCols() || out.data_bytes != bytes) {
     return absl::InternalError(
@@ -361,18 +370,61 @@ int64_t Workload::OutputRows() const { return kernels::OutputRows(ProblemOf(*thi
 int64_t Workload::OutputCols() const { return kernels::OutputCols(ProblemOf(*this)); }
 
 int64_t Workload::RequestPayloadBytes() const {
+  if (transfer != Transfer::kNone) {
+    return transfer == Transfer::kUpload ? m * n * DTypeSize(dtype) : 0;
+  }
   const kernels::Problem p = ProblemOf(*this);
   return (kernels::InputAElements(p) + kernels::InputBElements(p)) * kernels::ElementSize(p.dtype);
 }
 
 int64_t Workload::ResponsePayloadBytes() const {
+  if (transfer != Transfer::kNone) {
+    return transfer == Transfer::kDownload ? m * n * DTypeSize(dtype) : 0;
+  }
   const kernels::Problem p = ProblemOf(*this);
   return kernels::OutputElements(p) * kernels::ElementSize(p.dtype);
 }
 
-absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::string& variant) {
+absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::string& variant,
+                                                  const TensorPlacement* tensors) {
   PreparedCall call;
   call.workload_ = w;
+  if (tensors != nullptr) {
+    // Operands by id, the output kept: the same fields as below, written
+    // with the wire writer (the MatMul, Transpose and Reduce field numbers).
+    call.releaser_ = tensors->releaser;
+    wire::MessageWriter request;
+    const v1::DType dtype = ToProto(w.dtype);
+    wire::OutputPlacement keep;
+    keep.keep = true;
+    keep.ttl_seconds = tensors->ttl_seconds;
+    switch (w.op) {
+      case v1::OP_MATMUL:
+        request.MatrixTensorField(1, dtype, w.m, w.k, tensors->a);
+        request.MatrixTensorField(2, dtype, w.k, w.n, tensors->b);
+        if (!variant.empty()) request.BytesField(3, variant);
+        if (w.allow_tf32) request.VarintField(4, 1);
+        call.method_ = "/gpucompute.v1.Compute/MatMul";
+        break;
+      case v1::OP_TRANSPOSE:
+        request.MatrixTensorField(1, dtype, w.m, w.n, tensors->a);
+        if (!variant.empty()) request.BytesField(2, variant);
+        call.method_ = "/gpucompute.v1.Compute/Transpose";
+        break;
+      case v1::OP_REDUCE:
+        request.MatrixTensorField(1, dtype, w.m, w.n, tensors->a);
+        if (w.reduce_op != v1::REDUCE_OP_SUM) request.VarintField(2, uint64_t(w.reduce_op));
+        if (w.axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(w.axis));
+        if (!variant.empty()) request.BytesField(4, variant);
+        call.method_ = "/gpucompute.v1.Compute/Reduce";
+        break;
+      default:
+        return absl::InvalidArgumentError("load test: op must be matmul, transpose or reduce");
+    }
+    request.OutputPlacementField(10, keep);
+    call.request_ = request.Finish();
+    return call;
+  }
   absl::Status st;
   switch (w.op) {
     case v1::OP_MATMUL: {
@@ -442,7 +494,13 @@ absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
   if (!buffer->Dump(&slices).ok()) return absl::InternalError("response could not be read");
   auto response = wire::ParseComputeResponse(slices);
   if (!response.ok()) return response.status();
-  if (absl::Status s = CheckOutput(workload_, response->output); !s.ok()) return s;
+  if (releaser_ != nullptr && response->output.payload == wire::Matrix::Payload::kTensorId &&
+      !response->output.tensor_id.empty()) {
+    releaser_->Add(response->output.tensor_id);  // whatever the checks below say
+  }
+  if (absl::Status s = CheckOutput(workload_, response->output, releaser_ != nullptr); !s.ok()) {
+    return s;
+  }
   *report = std::move(response->report);
   return absl::OkStatus();
 }
@@ -513,6 +571,123 @@ WindowStats Recorder::Take() {
   out.duration = now - since_;
   since_ = now;
   return out;
+}
+
+TensorReleaser::TensorReleaser(const Client* client) : client_(client) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TensorReleaser::~TensorReleaser() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void TensorReleaser::Add(std::string id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queued_.push_back(std::move(id));
+}
+
+void TensorReleaser::ReleaseQueued(std::unique_lock<std::mutex>& lock) {
+  while (!queued_.empty()) {
+    std::vector<std::string> batch;
+    batch.swap(queued_);
+    lock.unlock();
+    absl::StatusOr<v1::ReleaseTensorsResponse> r = client_->Release(batch);
+    lock.lock();
+    if (r.ok()) {
+      released_ += r->released();
+      failed_ += static_cast<int64_t>(batch.size()) - r->released();
+    } else {
+      failed_ += static_cast<int64_t>(batch.size());
+    }
+  }
+}
+
+void TensorReleaser::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  ReleaseQueued(lock);
+}
+
+void TensorReleaser::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    // Every 10 ms: kept outputs do not pile up against the tensor budget.
+    wake_.wait_for(lock, std::chrono::milliseconds(10));
+    ReleaseQueued(lock);
+  }
+  ReleaseQueued(lock);
+}
+
+namespace {
+
+class TransferLoop final : public Driver {
+ public:
+  TransferLoop(const Client* client, Transfer transfer, const Matrix* matrix,
+               std::string download_id, int concurrency)
+      : client_(client),
+        transfer_(transfer),
+        matrix_(matrix),
+        download_id_(std::move(download_id)),
+        concurrency_(concurrency) {}
+
+  void Start(Recorder* recorder) override {
+    stopping_ = false;
+    for (int i = 0; i < concurrency_; ++i) {
+      workers_.emplace_back([this, recorder] { Work(recorder); });
+    }
+  }
+
+  void Stop() override {
+    stopping_ = true;
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  void Work(Recorder* recorder) {
+    while (!stopping_.load()) {
+      const Clock::time_point start = Clock::now();
+      absl::Status status;
+      if (transfer_ == Transfer::kUpload) {
+        absl::StatusOr<Tensor> tensor = client_->Upload(*matrix_);
+        const Clock::duration latency = Clock::now() - start;
+        status = tensor.status();
+        if (status.ok()) recorder->Ok(latency, nullptr);
+        // The tensor is released here, after the clock stopped.
+      } else {
+        absl::StatusOr<Matrix> m = client_->Download(download_id_);
+        const Clock::duration latency = Clock::now() - start;
+        status = m.status();
+        if (status.ok()) recorder->Ok(latency, nullptr);
+      }
+      if (!status.ok()) {
+        recorder->Error(absl::StatusCodeToString(status.code()));
+        // Do not spin on a server that refuses.
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+
+  const Client* client_;
+  const Transfer transfer_;
+  const Matrix* matrix_;
+  const std::string download_id_;
+  const int concurrency_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> MakeTransferLoop(const Client* client, Transfer transfer,
+                                         const Matrix* matrix, std::string download_id,
+                                         int concurrency) {
+  return std::make_unique<TransferLoop>(client, transfer, matrix, std::move(download_id),
+                                        concurrency);
 }
 
 std::unique_ptr<Driver> MakeClosedLoop(Channels channels, const PreparedCall* call,

@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <google/protobuf/message.h>
@@ -20,6 +22,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gpucompute/client.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/v1/compute.pb.h"
 
@@ -27,8 +30,13 @@ namespace gpucompute::loadtest {
 
 using Clock = std::chrono::steady_clock;
 
+// Stream rows (--op=upload|download): one Upload or Download of an m x n
+// matrix per request instead of a compute call.
+enum class Transfer { kNone, kUpload, kDownload };
+
 struct Workload {
   v1::Op op = v1::OP_MATMUL;
+  Transfer transfer = Transfer::kNone;  // kUpload/kDownload: m x n moved by the stream
   DType dtype = DType::kFloat32;
   // MATMUL: a is m x k, b is k x n. TRANSPOSE/REDUCE: the input is m x n.
   int64_t m = 0, n = 0, k = 0;
@@ -37,18 +45,54 @@ struct Workload {
   bool allow_tf32 = false;
   uint64_t seed = 1;
 
-  std::string ShapeText() const;         // "1024x512x256" (MxKxN) or "4096x4096"
+  std::string ShapeText() const;  // "1024x512x256" (MxKxN) or "4096x4096"
+  // Transfers: upload sends m*n elements and receives none; download the reverse.
   int64_t RequestPayloadBytes() const;   // matrix bytes sent
   int64_t ResponsePayloadBytes() const;  // matrix bytes received
   int64_t OutputRows() const;
   int64_t OutputCols() const;
 };
 
+// Releases the tensors that kept outputs name, in batches from a thread of
+// its own, so that a request's latency does not include its release.
+class TensorReleaser {
+ public:
+  explicit TensorReleaser(const Client* client);
+  ~TensorReleaser();  // releases what is queued, then stops
+  void Add(std::string id);
+  // Releases everything queued so far before returning.
+  void Flush();
+  int64_t released() const { return released_.load(); }
+  int64_t failed() const { return failed_.load(); }
+
+ private:
+  void Loop();
+  void ReleaseQueued(std::unique_lock<std::mutex>& lock);
+  const Client* client_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<std::string> queued_;
+  bool stopping_ = false;
+  std::atomic<int64_t> released_{0}, failed_{0};
+  std::thread thread_;
+};
+
+// --placement=tensor: the operands held by the server (uploaded once) and
+// where kept outputs go to be released.
+struct TensorPlacement {
+  std::string a, b;  // tensor ids; b for matmul only
+  TensorReleaser* releaser = nullptr;
+  int64_t ttl_seconds = 0;
+};
+
 // One RPC of the workload for one variant, serialized once: every call sends
 // the same reference-counted slices, so no payload byte is copied per request.
 class PreparedCall {
  public:
-  static absl::StatusOr<PreparedCall> Create(const Workload& workload, const std::string& variant);
+  // `tensors` given: the operands are named by id and the output is kept
+  // (then released through tensors->releaser), so no matrix bytes move.
+  static absl::StatusOr<PreparedCall> Create(const Workload& workload, const std::string& variant,
+                                             const TensorPlacement* tensors = nullptr);
   // The standard grpc.health.v1 Check with an empty request: a round trip
   // through the same channel and server that does no work, the gRPC floor.
   static PreparedCall HealthCheck();
@@ -64,6 +108,7 @@ class PreparedCall {
 
  private:
   Workload workload_;
+  TensorReleaser* releaser_ = nullptr;  // set: responses carry kept tensors
   std::string method_;
   grpc::ByteBuffer request_;
   bool health_check_ = false;
@@ -133,6 +178,12 @@ std::unique_ptr<Driver> MakeOpenLoop(Channels channels, const PreparedCall* call
 // request payload and reading the response payload back.
 std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,
                                     int concurrency);
+// `concurrency` threads, each streaming one request after another through
+// `client`: Upload of `matrix` (the tensor released after the clock stops),
+// or Download of tensor `download_id`.
+std::unique_ptr<Driver> MakeTransferLoop(const Client* client, Transfer transfer,
+                                         const Matrix* matrix, std::string download_id,
+                                         int concurrency);
 
 struct MeasureSettings {
   absl::Duration warmup = absl::Seconds(1);

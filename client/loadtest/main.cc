@@ -4,6 +4,7 @@
 // own time breakdown next to the client-seen latency.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -35,7 +36,14 @@
 
 ABSL_FLAG(std::string, server, "localhost:50051",
           "server address (any gRPC target, e.g. dns:///name:port)");
-ABSL_FLAG(std::string, op, "matmul", "matmul, transpose or reduce");
+ABSL_FLAG(std::string, op, "matmul",
+          "matmul, transpose or reduce; or upload / download: Upload and Download streams of "
+          "an MxN --shape (default 4096x4096), one tensor per request, rows in bytes per second "
+          "beside the TCP echo (--baseline defaults to tcp)");
+ABSL_FLAG(std::string, placement, "inline",
+          "where the matrices are, comma-separated: inline (sent and returned in every "
+          "request), tensor (operands uploaded once and named by id, outputs kept on the "
+          "server and released: no matrix bytes move), or inline,tensor to compare both");
 ABSL_FLAG(std::string, shape, "1024x1024x1024",
           "matmul: MxKxN, a is M x K times b K x N (result M x N), as the gpucompute CLI "
           "takes it; transpose/reduce: MxN");
@@ -135,17 +143,31 @@ absl::StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::str
 
 absl::StatusOr<Workload> WorkloadFromFlags() {
   Workload w;
-  absl::StatusOr<v1::Op> op = ParseFlag<v1::Op>("op", absl::GetFlag(FLAGS_op), ParseOp);
-  if (!op.ok()) return op.status();
-  w.op = *op;
+  const std::string op_flag = absl::GetFlag(FLAGS_op);
+  std::string shape_flag = absl::GetFlag(FLAGS_shape);
+  if (op_flag == "upload" || op_flag == "download") {
+    w.transfer = op_flag == "upload" ? Transfer::kUpload : Transfer::kDownload;
+    w.op = v1::OP_TRANSPOSE;                                       // an MxN matrix
+    if (shape_flag == "1024x1024x1024") shape_flag = "4096x4096";  // the matmul default
+  } else {
+    absl::StatusOr<v1::Op> op = ParseFlag<v1::Op>("op", op_flag, [](absl::string_view name) {
+      absl::StatusOr<v1::Op> parsed = ParseOp(name);
+      if (!parsed.ok()) {
+        return absl::StatusOr<v1::Op>(absl::InvalidArgumentError(absl::StrCat(
+            "expected matmul, transpose, reduce, upload or download, got '", name, "'")));
+      }
+      return parsed;
+    });
+    if (!op.ok()) return op.status();
+    w.op = *op;
+  }
   absl::StatusOr<DType> dtype =
       ParseFlag<DType>("dtype", absl::GetFlag(FLAGS_dtype),
                        [](absl::string_view name) { return ParseDType(std::string(name)); });
   if (!dtype.ok()) return dtype.status();
   w.dtype = *dtype;
-  absl::StatusOr<OpShape> shape =
-      ParseFlag<OpShape>("shape", absl::GetFlag(FLAGS_shape),
-                         [&w](absl::string_view text) { return ParseShape(w.op, text); });
+  absl::StatusOr<OpShape> shape = ParseFlag<OpShape>(
+      "shape", shape_flag, [&w](absl::string_view text) { return ParseShape(w.op, text); });
   if (!shape.ok()) return shape.status();
   w.m = shape->m;
   w.n = shape->n;
@@ -240,10 +262,13 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 }
 
 struct Plan {
-  std::string variant;  // or a baseline: kTcpEcho, kGrpcHealth
+  std::string variant;  // or a baseline: kTcpEcho, kGrpcHealth; or "upload", "download"
   int concurrency = 0;
   double rate = 0;
+  std::string placement = "inline";
 };
+
+const char* TransferName(Transfer t) { return t == Transfer::kUpload ? "upload" : "download"; }
 
 int Run() {
   auto workload = WorkloadFromFlags();
@@ -256,9 +281,28 @@ int Run() {
   if (concurrency_text.empty() && rates->empty()) concurrency_text = "1,4,16";
   auto levels = ParseList<int>("concurrency", concurrency_text);
   if (!levels.ok()) return Fail(std::string(levels.status().message()));
+  const bool transfer = w.transfer != Transfer::kNone;
+  if (transfer && !rates->empty()) {
+    return Fail("--rate: upload and download rows run closed loop only (--concurrency)");
+  }
+  std::vector<std::string> placements;
+  for (absl::string_view p :
+       absl::StrSplit(absl::GetFlag(FLAGS_placement), ',', absl::SkipEmpty())) {
+    if (p != "inline" && p != "tensor") {
+      return Fail(absl::StrCat("--placement: \"", p, "\" is not inline or tensor"));
+    }
+    if (std::find(placements.begin(), placements.end(), p) == placements.end()) {
+      placements.emplace_back(p);
+    }
+  }
+  if (placements.empty()) return Fail("--placement: name inline, tensor or both");
+  if (transfer && placements != std::vector<std::string>{"inline"}) {
+    return Fail("--placement: upload and download rows move the matrix by definition");
+  }
   bool tcp_baseline = false, grpc_baseline = false;
-  for (absl::string_view b :
-       absl::StrSplit(absl::GetFlag(FLAGS_baseline), ',', absl::SkipEmpty())) {
+  std::string baseline_flag = absl::GetFlag(FLAGS_baseline);
+  if (transfer && baseline_flag.empty()) baseline_flag = "tcp";  // what a stream is measured by
+  for (absl::string_view b : absl::StrSplit(baseline_flag, ',', absl::SkipEmpty())) {
     if (b == "tcp") {
       tcp_baseline = true;
     } else if (b == "grpc") {
@@ -274,7 +318,9 @@ int Run() {
 
   ClientOptions options;
   options.target = WithDefaultPort(absl::GetFlag(FLAGS_server));
-  options.deadline = absl::Seconds(30);  // GetServerInfo only; requests use --deadline
+  // GetServerInfo, uploads and releases; compute requests use --deadline
+  // themselves.
+  options.deadline = std::max(absl::Seconds(30), absl::GetFlag(FLAGS_deadline));
   options.use_tls = absl::GetFlag(FLAGS_tls);
   options.tls_root_ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
@@ -291,7 +337,9 @@ int Run() {
   const Channels& channels = client->channels();
   auto info = client->GetServerInfo();
   if (!info.ok()) return Fail(std::string(info.status().message()));
-  auto variants = ResolveVariants(absl::GetFlag(FLAGS_variants), *info, w);
+  auto variants = transfer ? absl::StatusOr<std::vector<std::string>>(
+                                 std::vector<std::string>{TransferName(w.transfer)})
+                           : ResolveVariants(absl::GetFlag(FLAGS_variants), *info, w);
   if (!variants.ok()) return Fail(std::string(variants.status().message()));
 
   CallSettings call_settings;
@@ -311,13 +359,14 @@ int Run() {
   run.server_version = info->version();
   run.backend = info->backend();
   for (const v1::DeviceInfo& d : info->devices()) run.devices.push_back(d.name());
-  run.op = OpName(w.op);
+  run.op = transfer ? TransferName(w.transfer) : OpName(w.op);
+  run.placement = absl::StrJoin(placements, ",");
   run.dtype = DTypeName(w.dtype);
   run.shape = w.ShapeText();
   run.shape_meaning = w.op == v1::OP_MATMUL
                           ? absl::StrFormat("%dx%d times %dx%d", w.m, w.k, w.k, w.n)
                           : absl::StrFormat("%dx%d", w.m, w.n);
-  if (w.op == v1::OP_REDUCE)
+  if (w.op == v1::OP_REDUCE && !transfer)
     run.reduce = absl::StrCat(ReduceOpName(w.reduce_op), " ", ReduceAxisName(w.axis));
   run.request_payload_bytes = w.RequestPayloadBytes();
   run.response_payload_bytes = w.ResponsePayloadBytes();
@@ -341,6 +390,49 @@ int Run() {
   std::printf("payload per request: %lld bytes sent, %lld received; %s\n\n",
               static_cast<long long>(w.RequestPayloadBytes()),
               static_cast<long long>(w.ResponsePayloadBytes()), run.settings.c_str());
+  if (run.placement != "inline") {
+    std::printf(
+        "placement: %s (tensor: operands uploaded once and named by id, outputs kept and "
+        "released; no matrix bytes per request)\n\n",
+        run.placement.c_str());
+  }
+
+  // --placement=tensor: the operands held by the server for the whole run,
+  // and the thread releasing kept outputs. Stream rows: the matrix moved, and
+  // for downloads the tensor read back.
+  std::unique_ptr<TensorReleaser> releaser;
+  std::vector<Tensor> held;
+  TensorPlacement tensor_placement;
+  std::optional<Matrix> transfer_matrix;
+  std::string download_id;
+  const bool any_tensor =
+      std::find(placements.begin(), placements.end(), "tensor") != placements.end();
+  if (any_tensor) {
+    releaser = std::make_unique<TensorReleaser>(&*client);
+    tensor_placement.releaser = releaser.get();
+    const std::vector<std::pair<int64_t, int64_t>> shapes =
+        w.op == v1::OP_MATMUL ? std::vector<std::pair<int64_t, int64_t>>{{w.m, w.k}, {w.k, w.n}}
+                              : std::vector<std::pair<int64_t, int64_t>>{{w.m, w.n}};
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      auto m = Matrix::Random(w.dtype, shapes[i].first, shapes[i].second, w.seed * 1000003 + i + 1);
+      if (!m.ok()) return Fail(std::string(m.status().message()));
+      auto t = client->Upload(*m);
+      if (!t.ok()) return Fail(std::string(t.status().message()));
+      (i == 0 ? tensor_placement.a : tensor_placement.b) = t->id();
+      held.push_back(std::move(*t));
+    }
+  }
+  if (transfer) {
+    auto m = Matrix::Random(w.dtype, w.m, w.n, w.seed);
+    if (!m.ok()) return Fail(std::string(m.status().message()));
+    transfer_matrix.emplace(std::move(*m));
+    if (w.transfer == Transfer::kDownload) {
+      auto t = client->Upload(*transfer_matrix);
+      if (!t.ok()) return Fail(std::string(t.status().message()));
+      download_id = t->id();
+      held.push_back(std::move(*t));
+    }
+  }
 
   std::vector<Plan> plan;
   for (const auto& [wanted, name] :
@@ -348,9 +440,11 @@ int Run() {
     if (!wanted) continue;
     for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({name, c, 0});
   }
-  for (const std::string& v : *variants) {
-    for (int c : *levels) plan.push_back({v, c, 0});
-    for (double r : *rates) plan.push_back({v, 0, r});
+  for (const std::string& placement : placements) {
+    for (const std::string& v : *variants) {
+      for (int c : *levels) plan.push_back({v, c, 0, placement});
+      for (double r : *rates) plan.push_back({v, 0, r, placement});
+    }
   }
 
   std::unique_ptr<TcpEchoServer> echo;
@@ -378,19 +472,24 @@ int Run() {
                            p.concurrency);
     } else if (p.variant == kGrpcHealth) {
       driver = MakeClosedLoop(channels, &health_check, call_settings, p.concurrency);
+    } else if (transfer) {
+      driver =
+          MakeTransferLoop(&*client, w.transfer, &*transfer_matrix, download_id, p.concurrency);
     } else {
-      if (prepared_variant != p.variant) {
-        auto prepared = PreparedCall::Create(w, p.variant == "auto" ? "" : p.variant);
+      const bool tensor = p.placement == "tensor";
+      if (prepared_variant != p.variant + "/" + p.placement) {
+        auto prepared = PreparedCall::Create(w, p.variant == "auto" ? "" : p.variant,
+                                             tensor ? &tensor_placement : nullptr);
         if (!prepared.ok()) return Fail(std::string(prepared.status().message()));
         call.emplace(std::move(*prepared));
-        prepared_variant = p.variant;
+        prepared_variant = p.variant + "/" + p.placement;
       }
       driver = p.concurrency > 0 ? MakeClosedLoop(channels, &*call, call_settings, p.concurrency)
                                  : MakeOpenLoop(channels, &*call, call_settings, p.rate,
                                                 absl::GetFlag(FLAGS_max_outstanding), w.seed + i);
     }
     const std::string what = absl::StrCat(
-        p.variant, " ",
+        p.variant, p.placement == "tensor" ? " [tensor] " : " ",
         p.concurrency > 0 ? absl::StrCat("c=", p.concurrency) : absl::StrFormat("r=%g/s", p.rate));
     Measurement m = Measure(*driver, measure,
                             [&](absl::Duration elapsed, int windows, const WindowStats* last) {
@@ -398,8 +497,10 @@ int Run() {
                                             what, elapsed, measure.max_time, windows, last);
                             });
     progress.Clear();
+    if (releaser != nullptr) releaser->Flush();  // the row's kept outputs, before the next row
     Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
-                      p.variant == kGrpcHealth ? 0 : payload, m);
+                      p.variant == kGrpcHealth || p.placement == "tensor" ? 0 : payload, m);
+    row.placement = p.placement;
     if (p.variant == kTcpEcho) {
       tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
     } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
@@ -419,7 +520,15 @@ int Run() {
     if (IsBaseline(r.variant)) continue;
     std::string codes = absl::StrCat("OK ", r.answered_ok);
     for (const auto& [code, n] : r.answered_errors) absl::StrAppend(&codes, ", ", code, " ", n);
-    std::printf("  %-16s %-8s %s\n", r.variant.c_str(), r.LoadText().c_str(), codes.c_str());
+    std::printf("  %-16s %-8s %s\n", r.Label().c_str(), r.LoadText().c_str(), codes.c_str());
+  }
+  if (releaser != nullptr) {
+    releaser->Flush();
+    std::printf("kept outputs released: %lld", static_cast<long long>(releaser->released()));
+    if (releaser->failed() > 0) {
+      std::printf(" (%lld not held any more)", static_cast<long long>(releaser->failed()));
+    }
+    std::printf("\n");
   }
 
   for (const auto& [flag, render] :

@@ -229,7 +229,7 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
     double total = 0;
     for (double v : values) total += v;
     absl::StrAppendFormat(&svg, R"(<text x="%g" y="%g" text-anchor="end">%s %s (%s)</text>)",
-                          kLeft - 6, y + 12, Html(r->variant), Html(r->LoadText()),
+                          kLeft - 6, y + 12, Html(r->Label()), Html(r->LoadText()),
                           Html(FormatMicros(r->avg_us)));
     double x = kLeft;
     for (int i = 0; i < 6; ++i) {
@@ -264,6 +264,10 @@ std::string Row::ErrorsText() const {
   for (const auto& [code, count] : errors) parts.push_back(absl::StrCat(code, ":", count));
   if (dropped > 0) parts.push_back(absl::StrCat("DROPPED:", dropped));
   return parts.empty() ? "0" : absl::StrJoin(parts, " ");
+}
+
+std::string Row::Label() const {
+  return placement == "tensor" ? absl::StrCat(variant, " [tensor]") : variant;
 }
 
 Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
@@ -321,7 +325,7 @@ std::string FormatTableRow(const Row& r) {
   if (r.vs_tcp > 0) transport += absl::StrFormat(" (%.2fxTCP)", r.vs_tcp);
   return absl::StrFormat(
       "%-16s %-9s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s",
-      r.variant, r.LoadText(), r.requests_per_s, r.gbytes_per_s, FormatMicros(r.avg_us),
+      r.Label(), r.LoadText(), r.requests_per_s, r.gbytes_per_s, FormatMicros(r.avg_us),
       FormatMicros(r.p50_us), FormatMicros(r.p90_us), FormatMicros(r.p95_us),
       FormatMicros(r.p99_us), FormatMicros(r.max_us), server(r.queue_us), server(r.upload_us),
       server(r.compute_us), server(r.download_us), server(r.server_total_us), transport,
@@ -333,7 +337,7 @@ std::string ToCsv(const std::vector<Row>& rows) {
       "variant,mode,concurrency,rate,payload_bytes,requests,seconds,requests_per_s,gbytes_per_s,"
       "avg_us,p50_us,p90_us,p95_us,p99_us,max_us,server_queue_us,server_upload_us,"
       "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,errors,dropped,"
-      "windows,stable\n";
+      "windows,stable,placement\n";
   for (const Row& r : rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
     std::vector<std::string> errors;  // joined with ';' to stay one CSV field
@@ -363,7 +367,8 @@ std::string ToCsv(const std::vector<Row>& rows) {
                                              absl::StrJoin(errors, ";"),
                                              absl::StrCat(r.dropped),
                                              absl::StrCat(r.windows),
-                                             r.stable ? "true" : "false"};
+                                             r.stable ? "true" : "false",
+                                             r.placement};
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;
@@ -384,9 +389,11 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
   report.set_response_payload_bytes(static_cast<double>(info.response_payload_bytes));
   report.set_started(info.started);
   report.set_settings(info.settings);
+  report.set_placement(info.placement);
   for (const Row& r : rows) {
     tools::v1::LoadtestReport::Row* out = report.add_rows();
     out->set_variant(r.variant);
+    out->set_placement(r.placement);
     out->set_mode(r.mode);
     out->set_concurrency(r.concurrency);
     out->set_rate(r.rate);
@@ -443,7 +450,7 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const Row*>> by_series;
   for (const Row& r : rows) {
-    const std::string key = r.mode == "open" ? r.variant + " (open loop)" : r.variant;
+    const std::string key = r.mode == "open" ? r.Label() + " (open loop)" : r.Label();
     if (!by_series.contains(key)) order.push_back(key);
     by_series[key].push_back(&r);
   }
@@ -510,7 +517,7 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
     };
     html += r.stable ? "<tr>" : "<tr class=\"unstable\">";
     for (const std::string& cell :
-         {r.variant,
+         {r.Label(),
           r.LoadText(),
           absl::StrFormat("%.1f", r.requests_per_s),
           absl::StrFormat("%.3f", r.gbytes_per_s),

@@ -45,6 +45,10 @@ struct Row {
   int windows = 0;
   bool stable = false;
   double vs_tcp = 0;  // gbytes_per_s / the TCP echo's at the same concurrency; 0: none
+  std::string placement = "inline";  // or "tensor": operands held, outputs kept
+
+  // The variant as tables and charts name the row: "auto", or "auto [tensor]".
+  std::string Label() const;
 
   std::string LoadText() const;    // "c=16" or "r=200/s"
   std::string ErrorsText() const;  // "UNAVAILABLE:3 DEADLINE_EXCEEDED:1" or "0"
@@ -60,8 +64,9 @@ struct RunInfo {
   std::vector<std::string> devices;
   std::string op, dtype, shape, shape_meaning, reduce;  // reduce: "sum per_row" or ""
   int64_t request_payload_bytes = 0, response_payload_bytes = 0;
-  std::string started;   // RFC 3339
-  std::string settings;  // the measurement settings in words
+  std::string started;               // RFC 3339
+  std::string settings;              // the measurement settings in words
+  std::string placement = "inline";  // --placement, e.g. "inline,tensor"
 };
 
 // One aligned line per row (with a header line when `header`).

@@ -83,14 +83,17 @@ void TcpEchoServer::Serve(int fd) {
   std::string request;
   int64_t header[2];
   while (ReadFull(fd, reinterpret_cast<char*>(header), sizeof header)) {
-    if (header[0] <= 0 || header[1] < 0) break;
-    request.resize(static_cast<size_t>(header[0]));
+    if (header[0] < 0 || header[1] < 0 || header[0] + header[1] == 0) break;
+    // A request of no bytes (the download rows' baseline) is answered from
+    // a buffer of the response's size.
+    request.resize(static_cast<size_t>(header[0] > 0 ? header[0] : header[1]));
     if (!ReadFull(fd, request.data(), header[0])) break;
+    const int64_t piece = static_cast<int64_t>(request.size());
     // Send the request's own bytes back (repeated when the response is
     // larger): no copy, as the ceiling should be.
     bool ok = true;
-    for (int64_t left = header[1]; ok && left > 0; left -= std::min(left, header[0])) {
-      ok = WriteFull(fd, request.data(), std::min(left, header[0]));
+    for (int64_t left = header[1]; ok && left > 0; left -= std::min(left, piece)) {
+      ok = WriteFull(fd, request.data(), std::min(left, piece));
     }
     if (!ok) break;
   }

@@ -331,6 +331,68 @@ TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
   EXPECT_NE(ReadFile(csv).find("DEADLINE_EXCEEDED:"), std::string::npos) << ReadFile(csv);
 }
 
+// --placement=inline,tensor: the same variant with and without the transfer,
+// the tensor rows moving no matrix bytes and their kept outputs released.
+TEST_F(LoadtestBinaryTest, TensorPlacementRowsBesideInline) {
+  const std::string json = dir_ / "p.json";
+  RunResult r =
+      RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=24x16x8 --placement=inline,tensor",
+                               " --concurrency=1,2 --json=", json));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("auto [tensor]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kept outputs released: "), std::string::npos) << r.output;
+  const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+  EXPECT_EQ(report.placement(), "inline,tensor");
+  ASSERT_EQ(report.rows_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    const auto& row = report.rows(i);
+    EXPECT_EQ(row.variant(), "auto");
+    EXPECT_EQ(row.placement(), i < 2 ? "inline" : "tensor");
+    EXPECT_GT(row.requests(), 0);
+    EXPECT_TRUE(row.errors().empty());
+    if (i >= 2) {
+      EXPECT_EQ(row.payload_bytes(), 0);
+      EXPECT_EQ(row.server_us().upload(), 0);  // operands resident
+    }
+  }
+  // Every kept output was released: the server holds nothing afterwards.
+  RunResult none = RunLoadtest(
+      absl::StrCat(Fast(), " --op=transpose --shape=9x7 --placement=tensor", " --concurrency=1"));
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(none.output.find("not held any more"), std::string::npos) << none.output;
+}
+
+// --op=upload|download: stream rows in bytes per second beside the TCP echo.
+TEST_F(LoadtestBinaryTest, UploadAndDownloadRowsBesideTcp) {
+  for (const char* op : {"upload", "download"}) {
+    SCOPED_TRACE(op);
+    const std::string json = dir_ / absl::StrCat(op, ".json");
+    RunResult r = RunLoadtest(
+        absl::StrCat(Fast(), " --op=", op, " --shape=300x257 --concurrency=1,2 --json=", json));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+    EXPECT_EQ(report.op(), op);
+    ASSERT_EQ(report.rows_size(), 4);  // tcp_echo at 1 and 2, then the stream rows
+    const double bytes = 300 * 257 * 4;
+    EXPECT_EQ(report.request_payload_bytes(), std::string(op) == "upload" ? bytes : 0);
+    for (int i = 0; i < 4; ++i) {
+      const auto& row = report.rows(i);
+      EXPECT_EQ(row.variant(), i < 2 ? "tcp_echo" : op);
+      EXPECT_GT(row.requests(), 0) << row.variant();
+      EXPECT_EQ(row.payload_bytes(), bytes);
+      EXPECT_GT(row.gbytes_per_s(), 0);
+      if (i >= 2) {
+        EXPECT_TRUE(row.has_vs_tcp());
+      }
+    }
+  }
+  RunResult bad = RunLoadtest(absl::StrCat(Fast(), " --op=upload --placement=tensor"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  RunResult bad_op = RunLoadtest(absl::StrCat(Fast(), " --op=fft"));
+  EXPECT_EQ(bad_op.exit_code, 2);
+  EXPECT_NE(bad_op.output.find("upload or download"), std::string::npos) << bad_op.output;
+}
+
 TEST_F(LoadtestBinaryTest, RejectsUnknownVariantsAndBadShapes) {
   RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=8x8 --variants=nope"));
   EXPECT_EQ(r.exit_code, 2);
