@@ -331,6 +331,9 @@ TEST(Readiness, NotServingUntilDevicesAreOpen) {
   auto process = server.get();
   ASSERT_TRUE(process->started());
   grpc::ClientContext ctx;
+  // The channel may be between reconnect attempts when the loop ends.
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   HealthCheckRequest req;
   HealthCheckResponse resp;
   ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
