@@ -27,11 +27,6 @@ IdleMemoryTrimmer::~IdleMemoryTrimmer() {
   thread_.join();
 }
 
-int64_t IdleMemoryTrimmer::trims() const {
-  absl::MutexLock lock(&mu_);
-  return trims_;
-}
-
 void IdleMemoryTrimmer::Loop() {
   Activity last = activity_();
   bool trimmed = false;
@@ -43,8 +38,6 @@ void IdleMemoryTrimmer::Loop() {
       if (release_) release_();
       ReturnFreeHeapToSystem();
       trimmed = true;
-      absl::MutexLock lock(&mu_);
-      ++trims_;
     }
     last = now;
   }

@@ -9,7 +9,6 @@
 #include <functional>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
@@ -35,8 +34,6 @@ class IdleMemoryTrimmer {
                     std::function<void()> release);
   ~IdleMemoryTrimmer();  // stops the thread
 
-  int64_t trims() const;
-
  private:
   void Loop();
 
@@ -44,8 +41,6 @@ class IdleMemoryTrimmer {
   const std::function<Activity()> activity_;
   const std::function<void()> release_;
   absl::Notification stop_;
-  mutable absl::Mutex mu_;
-  int64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
