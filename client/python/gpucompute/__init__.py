@@ -7,13 +7,16 @@ NumPy arrays over gRPC.
 
 Matrices can stay on the server: t = client.upload(a) returns a Tensor that
 ops take in place of an array, and keep=True returns a result as a Tensor.
+On the server's host, client.shared_memory(nbytes) returns a region whose
+ndarray() views ops read in place and out= receives results in.
 gpucompute.aio.Client is the asyncio twin of gpucompute.Client.
 """
 
-from gpucompute._common import ComputeError, ProfileResult, Report, Result, TensorInfo, TensorList
-from gpucompute.client import Client, Tensor
+from gpucompute._common import (ComputeError, ProfileResult, Report, Result, SharedMemoryInfo,
+                                TensorInfo, TensorList)
+from gpucompute.client import Client, SharedMemoryRegion, Tensor
 from gpucompute import aio
 
-__all__ = ["Client", "ComputeError", "ProfileResult", "Report", "Result", "Tensor", "TensorInfo",
-           "TensorList", "aio"]
+__all__ = ["Client", "ComputeError", "ProfileResult", "Report", "Result", "SharedMemoryInfo",
+           "SharedMemoryRegion", "Tensor", "TensorInfo", "TensorList", "aio"]
 __version__ = "0.1.0"

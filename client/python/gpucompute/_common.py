@@ -3,11 +3,16 @@ options and credentials, errors, and the shape of results."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import datetime
 import itertools
 import json
+import mmap
+import os
+import secrets
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 
@@ -154,27 +159,320 @@ def tensor_id(x: Any) -> Optional[str]:
     return None
 
 
-def _matrix(x: Any, name: str) -> list:
+# Shared memory: POSIX shm objects this process creates and the server maps
+# (API Part 2). Views of a region carry, in their chain of bases, the buffer
+# object made for them, and that object names the region: an operand found to
+# lie in a region travels as a SharedMemorySlice instead of its bytes.
+
+_REGION_ATTR = "_gpucompute_region"
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedMemoryInfo:
+    """A shared-memory region registered with a server (ListSharedMemory)."""
+
+    name: str         # the client's name for it, used in requests
+    key: str          # shm_open name of the object, e.g. "/gpucompute-1234-9f0c..."
+    offset: int       # region start inside the object
+    byte_size: int
+    pinned: bool      # registered for DMA on the server's devices
+
+    @classmethod
+    def from_proto(cls, r: pb.SharedMemoryRegion) -> "SharedMemoryInfo":
+        return cls(r.name, r.key, r.offset, r.byte_size, r.pinned)
+
+
+def _posixshmem():
+    try:
+        import _posixshmem
+    except ImportError:
+        raise RuntimeError("shared memory needs POSIX shm_open (CPython's _posixshmem), which "
+                           "this Python lacks") from None
+    return _posixshmem
+
+
+def create_shm_object(nbytes: int) -> Tuple[str, mmap.mmap]:
+    """(key, mapping) of a new POSIX shm object of `nbytes` bytes, readable
+    and writable by this user only; the key is its shm_open name."""
+    shm = _posixshmem()
+    for _ in range(100):
+        key = f"/gpucompute-{os.getpid()}-{secrets.token_hex(8)}"
+        try:
+            fd = shm.shm_open(key, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+        except FileExistsError:
+            continue
+        try:
+            os.ftruncate(fd, nbytes)
+            return key, mmap.mmap(fd, nbytes)
+        except BaseException:
+            shm.shm_unlink(key)
+            raise
+        finally:
+            os.close(fd)
+    raise FileExistsError("no free shm name found")
+
+
+def release_shm_object(key: str, mapping: mmap.mmap) -> None:
+    """Unlinks the object and unmaps it, unless arrays still view the
+    mapping: it is then unmapped when the last of them goes."""
+    try:
+        _posixshmem().shm_unlink(key)
+    except FileNotFoundError:
+        pass
+    try:
+        mapping.close()
+    except BufferError:
+        pass
+
+
+def _finalize_region(unregister, key: str, mapping: mmap.mmap) -> None:
+    """A region garbage-collected or left open at exit: best effort."""
+    if unregister is not None:
+        try:
+            unregister()
+        except Exception:
+            pass
+    release_shm_object(key, mapping)
+
+
+class SharedMemoryBase:
+    """What gpucompute.SharedMemoryRegion and its asyncio twin share: a POSIX
+    shm object this process created, mapped here and registered with the
+    server under `name`."""
+
+    def __init__(self, client, index: int, key: str, mapping: mmap.mmap, info: SharedMemoryInfo,
+                 unregister_on_gc=None):
+        self._client = client
+        self._index = index  # the target it is registered with
+        self._mmap = mapping
+        self._nbytes = len(mapping)
+        self.key = key
+        self.info = info
+        self._closed = False
+        probe = ctypes.c_char.from_buffer(mapping)
+        self._address = ctypes.addressof(probe)
+        del probe  # releases the export, so that close() can unmap
+        self._finalizer = weakref.finalize(self, _finalize_region, unregister_on_gc, key, mapping)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    @property
+    def pinned(self) -> bool:
+        return self.info.pinned
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def ndarray(self, shape, dtype: Any = np.float32, offset: int = 0) -> np.ndarray:
+        """A writable C-contiguous array of `shape` and `dtype` over the
+        region's bytes from `offset` on (no copy). matmul, transpose, reduce
+        and upload send such an array (or a C-contiguous view of it, e.g. a
+        block of rows) as a slice of the region, not its bytes; out= takes
+        one to receive a result. The array keeps the region's mapping alive."""
+        if self._closed:
+            raise ValueError(f"shared-memory region {self.name!r} is closed")
+        dtype = np.dtype(dtype)
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape):
+            raise ValueError(f"shape {shape} has a negative dimension")
+        offset = int(offset)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if offset < 0 or offset + size > self.nbytes:
+            raise ValueError(f"{shape} {dtype} at offset {offset} is {size} bytes: past the end "
+                             f"of region {self.name!r} ({self.nbytes} bytes)")
+        buffer = (ctypes.c_char * size).from_buffer(self._mmap, offset)
+        setattr(buffer, _REGION_ATTR, self)  # found again from any view of the array
+        return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+    def _detach(self) -> bool:
+        """Marks it closed; False when it already was. The caller unregisters
+        it, then calls _release()."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._finalizer.detach()
+        return True
+
+    def _release(self) -> None:
+        release_shm_object(self.key, self._mmap)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("pinned" if self.pinned else "not pinned")
+        return f"<{type(self).__name__} {self.name!r} {self.key} {self.info.byte_size} bytes, {state}>"
+
+
+def region_of(array: Any) -> Optional[SharedMemoryBase]:
+    """The region an array from SharedMemoryBase.ndarray (or a view of one) lies in."""
+    base = array
+    for _ in range(256):
+        if base is None:
+            return None
+        region = getattr(base, _REGION_ATTR, None)
+        if region is not None:
+            return region
+        base = getattr(base, "base", None)
+    return None
+
+
+def _as_2d(a: np.ndarray) -> np.ndarray:
+    return a.reshape(1, -1) if a.ndim == 1 else a
+
+
+def _wire_view(a: np.ndarray) -> bool:
+    """Whether a's memory is a row-major little-endian float32/float64 matrix."""
+    return (a.ndim == 2 and a.flags.c_contiguous and a.dtype.kind == "f" and
+            a.dtype.itemsize in _WIRE_DTYPE and a.dtype == a.dtype.newbyteorder("<"))
+
+
+def shm_operand(x: Any, owner) -> Optional[Tuple[SharedMemoryBase, int, Tuple[int, int, int]]]:
+    """(region, offset, (wire dtype, rows, cols)) of an operand that lies in an
+    open region of `owner` (None: of any client) as a row-major little-endian
+    float32/float64 matrix (1-D: one row); else None, and it is sent inline."""
+    if not isinstance(x, np.ndarray) or x.size == 0 or x.ndim not in (1, 2):
+        return None
+    region = region_of(x)
+    if region is None or region.closed or (owner is not None and region._client is not owner):
+        return None
+    a = _as_2d(x)
+    if not _wire_view(a):
+        return None
+    offset = a.ctypes.data - region._address
+    return region, offset, (_WIRE_DTYPE[a.dtype.itemsize], a.shape[0], a.shape[1])
+
+
+def operand_shape(x: Any) -> Tuple[Optional[np.dtype], Optional[Tuple[int, int]]]:
+    """(dtype, (rows, cols)) of an operand as the server will see it, or
+    Nones where the client cannot tell (a tensor named by its id)."""
+    if isinstance(x, TensorBase):
+        return x.dtype, x.shape
+    if isinstance(x, str):
+        return None, None
+    a = np.asarray(x)
+    if a.ndim not in (1, 2) or a.dtype.kind != "f" or a.dtype.itemsize not in _WIRE_DTYPE:
+        return None, None
+    return _NUMPY_DTYPE[_WIRE_DTYPE[a.dtype.itemsize]], _as_2d(a).shape
+
+
+def out_slice(out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[int, int]],
+              name: str = "out") -> Tuple[SharedMemoryBase, int, int]:
+    """(region, offset, byte_size) of an array that is to receive a result:
+    a C-contiguous view of an open region of `owner` with the result's dtype
+    and shape (where known; 1-D stands for 1 x N). ValueError otherwise."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name}: expected an array from SharedMemoryRegion.ndarray(), "
+                        f"got {type(out).__name__}")
+    region = region_of(out)
+    if region is None:
+        raise ValueError(f"{name}: not a view of a shared-memory region; take it from "
+                         f"region.ndarray(shape, dtype) of client.shared_memory(nbytes)")
+    if region.closed:
+        raise ValueError(f"{name}: its shared-memory region {region.name!r} is closed")
+    if owner is not None and region._client is not owner:
+        raise ValueError(f"{name}: its shared-memory region {region.name!r} belongs to "
+                         f"another client")
+    if out.ndim not in (1, 2) or not _wire_view(_as_2d(out)):
+        layout = "C-contiguous" if out.flags.c_contiguous else "not C-contiguous"
+        raise ValueError(f"{name}: expected a C-contiguous little-endian float32 or float64 "
+                         f"array of 1 or 2 dimensions, got {out.dtype} {out.shape}, {layout}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name}: the array is read-only")
+    if out.size == 0:
+        raise ValueError(f"{name}: an empty array cannot receive a result")
+    check_out_matches(out, dtype, shape, None)
+    return region, out.ctypes.data - region._address, out.nbytes
+
+
+def check_out_matches(out: np.ndarray, dtype: Optional[np.dtype],
+                      shape: Optional[Tuple[int, int]], method: Optional[str]) -> None:
+    """ValueError when out's dtype or shape (1-D: 1 x N) differs from a
+    result's; method: the call that already wrote the result there, or None."""
+    got = (np.dtype(out.dtype).newbyteorder("<"), _as_2d(out).shape)
+    problems = []
+    if dtype is not None and got[0] != dtype:
+        problems.append(f"dtype {dtype}, out has {out.dtype}")
+    if shape is not None and got[1] != tuple(shape):
+        problems.append(f"shape {shape[0]} x {shape[1]}, out has {out.shape}"
+                        + (" (1-D is 1 x N)" if out.ndim == 1 else ""))
+    if problems:
+        what = f"{method}: the result written to out has" if method else "out: the result has"
+        raise ValueError(f"{what} " + "; ".join(problems))
+
+
+def region_index(*operands) -> Optional[int]:
+    """The target holding the region of the first operand in shared memory."""
+    for x in operands:
+        if isinstance(x, np.ndarray):
+            region = region_of(x)
+            if region is not None and not region.closed:
+                return region._index
+    return None
+
+
+def shared_memory_request(nbytes: int, name: Optional[str]):
+    """Validates the arguments of shared_memory(); (nbytes, name)."""
+    nbytes = int(nbytes)
+    if nbytes < 1:
+        raise ValueError(f"nbytes must be at least 1, got {nbytes}")
+    if name is not None and not name:
+        raise ValueError("a region's name must not be empty")
+    return nbytes, name
+
+
+def region_name(key: str, name: Optional[str]) -> str:
+    return name if name is not None else key.lstrip("/")
+
+
+def _matrix(x: Any, name: str, owner=None) -> list:
     tid = tensor_id(x)
     if tid is not None:
         return _wire.tensor_matrix_parts(tid)
+    found = shm_operand(x, owner)
+    if found is not None:
+        region, offset, (wire_dtype, rows, cols) = found
+        size = rows * cols * _NUMPY_DTYPE[wire_dtype].itemsize
+        return _wire.shm_matrix_parts(wire_dtype, rows, cols, region.name, offset, size)
     return _wire.matrix_parts(*row_major(x, name))
 
 
-def _placement(keep: bool, ttl_seconds: Optional[int]) -> list:
+def _placement(keep: bool, ttl_seconds: Optional[int], out: Optional[np.ndarray] = None,
+               expected: Optional[Tuple[Optional[np.dtype], Optional[Tuple[int, int]]]] = None,
+               owner=None) -> list:
     if ttl_seconds is not None and not keep:
         raise ValueError("ttl_seconds is the lifetime of a kept result: give it with keep=True")
-    return _wire.output_placement(keep, int(ttl_seconds or 0))
+    if out is None:
+        return _wire.output_placement(keep, int(ttl_seconds or 0))
+    if keep:
+        raise ValueError("keep=True holds the result on the server and out= writes it to shared "
+                         "memory: give one of them")
+    dtype, shape = expected or (None, None)
+    region, offset, size = out_slice(out, owner, dtype, shape, "out")
+    return _wire.output_placement(False, 0, _wire.shm_slice(region.name, offset, size))
 
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 
 
-def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int):
+def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int, owner=None):
+    """The UploadRequest messages of `array`: one naming its slice when it is
+    a view of a shared-memory region of `owner` (None: any client's), else
+    the data in chunks."""
     if int(chunk_bytes) < 1:
         raise ValueError(f"chunk_bytes must be at least 1, got {chunk_bytes}")
     if ttl_seconds is not None and int(ttl_seconds) < 0:
         raise ValueError(f"ttl_seconds must not be negative, got {ttl_seconds}")
+    found = shm_operand(array, owner)
+    if found is not None:
+        region, offset, (wire_dtype, rows, cols) = found
+        size = rows * cols * _NUMPY_DTYPE[wire_dtype].itemsize
+        return iter([_wire.upload_shm_message(wire_dtype, rows, cols, int(ttl_seconds or 0),
+                                              _wire.shm_slice(region.name, offset, size))])
     dtype, a = row_major(array, "array")
     return _wire.upload_messages(dtype, a, int(ttl_seconds or 0), int(chunk_bytes))
 
@@ -182,13 +480,16 @@ def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int):
 class Download:
     """Assembles a Download stream into one array allocated once, when the
     first message's TensorInfo gives its size; each chunk is copied straight
-    from the received message into it."""
+    from the received message into it. With `out` (a view of a shared-memory
+    region the request named) the server writes the payload there and sends
+    the TensorInfo only; the result is `out`."""
 
-    def __init__(self):
+    def __init__(self, out: Optional[np.ndarray] = None):
         self.info: Optional[TensorInfo] = None
         self._out: Optional[np.ndarray] = None
         self._bytes: Optional[np.ndarray] = None
         self._pos = 0
+        self._given = out
 
     def add(self, raw: bytes) -> None:
         try:
@@ -202,7 +503,11 @@ class Download:
                 raise ComputeError("Download", grpc.StatusCode.INTERNAL,
                                    f"first message lacks a valid TensorInfo: {info}")
             self.info = TensorInfo.from_proto(info)
-            self._out = np.empty((info.rows, info.cols), np_dtype)
+            if self._given is not None:
+                check_out_matches(self._given, np_dtype, (info.rows, info.cols), "Download")
+                self._out = self._given
+            else:
+                self._out = np.empty((info.rows, info.cols), np_dtype)
             self._bytes = self._out.reshape(-1).view(np.uint8)
         n = end - start
         if self._pos + n > self._bytes.size:
@@ -213,12 +518,28 @@ class Download:
         self._pos += n
 
     def result(self) -> np.ndarray:
+        if self._given is not None and self._out is not None and self._pos == 0:
+            return self._out  # written to shared memory by the server
         if self._out is None or self._pos != self._bytes.size:
             got = "no message" if self._out is None else f"{self._pos} bytes"
             want = "" if self._out is None else f" of {self._bytes.size}"
             raise ComputeError("Download", grpc.StatusCode.INTERNAL,
                                f"stream ended after {got}{want}")
         return self._out
+
+
+def download_request(tensor: Any, chunk_bytes: int, release: bool,
+                     out: Optional[np.ndarray], owner) -> pb.DownloadRequest:
+    tid = tensor_id(tensor)
+    if tid is None:
+        raise TypeError(f"download takes a Tensor or a tensor id, not {type(tensor).__name__}")
+    request = pb.DownloadRequest(tensor_id=tid, chunk_bytes=chunk_bytes, release=release)
+    if out is not None:
+        dtype, shape = operand_shape(tensor)
+        region, offset, size = out_slice(out, owner, dtype, shape)
+        request.shared_memory.CopyFrom(pb.SharedMemorySlice(region=region.name, offset=offset,
+                                                            byte_size=size))
+    return request
 
 
 def reduce_op(op: Union[str, int]) -> int:
@@ -396,42 +717,79 @@ class Targets:
 
 
 def matmul_request(a, b, variant: str, allow_tf32: bool, keep: bool = False,
-                   ttl_seconds: Optional[int] = None) -> bytes:
-    return _wire.matmul_request(_matrix(a, "a"), _matrix(b, "b"), variant, allow_tf32,
-                                _placement(keep, ttl_seconds))
+                   ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+                   owner=None) -> bytes:
+    """owner: the client whose shared-memory regions the operands and `out`
+    may lie in (None: any client's)."""
+    ma, mb = _matrix(a, "a", owner), _matrix(b, "b", owner)
+    expected = None
+    if out is not None:
+        (da, sa), (db, sb) = operand_shape(a), operand_shape(b)
+        expected = (da or db, (sa[0], sb[1]) if sa and sb else None)
+    return _wire.matmul_request(ma, mb, variant, allow_tf32,
+                                _placement(keep, ttl_seconds, out, expected, owner))
 
 
 def transpose_request(x, variant: str, keep: bool = False,
-                      ttl_seconds: Optional[int] = None) -> bytes:
-    return _wire.transpose_request(_matrix(x, "x"), variant, _placement(keep, ttl_seconds))
+                      ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+                      owner=None) -> bytes:
+    mx = _matrix(x, "x", owner)
+    expected = None
+    if out is not None:
+        dtype, shape = operand_shape(x)
+        expected = (dtype, shape[::-1] if shape else None)
+    return _wire.transpose_request(mx, variant,
+                                   _placement(keep, ttl_seconds, out, expected, owner))
 
 
 def reduce_request(x, op, axis, variant: str, keep: bool = False,
-                   ttl_seconds: Optional[int] = None) -> bytes:
-    return _wire.reduce_request(_matrix(x, "x"), reduce_op(op), reduce_axis(axis), variant,
-                                _placement(keep, ttl_seconds))
+                   ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+                   owner=None) -> bytes:
+    mx, op_v, axis_v = _matrix(x, "x", owner), reduce_op(op), reduce_axis(axis)
+    expected = None
+    if out is not None:
+        dtype, shape = operand_shape(x)
+        if shape is not None:
+            shape = {pb.REDUCE_AXIS_ALL: (1, 1), pb.REDUCE_AXIS_PER_ROW: (shape[0], 1),
+                     pb.REDUCE_AXIS_PER_COLUMN: (1, shape[1])}.get(axis_v)
+        expected = (dtype, shape)
+    return _wire.reduce_request(mx, op_v, axis_v, variant,
+                                _placement(keep, ttl_seconds, out, expected, owner))
 
 
-def result(method: str, raw: bytes, with_report: bool, make_tensor=None):
+def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
+           out: Optional[np.ndarray] = None):
     """The result matrix of a compute response: a read-only row-major array
     over the received bytes (no copy; .copy() to modify it), or, for an
-    output kept, make_tensor(TensorInfo) (device and expires unknown)."""
+    output kept, make_tensor(TensorInfo) (device and expires unknown), or,
+    for an output the request placed in shared memory, `out` itself."""
     try:
         r = _wire.parse_response(raw)
     except Exception as e:  # a malformed message, whatever the parser tripped on
         raise ComputeError(method, grpc.StatusCode.INTERNAL, f"malformed response: {e}") from None
     np_dtype = _NUMPY_DTYPE.get(r.dtype)
     start, end = r.data
-    if r.tensor_id is not None and make_tensor is not None and np_dtype is not None:
+    if out is not None and r.tensor_id is None and np_dtype is not None:
+        check_out_matches(out, np_dtype, (r.rows, r.cols), method)
+        if r.shared_memory is None:
+            # Inline after all (a server that ignored the placement): copied into out.
+            if end - start != out.nbytes:
+                raise ComputeError(method, grpc.StatusCode.INTERNAL,
+                                   f"malformed result matrix: {r.rows} x {r.cols}, "
+                                   f"{end - start} bytes")
+            out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8, end - start, start)
+    elif r.tensor_id is not None and make_tensor is not None and np_dtype is not None:
         out = make_tensor(TensorInfo(r.tensor_id, np_dtype, (r.rows, r.cols),
                                      r.rows * r.cols * np_dtype.itemsize, None, None,
                                      instance_of(r.tensor_id)))
     elif (np_dtype is None or r.rows < 0 or r.cols < 0 or r.tensor_id is not None or
-          end - start != r.rows * r.cols * np_dtype.itemsize):
+          r.shared_memory is not None or end - start != r.rows * r.cols * np_dtype.itemsize):
         raise ComputeError(method, grpc.StatusCode.INTERNAL,
                            f"malformed result matrix: dtype {r.dtype}, {r.rows} x {r.cols}, "
                            f"{end - start} bytes" +
-                           (f", tensor_id {r.tensor_id!r}" if r.tensor_id is not None else ""))
+                           (f", tensor_id {r.tensor_id!r}" if r.tensor_id is not None else "") +
+                           (", in shared memory (no out= given)"
+                            if r.shared_memory is not None else ""))
     else:
         out = np.frombuffer(raw, dtype=np_dtype, count=r.rows * r.cols,
                             offset=start).reshape(r.rows, r.cols)

@@ -69,9 +69,28 @@ def tensor_matrix_parts(tensor_id: str) -> List[Part]:
     return [_key(5, _LEN) + _varint(len(data)) + data]
 
 
-def output_placement(keep: bool, ttl_seconds: int) -> List[Part]:
+def shm_slice(region: str, offset: int, byte_size: int) -> List[Part]:
+    """The fields of a SharedMemorySlice (region 1, offset 2, byte_size 3)."""
+    return [_string(1, region) + _scalar(2, offset) + _scalar(3, byte_size)]
+
+
+def shm_matrix_parts(wire_dtype: int, rows: int, cols: int, region: str, offset: int,
+                     byte_size: int) -> List[Part]:
+    """A Matrix whose bytes lie in a registered shared-memory region: dtype,
+    rows, cols and shared_memory (field 6, a oneof message, written even when
+    all its fields are at their defaults, as protobuf writes a set member)."""
+    header = _scalar(1, wire_dtype) + _scalar(2, rows) + _scalar(3, cols)
+    return [header] + _message(6, shm_slice(region, offset, byte_size))
+
+
+def output_placement(keep: bool, ttl_seconds: int,
+                     shared_memory: Optional[List[Part]] = None) -> List[Part]:
     """Field 10 (OutputPlacement) of MatMul/Transpose/ReduceRequest, or
-    nothing when the result comes back inline."""
+    nothing when the result comes back inline. shared_memory: the fields of
+    the SharedMemorySlice the result is written to (OutputPlacement field 2)."""
+    if shared_memory is not None:
+        return _message(10, [_scalar(1, int(keep))] + _message(2, shared_memory) +
+                        [_scalar(3, ttl_seconds)])
     if not keep:
         return []
     return _message(10, [_scalar(1, 1) + _scalar(3, ttl_seconds)])
@@ -113,6 +132,15 @@ def upload_messages(wire_dtype: int, array: np.ndarray, ttl_seconds: int,
         pos += n
         if pos >= total:
             return
+
+
+def upload_shm_message(wire_dtype: int, rows: int, cols: int, ttl_seconds: int,
+                       shared_memory: List[Part]) -> bytes:
+    """The one UploadRequest of a payload in shared memory: dtype, rows, cols,
+    ttl_seconds and shared_memory (field 6), no data."""
+    header = (_scalar(1, wire_dtype) + _scalar(2, rows) + _scalar(3, cols) +
+              _scalar(4, ttl_seconds))
+    return b"".join([header] + _message(6, shared_memory))
 
 
 class _Reader:
@@ -163,13 +191,15 @@ def _int64(value: int) -> int:
 class Response:
     """A MatMul, Transpose or Reduce response: the result matrix's dtype,
     rows, cols and either the (start, end) range of its data in the raw
-    message or its tensor_id (an output kept), and the report."""
-    __slots__ = ("dtype", "rows", "cols", "data", "tensor_id", "report")
+    message, its tensor_id (an output kept) or the (start, end) range of its
+    SharedMemorySlice (an output written to shared memory), and the report."""
+    __slots__ = ("dtype", "rows", "cols", "data", "tensor_id", "shared_memory", "report")
 
     def __init__(self):
         self.dtype = self.rows = self.cols = 0
         self.data: Tuple[int, int] = (0, 0)
         self.tensor_id: Optional[str] = None
+        self.shared_memory: Optional[Tuple[int, int]] = None
         self.report: Optional[pb.ExecutionReport] = None
 
 
@@ -189,11 +219,12 @@ def parse_response(raw: bytes) -> Response:
                 elif n == 3 and t == _VARINT:
                     r.cols = _int64(v)
                 elif n == 4 and t == _LEN:
-                    r.data, r.tensor_id = v, None
+                    r.data, r.tensor_id, r.shared_memory = v, None, None
                 elif n == 5 and t == _LEN:
                     r.data, r.tensor_id = (0, 0), bytes(raw[v[0]:v[1]]).decode()
+                    r.shared_memory = None
                 elif n == 6 and t == _LEN:
-                    r.data, r.tensor_id = (0, 0), None
+                    r.data, r.tensor_id, r.shared_memory = (0, 0), None, v
         elif number == 2 and wire_type == _LEN:
             report = pb.ExecutionReport.FromString(raw[value[0]:value[1]])
             if r.report is None:

@@ -7,8 +7,10 @@ gpucompute.Client as coroutines.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections import defaultdict
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
@@ -24,9 +26,10 @@ class Tensor(c.TensorBase):
     `await t.release()`, `await t.refresh()`, and `async with` releases it."""
 
     async def download(self, *, release: bool = False, chunk_bytes: int = 0,
+                       out: Optional[np.ndarray] = None,
                        timeout: Optional[float] = _UNSET) -> np.ndarray:
         return await self._client.download(self, release=release, chunk_bytes=chunk_bytes,
-                                           timeout=timeout)
+                                           out=out, timeout=timeout)
 
     async def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
         return await self._client.release(self, timeout=timeout) == 1
@@ -40,6 +43,34 @@ class Tensor(c.TensorBase):
 
     async def __aexit__(self, *exc) -> None:
         await self.release()
+
+
+class SharedMemoryRegion(c.SharedMemoryBase):
+    """The asyncio twin of gpucompute.SharedMemoryRegion: `await
+    region.close()`, and `async with` closes it. ndarray() is the same."""
+
+    async def close(self, *, timeout: Optional[float] = _UNSET) -> None:
+        if not self._detach():
+            return
+        try:
+            await self._client._unregister_region(self.name, self._index, timeout)
+        finally:
+            self._release()
+
+    async def __aenter__(self) -> "SharedMemoryRegion":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+_pending = set()  # unregistrations of regions garbage-collected, until they finish
+
+
+def _forget(task: asyncio.Task) -> None:
+    _pending.discard(task)
+    if not task.cancelled():
+        task.exception()  # best effort: a failure is not reported
 
 
 class Client:
@@ -60,8 +91,15 @@ class Client:
         self._channels = self._targets.channels[0]
         self.target = target
         self.timeout = timeout
+        self._regions = weakref.WeakSet()
 
     async def close(self) -> None:
+        """Closes the shared-memory regions still open, then the channels."""
+        for region in list(self._regions):
+            try:
+                await region.close()
+            except c.ComputeError:
+                pass
         for channel in self._targets.all_channels():
             await channel.close()
 
@@ -95,30 +133,87 @@ class Client:
 
     async def _route(self, *operands) -> int:
         ids = [t for t in map(c.tensor_id, operands) if t is not None]
-        return await self._index(c.instance_of(ids[0])) if ids else self._targets.any()
+        if ids:
+            return await self._index(c.instance_of(ids[0]))
+        index = c.region_index(*operands)
+        return self._targets.any() if index is None else index
 
-    async def _compute(self, method: str, request: bytes, index: int, timeout, report: bool):
+    async def _compute(self, method: str, request: bytes, index: int, timeout, report: bool,
+                       out: Optional[np.ndarray] = None):
         def make(info: c.TensorInfo) -> Tensor:
             self._targets.learn(info.server, index)
             return Tensor(self, info)
         response = await self._call(method, request, timeout, index)
-        return c.result(method, response, report, make)
+        return c.result(method, response, report, make, out)
+
+    async def shared_memory(self, nbytes: int, *, name: Optional[str] = None,
+                            timeout: Optional[float] = _UNSET) -> SharedMemoryRegion:
+        """See gpucompute.Client.shared_memory: `async with await
+        client.shared_memory(n) as region:`. A region garbage-collected
+        without close() is unlinked, and unregistered by a task on the loop
+        that made it while that loop runs."""
+        nbytes, name = c.shared_memory_request(nbytes, name)
+        key, mapping = c.create_shm_object(nbytes)
+        name = c.region_name(key, name)
+        try:
+            answer = await self._call("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
+                name=name, key=key, byte_size=nbytes), timeout, 0)
+        except BaseException:
+            c.release_shm_object(key, mapping)
+            raise
+        client, loop = weakref.ref(self), asyncio.get_running_loop()
+
+        def spawn():
+            if client() is not None:
+                task = loop.create_task(client()._call(
+                    "UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0))
+                _pending.add(task)
+                task.add_done_callback(_forget)
+
+        def unregister_on_gc():
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(spawn)
+
+        region = SharedMemoryRegion(self, 0, key, mapping, c.SharedMemoryInfo.from_proto(answer),
+                                    unregister_on_gc)
+        self._regions.add(region)
+        return region
+
+    async def _unregister_region(self, name: str, index: int, timeout) -> None:
+        try:
+            await self._call("UnregisterSharedMemory",
+                             pb.UnregisterSharedMemoryRequest(name=name), timeout, index)
+        except c.ComputeError as e:
+            if e.code != grpc.StatusCode.NOT_FOUND:
+                raise
+
+    async def list_shared_memory(self, *, timeout: Optional[float] = _UNSET
+                                 ) -> List[c.SharedMemoryInfo]:
+        r = await self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
+        return [c.SharedMemoryInfo.from_proto(x) for x in r.regions]
+
+    async def unregister_shared_memory(self, name: str = "", *,
+                                       timeout: Optional[float] = _UNSET) -> int:
+        r = await self._call("UnregisterSharedMemory",
+                             pb.UnregisterSharedMemoryRequest(name=name), timeout, 0)
+        return r.unregistered
 
     async def upload(self, array, ttl_seconds: Optional[int] = None, *,
                      chunk_bytes: int = c.DEFAULT_CHUNK_BYTES,
                      timeout: Optional[float] = _UNSET) -> Tensor:
-        messages = c.upload_messages(array, ttl_seconds, chunk_bytes)
-        index = self._targets.any()
+        messages = c.upload_messages(array, ttl_seconds, chunk_bytes, self)
+        index = await self._route(array)
         info = c.TensorInfo.from_proto(await self._call("Upload", messages, timeout, index))
         self._targets.learn(info.server, index)
         return Tensor(self, info)
 
     async def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
+                       out: Optional[np.ndarray] = None,
                        timeout: Optional[float] = _UNSET) -> np.ndarray:
-        tid = c.tensor_id(tensor)
-        request = pb.DownloadRequest(tensor_id=tid, chunk_bytes=chunk_bytes, release=release)
+        request = c.download_request(tensor, chunk_bytes, release, out, self)
+        tid = request.tensor_id
         index = await self._index(c.instance_of(tid))
-        out = c.Download()
+        out = c.Download(out)
         try:
             async for raw in self._targets.channels[index].call("Download")(
                     request, timeout=self.timeout if timeout is _UNSET else timeout,
@@ -166,23 +261,28 @@ class Client:
 
     async def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
                      keep: bool = False, ttl_seconds: Optional[int] = None,
-                     timeout: Optional[float] = _UNSET, report: bool = False
-                     ) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds)
-        return await self._compute("MatMul", request, await self._route(a, b), timeout, report)
+                     out: Optional[np.ndarray] = None, timeout: Optional[float] = _UNSET,
+                     report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self)
+        return await self._compute("MatMul", request, await self._route(a, b, out), timeout,
+                                   report, out)
 
     async def transpose(self, x, *, variant: str = "", keep: bool = False,
-                        ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+                        ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+                        timeout: Optional[float] = _UNSET,
                         report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.transpose_request(x, variant, keep, ttl_seconds)
-        return await self._compute("Transpose", request, await self._route(x), timeout, report)
+        request = c.transpose_request(x, variant, keep, ttl_seconds, out, self)
+        return await self._compute("Transpose", request, await self._route(x, out), timeout,
+                                   report, out)
 
     async def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None,
                      *, variant: str = "", keep: bool = False,
-                     ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+                     ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+                     timeout: Optional[float] = _UNSET,
                      report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds)
-        return await self._compute("Reduce", request, await self._route(x), timeout, report)
+        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self)
+        return await self._compute("Reduce", request, await self._route(x, out), timeout,
+                                   report, out)
 
     async def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                       variants: Sequence[str] = (), reduce_op: str = "sum",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
@@ -25,9 +26,11 @@ class Tensor(c.TensorBase):
     """
 
     def download(self, *, release: bool = False, chunk_bytes: int = 0,
+                 out: Optional[np.ndarray] = None,
                  timeout: Optional[float] = _UNSET) -> np.ndarray:
-        """The matrix as a new writable row-major array."""
-        return self._client.download(self, release=release, chunk_bytes=chunk_bytes,
+        """The matrix as a new writable row-major array, or written into
+        `out` (a view of a shared-memory region) and `out` returned."""
+        return self._client.download(self, release=release, chunk_bytes=chunk_bytes, out=out,
                                      timeout=timeout)
 
     def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
@@ -44,6 +47,37 @@ class Tensor(c.TensorBase):
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class SharedMemoryRegion(c.SharedMemoryBase):
+    """A POSIX shared-memory object this process created and the server
+    mapped (Client.shared_memory). `region.ndarray(shape, dtype, offset=0)`
+    gives arrays over its bytes that ops read in place and that out= fills.
+    `close()` (or leaving `with`) unregisters it, unlinks the object and
+    unmaps it once no array views it.
+
+    name: the name the server knows it by; key: the object's shm_open name;
+    nbytes: its size; pinned: whether the server registered it for DMA;
+    info: SharedMemoryInfo as the server answered.
+    """
+
+    def close(self, *, timeout: Optional[float] = _UNSET) -> None:
+        """Unregisters it (a region the server no longer knows is fine),
+        unlinks the object and unmaps it, or leaves the mapping to the arrays
+        still viewing it (they stay valid; ops then send their bytes inline).
+        Calling it again does nothing."""
+        if not self._detach():
+            return
+        try:
+            self._client._unregister_region(self.name, self._index, timeout)
+        finally:
+            self._release()
+
+    def __enter__(self) -> "SharedMemoryRegion":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class Client:
@@ -66,6 +100,11 @@ class Client:
     connections: channels, each with its own TCP connection, that matmul,
         transpose and reduce calls take turns on (one connection is read by
         one thread at a time on each side).
+
+    Shared memory (a server on this host run with --allow_shared_memory):
+    client.shared_memory(nbytes) returns a SharedMemoryRegion; arrays from
+    its ndarray() go to ops and upload without their bytes being sent, and
+    out= on matmul, transpose, reduce and download receives a result there.
     """
 
     def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
@@ -82,8 +121,15 @@ class Client:
         self._channels = self._targets.channels[0]
         self.target = target
         self.timeout = timeout
+        self._regions = weakref.WeakSet()
 
     def close(self) -> None:
+        """Closes the shared-memory regions still open, then the channels."""
+        for region in list(self._regions):
+            try:
+                region.close()
+            except c.ComputeError:
+                pass
         for channel in self._targets.all_channels():
             channel.close()
 
@@ -118,7 +164,10 @@ class Client:
 
     def _route(self, *operands) -> int:
         ids = [t for t in map(c.tensor_id, operands) if t is not None]
-        return self._index(c.instance_of(ids[0])) if ids else self._targets.any()
+        if ids:
+            return self._index(c.instance_of(ids[0]))
+        index = c.region_index(*operands)
+        return self._targets.any() if index is None else index
 
     def _tensor(self, index: int):
         def make(info: c.TensorInfo) -> Tensor:
@@ -126,9 +175,65 @@ class Client:
             return Tensor(self, info)
         return make
 
-    def _compute(self, method: str, request: bytes, index: int, timeout, report: bool):
+    def _compute(self, method: str, request: bytes, index: int, timeout, report: bool,
+                 out: Optional[np.ndarray] = None):
         response = self._call(method, request, timeout, index)
-        return c.result(method, response, report, self._tensor(index))
+        return c.result(method, response, report, self._tensor(index), out)
+
+    # Shared memory.
+
+    def shared_memory(self, nbytes: int, *, name: Optional[str] = None,
+                      timeout: Optional[float] = _UNSET) -> SharedMemoryRegion:
+        """Creates a POSIX shared-memory object of `nbytes` bytes (readable
+        and writable by this user only) and registers it with the server (the
+        first target's; it must run on this host with --allow_shared_memory)
+        under `name` (default: unique, from the object's name). The server
+        maps it and, with a GPU, pins it for DMA."""
+        nbytes, name = c.shared_memory_request(nbytes, name)
+        key, mapping = c.create_shm_object(nbytes)
+        name = c.region_name(key, name)
+        try:
+            answer = self._call("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
+                name=name, key=key, byte_size=nbytes), timeout, 0)
+        except BaseException:
+            c.release_shm_object(key, mapping)
+            raise
+        client = weakref.ref(self)
+
+        def unregister_on_gc():
+            if client() is not None:
+                client()._unregister_quietly(name)
+
+        region = SharedMemoryRegion(self, 0, key, mapping, c.SharedMemoryInfo.from_proto(answer),
+                                    unregister_on_gc)
+        self._regions.add(region)
+        return region
+
+    def _unregister_region(self, name: str, index: int, timeout) -> None:
+        try:
+            self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name),
+                       timeout, index)
+        except c.ComputeError as e:
+            if e.code != grpc.StatusCode.NOT_FOUND:
+                raise
+
+    def _unregister_quietly(self, name: str) -> None:
+        self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0)
+
+    def list_shared_memory(self, *, timeout: Optional[float] = _UNSET
+                           ) -> List[c.SharedMemoryInfo]:
+        """The regions registered with the server (the first target's), by
+        this client and any other."""
+        r = self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
+        return [c.SharedMemoryInfo.from_proto(x) for x in r.regions]
+
+    def unregister_shared_memory(self, name: str = "", *,
+                                 timeout: Optional[float] = _UNSET) -> int:
+        """Unregisters a region by name ("": every region on the server,
+        e.g. those a crashed process left); the number unregistered. Prefer
+        region.close(), which also unlinks the object."""
+        return self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name),
+                          timeout, 0).unregistered
 
     # Tensors.
 
@@ -138,22 +243,26 @@ class Client:
         """Holds `array` (2-D float32/float64, any layout; 1-D is 1 x N) on the
         server, streamed in messages of `chunk_bytes` of data: any size the
         server's tensor budget admits. ttl_seconds: idle lifetime (None: the
-        server's default)."""
-        messages = c.upload_messages(array, ttl_seconds, chunk_bytes)
-        index = self._targets.any()
+        server's default). An array of a shared-memory region (region.ndarray)
+        is sent as one message naming its slice: the server reads the bytes."""
+        messages = c.upload_messages(array, ttl_seconds, chunk_bytes, self)
+        index = self._route(array)
         info = c.TensorInfo.from_proto(self._call("Upload", messages, timeout, index))
         self._targets.learn(info.server, index)
         return Tensor(self, info)
 
     def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
+                 out: Optional[np.ndarray] = None,
                  timeout: Optional[float] = _UNSET) -> np.ndarray:
         """The matrix of a Tensor (or id) as a new writable row-major array,
         allocated once and filled chunk by chunk. release: free it once sent.
-        chunk_bytes: data bytes per message (0: the server's default)."""
-        tid = c.tensor_id(tensor)
-        request = pb.DownloadRequest(tensor_id=tid, chunk_bytes=chunk_bytes, release=release)
+        chunk_bytes: data bytes per message (0: the server's default).
+        out: a view of a shared-memory region of the tensor's shape and
+        dtype: the server writes the matrix there, and out is returned."""
+        request = c.download_request(tensor, chunk_bytes, release, out, self)
+        tid = request.tensor_id
         index = self._index(c.instance_of(tid))
-        out = c.Download()
+        out = c.Download(out)
         try:
             for raw in self._targets.channels[index].call("Download")(
                     request, timeout=self.timeout if timeout is _UNSET else timeout,
@@ -203,28 +312,34 @@ class Client:
                              f"tensor {tid} is not held: released or expired")
 
     def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False, keep: bool = False,
-               ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+               ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+               timeout: Optional[float] = _UNSET,
                report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
         """a @ b for a (m x k) and b (k x n) of the same dtype; each an array
         or a Tensor. keep=True holds the result on the server and returns a
-        Tensor (ttl_seconds: its idle lifetime)."""
-        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds)
-        return self._compute("MatMul", request, self._route(a, b), timeout, report)
+        Tensor (ttl_seconds: its idle lifetime). Arrays of a shared-memory
+        region are read there by the server; out= (an m x n array of a
+        region, the operands' dtype) receives the result, and is returned."""
+        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self)
+        return self._compute("MatMul", request, self._route(a, b, out), timeout, report, out)
 
     def transpose(self, x, *, variant: str = "", keep: bool = False,
-                  ttl_seconds: Optional[int] = None, timeout: Optional[float] = _UNSET,
+                  ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+                  timeout: Optional[float] = _UNSET,
                   report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.transpose_request(x, variant, keep, ttl_seconds)
-        return self._compute("Transpose", request, self._route(x), timeout, report)
+        """x.T; out= as for matmul (cols x rows)."""
+        request = c.transpose_request(x, variant, keep, ttl_seconds, out, self)
+        return self._compute("Transpose", request, self._route(x, out), timeout, report, out)
 
     def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None, *,
                variant: str = "", keep: bool = False, ttl_seconds: Optional[int] = None,
-               timeout: Optional[float] = _UNSET, report: bool = False
-               ) -> Union[np.ndarray, Tensor, c.Result]:
+               out: Optional[np.ndarray] = None, timeout: Optional[float] = _UNSET,
+               report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
-        gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers)."""
-        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds)
-        return self._compute("Reduce", request, self._route(x), timeout, report)
+        gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers).
+        out= as for matmul, of that shape."""
+        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self)
+        return self._compute("Reduce", request, self._route(x, out), timeout, report, out)
 
     def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                 variants: Sequence[str] = (), reduce_op: str = "sum",
