@@ -5,21 +5,31 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/cpu/cpu_device.h"
 #include "server/cuda/open_devices.h"
@@ -38,7 +48,15 @@
 #include "server/ops/metrics.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
-          "gRPC address to listen on; port 0 picks a free port (printed at start-up)");
+          "gRPC addresses to listen on, comma-separated: host:port (port 0 picks a free port, "
+          "printed at start-up), unix:PATH (a unix socket for clients on this host), "
+          "unix-abstract:NAME (Linux abstract socket: no file, no permissions); e.g. "
+          "0.0.0.0:50051,unix:/run/gpucompute/gpucompute.sock");
+ABSL_FLAG(std::string, unix_socket_mode, "0660",
+          "permissions (octal) given to each unix: socket of --listen once it is bound. They "
+          "gate who can call the server through it: connecting needs write permission, so "
+          "0660 admits the socket's owner and group, 0600 the owner only, 0666 every local "
+          "user. Empty: leave the socket as created (the process umask decides)");
 ABSL_FLAG(std::string, backend, "auto", "auto (CUDA when a GPU is usable, else CPU), cuda, or cpu");
 ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
           "largest single matrix (input or result) accepted, in bytes");
@@ -95,8 +113,9 @@ ABSL_FLAG(int64_t, tensor_memory_bytes, -1,
           "device memory budget as requests (-1: half of the devices' budgets; 0: no tensors)");
 ABSL_FLAG(std::string, instance_name, "",
           "this instance's name in tensor ids and TensorInfo.server, so that a replica given "
-          "another's id can say who holds it (empty: host:port of --listen, with the host "
-          "name for 0.0.0.0)");
+          "another's id can say who holds it (empty: host:port of the first TCP address of "
+          "--listen, with the host name for 0.0.0.0; with only unix sockets, the host name and "
+          "the first socket's path, host:/path)");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "requests one client connection may have in flight at once; more wait in the client "
           "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, unlimited)");
@@ -147,6 +166,150 @@ std::string WithPort(const std::string& address, int port) {
   return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
 }
 
+constexpr char kUnixPrefix[] = "unix:";
+constexpr char kUnixAbstractPrefix[] = "unix-abstract:";
+
+// One address of --listen.
+struct Listener {
+  std::string address;  // as given: "0.0.0.0:0", "unix:/run/x.sock", "unix-abstract:x"
+  enum class Kind { kTcp, kUnix, kUnixAbstract } kind = Kind::kTcp;
+  std::string path;  // kUnix: the socket file; kUnixAbstract: the name
+  int port = 0;      // set by gRPC once bound (nonzero means bound, also for unix sockets)
+  // kUnix: the socket file this server bound, so that only it is removed at exit.
+  dev_t device = 0;
+  ino_t inode = 0;
+
+  bool is_unix() const { return kind != Kind::kTcp; }
+  // The address with the port bound: what clients dial.
+  std::string Bound() const { return kind == Kind::kTcp ? WithPort(address, port) : address; }
+};
+
+// --listen: a comma-separated list. gRPC reads each address itself; here an
+// address is only classified, its unix path taken out, and the list checked
+// for empty elements and repeats.
+absl::StatusOr<std::vector<Listener>> ParseListenList(const std::string& text) {
+  const std::string example = "e.g. 0.0.0.0:50051,unix:/run/gpucompute/gpucompute.sock";
+  std::vector<Listener> listeners;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    Listener l;
+    l.address = std::string(absl::StripAsciiWhitespace(part));
+    if (l.address.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--listen: \"", text,
+                                                     "\" has an empty address; give a "
+                                                     "comma-separated list of addresses, ",
+                                                     example));
+    }
+    absl::string_view rest = l.address;
+    if (absl::ConsumePrefix(&rest, kUnixAbstractPrefix)) {
+      l.kind = Listener::Kind::kUnixAbstract;
+    } else if (absl::ConsumePrefix(&rest, kUnixPrefix)) {
+      l.kind = Listener::Kind::kUnix;
+      // unix:///abs/path is unix:/abs/path with an empty authority.
+      if (absl::ConsumePrefix(&rest, "//") && !absl::StartsWith(rest, "/")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--listen: \"", l.address,
+                         "\": a unix socket is unix:/absolute/path, unix:///absolute/path or "
+                         "unix:relative/path"));
+      }
+    }
+    if (l.is_unix()) {
+      l.path = std::string(rest);
+      if (l.path.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--listen: \"", l.address, "\" names no socket, ", example));
+      }
+      if (l.kind == Listener::Kind::kUnix && l.path.size() >= sizeof(sockaddr_un::sun_path)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--listen: the socket path of \"", l.address, "\" is longer than ",
+            sizeof(sockaddr_un::sun_path) - 1, " bytes, the most a unix socket takes"));
+      }
+    }
+    for (const Listener& earlier : listeners) {
+      if (earlier.address == l.address) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--listen: \"", l.address, "\" is given twice"));
+      }
+    }
+    listeners.push_back(std::move(l));
+  }
+  return listeners;
+}
+
+// --unix_socket_mode: an octal mode such as 0660; empty: none.
+absl::StatusOr<std::optional<mode_t>> ParseSocketMode(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const bool octal = text.size() <= 5 && text.find_first_not_of("01234567") == std::string::npos;
+  const unsigned long mode = octal ? std::strtoul(text.c_str(), nullptr, 8) : 0;
+  if (!octal || mode > 07777) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unix_socket_mode: \"", text,
+                     "\" is not an octal file mode such as 0660 or 0600 (empty: leave the "
+                     "socket as created)"));
+  }
+  return static_cast<mode_t>(mode);
+}
+
+// A socket file already at a unix address. gRPC unlinks any socket at the
+// path before it binds, a running server's too (which would silently lose
+// its clients to this one); so a server still answering there keeps it and
+// this one fails to start, as a second server on a TCP port does. One left by
+// a server that died without cleaning up (nothing answers) is removed.
+// Anything else at the path (a regular file, a directory) is left alone:
+// binding fails.
+absl::Status ClearStaleSocket(const Listener& l) {
+  struct stat st;
+  if (lstat(l.path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return absl::OkStatus();
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::OkStatus();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::copy(l.path.begin(), l.path.end(), addr.sun_path);
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  const int error = errno;
+  close(fd);
+  if (live) {
+    return absl::FailedPreconditionError(absl::StrCat("--listen: another server is listening on ",
+                                                      l.address, "; not taking its socket"));
+  }
+  if (error != ECONNREFUSED) return absl::OkStatus();  // e.g. no permission: binding decides
+  if (unlink(l.path.c_str()) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("--listen: cannot remove the stale socket ",
+                                                      l.path, ": ", std::strerror(errno)));
+  }
+  LogInfo(absl::StrCat("removed the stale socket ", l.path,
+                       " (left by a server that did not stop cleanly)"));
+  return absl::OkStatus();
+}
+
+// Once bound: the mode of each unix socket file bound, and its identity for
+// the clean-up at exit.
+absl::Status SetUpSocketFiles(std::vector<Listener>& listeners, std::optional<mode_t> mode) {
+  for (Listener& l : listeners) {
+    if (l.kind != Listener::Kind::kUnix || l.port == 0) continue;
+    if (mode && chmod(l.path.c_str(), *mode) != 0) {
+      return absl::InternalError(
+          absl::StrCat("--unix_socket_mode: chmod ", l.path, ": ", std::strerror(errno)));
+    }
+    struct stat st;
+    if (lstat(l.path.c_str(), &st) == 0) {
+      l.device = st.st_dev;
+      l.inode = st.st_ino;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// At exit: the socket files this server bound, unless another took the path.
+void RemoveSocketFiles(const std::vector<Listener>& listeners) {
+  for (const Listener& l : listeners) {
+    struct stat st;
+    if (l.kind == Listener::Kind::kUnix && l.inode != 0 && lstat(l.path.c_str(), &st) == 0 &&
+        st.st_dev == l.device && st.st_ino == l.inode) {
+      unlink(l.path.c_str());
+    }
+  }
+}
+
 // A request carries at most two matrices (MatMul's a and b) plus a little
 // framing; refusing larger messages in the transport stops a client from
 // making the server buffer gigabytes it would reject anyway.
@@ -187,15 +350,26 @@ absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
   return ttl;
 }
 
-// host:port of the listen address with the port bound; a wildcard host
+std::string HostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 && name[0] != 0 ? name : "localhost";
+}
+
+// host:port of the first TCP address with the port bound; a wildcard host
 // (0.0.0.0, [::], none) becomes the machine's name, which peers can reach.
-std::string DefaultInstanceName(const std::string& listen, int port) {
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
-    char name[256] = {};
-    host = gethostname(name, sizeof name - 1) == 0 && name[0] != 0 ? name : "localhost";
+// With unix sockets only, the machine's name and the first socket's path
+// ("host:/run/gpucompute/gpucompute.sock"; "host:unix-abstract:NAME"): a path
+// alone would name the servers of every machine alike.
+std::string DefaultInstanceName(const std::vector<Listener>& listeners) {
+  for (const Listener& l : listeners) {
+    if (l.is_unix()) continue;
+    std::string host = l.address.substr(0, l.address.rfind(':'));
+    if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = HostName();
+    return absl::StrCat(host, ":", l.port);
   }
-  return absl::StrCat(host, ":", port);
+  const Listener& first = listeners.front();
+  return absl::StrCat(HostName(), ":",
+                      first.kind == Listener::Kind::kUnix ? first.path : first.address);
 }
 
 // True when SIGINT or SIGTERM arrived while the server was starting.
@@ -265,6 +439,32 @@ int Run() {
     LogError(absl::StrCat("--max_concurrent_streams: must be >= 0, got ", max_streams));
     return 1;
   }
+  auto listeners = ParseListenList(absl::GetFlag(FLAGS_listen));
+  if (!listeners.ok()) {
+    LogError(std::string(listeners.status().message()));
+    return 1;
+  }
+  auto socket_mode = ParseSocketMode(absl::GetFlag(FLAGS_unix_socket_mode));
+  if (!socket_mode.ok()) {
+    LogError(std::string(socket_mode.status().message()));
+    return 1;
+  }
+  for (const Listener& l : *listeners) {
+    if (l.kind != Listener::Kind::kUnix) continue;
+    if (auto s = ClearStaleSocket(l); !s.ok()) {
+      LogError(std::string(s.message()));
+      return 1;
+    }
+  }
+  if (*socket_mode) {
+    for (const Listener& l : *listeners) {
+      if (l.kind == Listener::Kind::kUnixAbstract) {
+        LogWarning(absl::StrCat("--unix_socket_mode does not apply to ", l.address,
+                                ": an abstract socket has no file, any local process may "
+                                "connect to it"));
+      }
+    }
+  }
 
   Metrics metrics;
   auto metrics_endpoint = StartMetrics(metrics);
@@ -286,9 +486,8 @@ int Run() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int port = 0;
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  builder.AddListeningPort(listen, security->credentials, &port);
+  for (Listener& l : *listeners)
+    builder.AddListeningPort(l.address, security->credentials, &l.port);
   // A second server on the same port must fail to start, not share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ConnectionLimits connection_limits;
@@ -299,22 +498,50 @@ int Run() {
   builder.SetMaxReceiveMessageSize(MaxReceiveMessageBytes(config.limits.max_matrix_bytes));
   if (max_streams > 0) builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_streams);
   builder.RegisterService(&service);
+  // With --unix_socket_mode, sockets are created owner-only (umask 0177)
+  // until chmod gives them that mode: never wider than asked, even briefly.
+  const mode_t old_umask = *socket_mode ? umask(0177) : 0;
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    LogError(absl::StrCat("cannot listen on ", listen));
+  if (*socket_mode) umask(old_umask);
+  std::vector<std::string> unbound;
+  for (const Listener& l : *listeners) {
+    if (l.port == 0) unbound.push_back(l.address);
+  }
+  if (!server && unbound.empty()) {
+    for (const Listener& l : *listeners) unbound.push_back(l.address);
+  }
+  if (!unbound.empty()) {
+    LogError(absl::StrCat("cannot listen on ", absl::StrJoin(unbound, ", ")));
+    if (server) server->Shutdown();
+    (void)SetUpSocketFiles(*listeners, std::nullopt);  // the sockets that did bind go
+    RemoveSocketFiles(*listeners);
     return 1;
+  }
+  if (auto s = SetUpSocketFiles(*listeners, *socket_mode); !s.ok()) {
+    LogError(std::string(s.message()));
+    server->Shutdown();
+    RemoveSocketFiles(*listeners);
+    return 1;
+  }
+  std::vector<std::string> bound;
+  for (const Listener& l : *listeners) {
+    std::string& text = bound.emplace_back(l.Bound());
+    if (l.kind == Listener::Kind::kUnix && *socket_mode) {
+      absl::StrAppend(&text, " (mode ", absl::StrFormat("%04o", **socket_mode), ")");
+    }
   }
   // The default health service starts out SERVING for ""; correct it at once.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
   health->SetServingStatus(kServiceName, false);
-  LogInfo(absl::StrCat("gRPC on ", WithPort(listen, port), " (", security->description,
+  LogInfo(absl::StrCat("gRPC on ", absl::StrJoin(bound, ", "), " (", security->description,
                        auth ? ", bearer token" : "", "): NOT_SERVING while devices open"));
 
   auto backend = OpenBackend(absl::GetFlag(FLAGS_backend));
   if (!backend.ok()) {
     LogError(std::string(backend.status().message()));
     server->Shutdown();
+    RemoveSocketFiles(*listeners);
     return 1;
   }
   for (const auto& d : backend->devices) {
@@ -330,6 +557,7 @@ int Run() {
       LogError(absl::StrCat("--autotune_cache: ", s.message()));
       server->Shutdown();
       scheduler.Shutdown();
+      RemoveSocketFiles(*listeners);
       return 1;
     }
     LogInfo(absl::StrCat("autotune cache: ", cache));
@@ -345,7 +573,7 @@ int Run() {
   }
   tensor_options.default_ttl = *tensor_ttl;
   tensor_options.instance = absl::GetFlag(FLAGS_instance_name);
-  if (tensor_options.instance.empty()) tensor_options.instance = DefaultInstanceName(listen, port);
+  if (tensor_options.instance.empty()) tensor_options.instance = DefaultInstanceName(*listeners);
   TensorStore tensors(tensor_options);
   TensorTransfers transfers(tensors, scheduler.devices(), kTensorTransferThreads);
   LogInfo(absl::StrCat("tensors: up to ", tensor_options.limit_bytes, " bytes, idle lifetime ",
@@ -377,7 +605,10 @@ int Run() {
   if (!StopSignalPending()) {
     health->SetServingStatus(kServiceName, true);
     health->SetServingStatus(true);
-    std::fprintf(stdout, "gpucompute-server listening on %s\n", WithPort(listen, port).c_str());
+    // One line per address, the first address first (scripts read that one).
+    for (const Listener& l : *listeners) {
+      std::fprintf(stdout, "gpucompute-server listening on %s\n", l.Bound().c_str());
+    }
     std::fflush(stdout);
   }
 
@@ -390,6 +621,7 @@ int Run() {
   server->Shutdown(grace);  // stops accepting; waits for in-flight calls
   scheduler.Shutdown();
   server->Wait();
+  RemoveSocketFiles(*listeners);
   metrics.AttachScheduler(nullptr);  // the scheduler goes before the endpoint
   metrics.AttachTensorStore(nullptr);
   LogInfo("stopped: every admitted call was answered");
