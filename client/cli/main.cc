@@ -48,7 +48,8 @@ int CallFailed(const absl::Status& status) {
 
 const std::vector<FlagSpec>& ConnectionFlags() {
   static const std::vector<FlagSpec> flags = {
-      {"server", "HOST:PORT", "localhost:50051", "server address (any gRPC target)"},
+      {"server", "TARGET", "localhost:50051",
+       "server address: HOST:PORT, unix:/PATH (a local unix socket) or any gRPC target"},
       {"deadline_ms", "MS", "",
        "deadline of the call in milliseconds (default: health 5000, info 10000, "
        "matmul/transpose/reduce 120000, profile, upload and download 600000)"},

@@ -1,7 +1,5 @@
 #include "loadtest/load.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -265,26 +263,11 @@ class OpenLoop final : public Driver {
   std::atomic<bool> stopping_{false};
 };
 
-int ConnectLoopback(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
 class TcpEcho final : public Driver {
  public:
-  TcpEcho(int port, int64_t request_bytes, int64_t response_bytes, int concurrency)
-      : port_(port),
+  TcpEcho(const TcpEchoServer* server, int64_t request_bytes, int64_t response_bytes,
+          int concurrency)
+      : server_(server),
         request_bytes_(request_bytes),
         response_bytes_(response_bytes),
         concurrency_(concurrency),
@@ -305,9 +288,10 @@ class TcpEcho final : public Driver {
 
  private:
   void Work(Recorder* recorder) {
-    const int fd = ConnectLoopback(port_);
+    const int fd = server_->Connect();
     if (fd < 0) {
-      recorder->Error("TCP_CONNECT_FAILED");
+      recorder->Error(server_->transport() == EchoTransport::kTcp ? "TCP_CONNECT_FAILED"
+                                                                  : "UNIX_CONNECT_FAILED");
       return;
     }
     std::string response(static_cast<size_t>(response_bytes_), '\0');
@@ -317,7 +301,8 @@ class TcpEcho final : public Driver {
       if (!WriteFull(fd, reinterpret_cast<const char*>(header), sizeof header) ||
           !WriteFull(fd, request_.data(), request_bytes_) ||
           !ReadFull(fd, response.data(), response_bytes_)) {
-        recorder->Error("TCP_IO_FAILED");
+        recorder->Error(server_->transport() == EchoTransport::kTcp ? "TCP_IO_FAILED"
+                                                                    : "UNIX_IO_FAILED");
         break;
       }
       recorder->Ok(Clock::now() - start, nullptr);
@@ -325,7 +310,7 @@ class TcpEcho final : public Driver {
     close(fd);
   }
 
-  const int port_;
+  const TcpEchoServer* const server_;
   const int64_t request_bytes_, response_bytes_;
   const int concurrency_;
   const std::string request_;
@@ -702,9 +687,9 @@ std::unique_ptr<Driver> MakeOpenLoop(Channels channels, const PreparedCall* call
                                     seed);
 }
 
-std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,
-                                    int concurrency) {
-  return std::make_unique<TcpEcho>(port, request_bytes, response_bytes, concurrency);
+std::unique_ptr<Driver> MakeTcpEcho(const TcpEchoServer* server, int64_t request_bytes,
+                                    int64_t response_bytes, int concurrency) {
+  return std::make_unique<TcpEcho>(server, request_bytes, response_bytes, concurrency);
 }
 
 Measurement Measure(Driver& driver, const MeasureSettings& settings, const TickFn& on_tick) {

@@ -25,6 +25,7 @@
 #include "gpucompute/client.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/v1/compute.pb.h"
+#include "loadtest/tcp_echo.h"
 
 namespace gpucompute::loadtest {
 
@@ -174,10 +175,10 @@ std::unique_ptr<Driver> MakeClosedLoop(Channels channels, const PreparedCall* ca
 std::unique_ptr<Driver> MakeOpenLoop(Channels channels, const PreparedCall* call,
                                      CallSettings settings, double rate, int max_outstanding,
                                      uint64_t seed);
-// `concurrency` connections to a loopback TCP echo server, each sending the
-// request payload and reading the response payload back.
-std::unique_ptr<Driver> MakeTcpEcho(int port, int64_t request_bytes, int64_t response_bytes,
-                                    int concurrency);
+// `concurrency` connections to the echo server (loopback TCP or a unix
+// socket), each sending the request payload and reading the response back.
+std::unique_ptr<Driver> MakeTcpEcho(const TcpEchoServer* server, int64_t request_bytes,
+                                    int64_t response_bytes, int concurrency);
 // `concurrency` threads, each streaming one request after another through
 // `client`: Upload of `matrix` (the tensor released after the clock stops),
 // or Download of tensor `download_id`.

@@ -35,7 +35,8 @@
 #include "loadtest/tcp_echo.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051",
-          "server address (any gRPC target, e.g. dns:///name:port)");
+          "server address: host:port, unix:/path/to/socket, or any gRPC target (e.g. "
+          "dns:///name:port)");
 ABSL_FLAG(std::string, op, "matmul",
           "matmul, transpose or reduce; or upload / download: Upload and Download streams of "
           "an MxN --shape (default 4096x4096), one tensor per request, rows in bytes per second "
@@ -73,7 +74,9 @@ ABSL_FLAG(absl::Duration, deadline, absl::Seconds(60), "deadline of each request
 ABSL_FLAG(std::string, baseline, "",
           "reference rows run before the variants, at each concurrency (comma-separated): "
           "tcp echoes the same payload over a loopback TCP socket, the transport ceiling "
-          "(meaningful when the server runs on this host); grpc sends the standard health "
+          "(meaningful when the server runs on this host; against a unix: target the echo "
+          "runs over a unix socket instead, row unix_echo, so that both cross the same kind "
+          "of socket); grpc sends the standard health "
           "Check to the server over the same channel, the round trip of a gRPC call that "
           "does no work");
 ABSL_FLAG(std::string, csv, "", "write the rows as CSV to this file");
@@ -434,11 +437,14 @@ int Run() {
     }
   }
 
+  // Against a unix socket, the echo baseline crosses a unix socket too.
+  const bool unix_target = IsUnixTarget(options.target);
   std::vector<Plan> plan;
   for (const auto& [wanted, name] :
        {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth}}) {
     if (!wanted) continue;
-    for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({name, c, 0});
+    const char* row = name == kTcpEcho && unix_target ? kUnixEcho : name;
+    for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({row, c, 0});
   }
   for (const std::string& placement : placements) {
     for (const std::string& v : *variants) {
@@ -449,9 +455,15 @@ int Run() {
 
   std::unique_ptr<TcpEchoServer> echo;
   if (tcp_baseline) {
-    auto started = TcpEchoServer::Start();
+    auto started = TcpEchoServer::Start(unix_target ? EchoTransport::kUnix : EchoTransport::kTcp);
     if (!started.ok()) return Fail(std::string(started.status().message()));
     echo = std::move(*started);
+    if (unix_target) {
+      std::printf(
+          "baseline: the target is a unix socket, so the echo (row %s) runs over a unix "
+          "socket, not TCP; xTCP compares with it\n",
+          kUnixEcho);
+    }
   }
 
   Progress progress(progress_flag == "always" ||
@@ -467,9 +479,9 @@ int Run() {
   for (size_t i = 0; i < plan.size(); ++i) {
     const Plan& p = plan[i];
     std::unique_ptr<Driver> driver;
-    if (p.variant == kTcpEcho) {
-      driver = MakeTcpEcho(echo->port(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(),
-                           p.concurrency);
+    if (IsEcho(p.variant)) {
+      driver =
+          MakeTcpEcho(echo.get(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
     } else if (p.variant == kGrpcHealth) {
       driver = MakeClosedLoop(channels, &health_check, call_settings, p.concurrency);
     } else if (transfer) {
@@ -501,7 +513,7 @@ int Run() {
     Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
                       p.variant == kGrpcHealth || p.placement == "tensor" ? 0 : payload, m);
     row.placement = p.placement;
-    if (p.variant == kTcpEcho) {
+    if (IsEcho(p.variant)) {
       tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
     } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
       row.vs_tcp = row.gbytes_per_s / tcp_gbytes_per_s[p.concurrency];

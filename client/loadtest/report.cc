@@ -503,7 +503,8 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       "to the parsed response. Server columns are averages of the server's ExecutionReport; "
       "<em>transport</em> is the client-seen average minus the server's total: the network, "
       "serialization and the client. GB/s counts the matrix payload both ways; xTCP compares "
-      "it with the loopback TCP echo at the same concurrency.</p>\n<table>\n<tr>";
+      "it with the loopback echo at the same concurrency (TCP; a unix socket, row unix_echo, "
+      "when the target is one).</p>\n<table>\n<tr>";
   for (const char* h :
        {"variant",      "load",      "req/s", "GB/s",     "avg",    "p50",     "p90",
         "p95",          "p99",       "max",   "queue",    "upload", "compute", "download",

@@ -15,13 +15,17 @@ namespace gpucompute::loadtest {
 
 // Reference rows measured beside the variants.
 inline constexpr const char* kTcpEcho = "tcp_echo";        // the payload over plain TCP
+inline constexpr const char* kUnixEcho = "unix_echo";      // ... over a unix socket
 inline constexpr const char* kGrpcHealth = "grpc_health";  // a gRPC call doing no work
+inline bool IsEcho(const std::string& variant) {
+  return variant == kTcpEcho || variant == kUnixEcho;
+}
 inline bool IsBaseline(const std::string& variant) {
-  return variant == kTcpEcho || variant == kGrpcHealth;
+  return IsEcho(variant) || variant == kGrpcHealth;
 }
 
 struct Row {
-  std::string variant;        // kernel variant, or a baseline (kTcpEcho, kGrpcHealth)
+  std::string variant;        // kernel variant, or a baseline (kTcpEcho, kUnixEcho, kGrpcHealth)
   std::string mode;           // "closed" (fixed concurrency) or "open" (Poisson rate)
   int concurrency = 0;        // closed loop
   double rate = 0;            // open loop: target arrivals per second
@@ -44,7 +48,7 @@ struct Row {
   std::map<std::string, int64_t> answered_errors;
   int windows = 0;
   bool stable = false;
-  double vs_tcp = 0;  // gbytes_per_s / the TCP echo's at the same concurrency; 0: none
+  double vs_tcp = 0;  // gbytes_per_s / the echo's (TCP or unix) at the same concurrency; 0: none
   std::string placement = "inline";  // or "tensor": operands held, outputs kept
 
   // The variant as tables and charts name the row: "auto", or "auto [tensor]".

@@ -191,11 +191,13 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   EXPECT_FALSE(e.has_vs_tcp());
 }
 
-TEST(TcpEchoTest, EchoesRequestAndResponseSizes) {
-  auto server = TcpEchoServer::Start();
+class EchoTest : public ::testing::TestWithParam<EchoTransport> {};
+
+TEST_P(EchoTest, EchoesRequestAndResponseSizes) {
+  auto server = TcpEchoServer::Start(GetParam());
   ASSERT_TRUE(server.ok()) << server.status();
   for (auto [request, response] : {std::pair<int64_t, int64_t>{1000, 1000}, {3000, 7}, {5, 4096}}) {
-    auto driver = MakeTcpEcho((*server)->port(), request, response, 2);
+    auto driver = MakeTcpEcho(server->get(), request, response, 2);
     MeasureSettings settings;
     settings.warmup = absl::Milliseconds(50);
     settings.window = absl::Milliseconds(100);
@@ -204,6 +206,26 @@ TEST(TcpEchoTest, EchoesRequestAndResponseSizes) {
     EXPECT_GT(m.stats.latencies_ns.size(), 0u);
     EXPECT_TRUE(m.stats.errors.empty());
   }
+  if (GetParam() == EchoTransport::kUnix) {
+    const std::string path = (*server)->path();
+    EXPECT_TRUE(std::filesystem::exists(path)) << path;
+    server->reset();
+    EXPECT_FALSE(std::filesystem::exists(path)) << "the echo's socket outlived it";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpAndUnix, EchoTest,
+                         ::testing::Values(EchoTransport::kTcp, EchoTransport::kUnix),
+                         [](const auto& info) {
+                           return info.param == EchoTransport::kTcp ? "Tcp" : "Unix";
+                         });
+
+TEST(EchoTarget, UnixTargetsAreRecognised) {
+  EXPECT_TRUE(IsUnixTarget("unix:/run/gpucompute/gpucompute.sock"));
+  EXPECT_TRUE(IsUnixTarget("unix:///run/gpucompute/gpucompute.sock"));
+  EXPECT_TRUE(IsUnixTarget("unix-abstract:gpucompute"));
+  EXPECT_FALSE(IsUnixTarget("localhost:50051"));
+  EXPECT_FALSE(IsUnixTarget("dns:///unix:50051"));
 }
 
 class LoadtestBinaryTest : public ::testing::Test {
