@@ -132,7 +132,8 @@ class CpuDevice final : public Device {
     return std::make_unique<HostResidentMemory>(static_cast<char*>(data), bytes);
   }
 
-  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src) override {
+  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src,
+                             bool /*src_pinned*/) override {
     char* at = static_cast<char*>(dst.data()) + offset;
     for (const auto& piece : src) {
       std::memcpy(at, piece.data(), piece.size());
@@ -141,8 +142,8 @@ class CpuDevice final : public Device {
     return absl::OkStatus();
   }
 
-  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
-                            void* dst) override {
+  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes, void* dst,
+                            bool /*dst_pinned*/) override {
     std::memcpy(dst, static_cast<const char*>(src.data()) + offset, size_t(bytes));
     return absl::OkStatus();
   }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gpucompute/kernels/cuda_status.h"
@@ -47,6 +48,7 @@ enum class Source { kAbsent, kHost, kResident, kPeer };
 struct Input {
   Source source = Source::kAbsent;
   const HostPieces* host = nullptr;
+  bool pinned = false;  // host pieces in registered memory: DMA, no staging
   const CudaResidentMemory* resident = nullptr;
   int64_t bytes = 0;
   // Bytes of request memory it needs: none when read in place.
@@ -55,7 +57,8 @@ struct Input {
   }
 };
 
-Input InputOf(const HostPieces& host, const ResidentMemory* resident, int64_t bytes, int ordinal) {
+Input InputOf(const HostPieces& host, bool pinned, const ResidentMemory* resident, int64_t bytes,
+              int ordinal) {
   Input in;
   in.bytes = bytes;
   if (resident != nullptr) {
@@ -64,6 +67,7 @@ Input InputOf(const HostPieces& host, const ResidentMemory* resident, int64_t by
   } else if (bytes > 0) {
     in.source = Source::kHost;
     in.host = &host;
+    in.pinned = pinned;
   }
   return in;
 }
@@ -74,6 +78,7 @@ struct RequestPlan {
   Input a, b;
   int64_t out = 0;  // result bytes
   bool out_resident = false;
+  bool out_pinned = false;
   int64_t workspace = 0;
   int64_t out_buffer() const { return out_resident ? 0 : out; }
   int64_t Total() const {
@@ -82,6 +87,7 @@ struct RequestPlan {
   }
   bool uploads() const { return a.buffer_bytes() > 0 || b.buffer_bytes() > 0; }
   bool peer() const { return a.source == Source::kPeer || b.source == Source::kPeer; }
+  bool pinned() const { return a.pinned || b.pinned || out_pinned; }
 };
 
 class CudaDevice final : public Device {
@@ -153,12 +159,15 @@ class CudaDevice final : public Device {
     const kernels::Problem& p = job.problem;
     const int64_t es = kernels::ElementSize(p.dtype);
     RequestPlan plan;
-    plan.a = InputOf(job.a, job.a_resident, kernels::InputAElements(p) * es, ordinal_);
-    plan.b = InputOf(job.b, job.b_resident, kernels::InputBElements(p) * es, ordinal_);
+    plan.a =
+        InputOf(job.a, job.a_pinned, job.a_resident, kernels::InputAElements(p) * es, ordinal_);
+    plan.b =
+        InputOf(job.b, job.b_pinned, job.b_resident, kernels::InputBElements(p) * es, ordinal_);
     plan.out = kernels::OutputElements(p) * es;
     plan.out_resident = job.out_resident != nullptr;
+    plan.out_pinned = !plan.out_resident && job.out_pinned;
     plan.workspace = int64_t(job.variant->WorkspaceBytes(p));
-    auto times = plan.Total() <= Slot::kScratchBytes && !plan.peer()
+    auto times = plan.Total() <= Slot::kScratchBytes && !plan.peer() && !plan.pinned()
                      ? ExecuteSmall(job, stop, *slot, plan)
                      : ExecuteLarge(job, stop, *slot, plan);
     if (!times.ok()) return health_.AfterError(times.status());
@@ -179,23 +188,63 @@ class CudaDevice final : public Device {
 
   // Through a transfer lane's pinned staging, 8 MiB at a time; the bytes are
   // on the device when this returns.
-  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src) override {
+  // A registered (pinned) source is copied by DMA straight from its pages.
+  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src,
+                             bool src_pinned) override {
     if (cudaSetDevice(ordinal_) != cudaSuccess)
       return health_.TakeOutOfService("cudaSetDevice failed");
     TransferLanes::Lease lane = lanes_->Acquire();
-    absl::Status s =
-        lane.staging().Upload(static_cast<char*>(dst.data()) + offset, src, lane.stream(), copier_);
+    char* at = static_cast<char*>(dst.data()) + offset;
+    if (src_pinned) {
+      for (const auto& piece : src) {
+        if (auto s = CudaStatus(cudaMemcpyAsync(at, piece.data(), piece.size(),
+                                                cudaMemcpyHostToDevice, lane.stream()),
+                                "pinned upload cudaMemcpyAsync");
+            !s.ok()) {
+          return health_.AfterError(s);
+        }
+        at += piece.size();
+      }
+      return health_.AfterError(
+          CudaStatus(cudaStreamSynchronize(lane.stream()), "pinned upload wait"));
+    }
+    absl::Status s = lane.staging().Upload(at, src, lane.stream(), copier_);
     if (s.ok()) s = lane.staging().WaitIdle();
     return health_.AfterError(s);
   }
 
-  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
-                            void* dst) override {
+  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes, void* dst,
+                            bool dst_pinned) override {
     if (cudaSetDevice(ordinal_) != cudaSuccess)
       return health_.TakeOutOfService("cudaSetDevice failed");
     TransferLanes::Lease lane = lanes_->Acquire();
+    if (dst_pinned) {
+      absl::Status s =
+          CudaStatus(cudaMemcpyAsync(dst, static_cast<const char*>(src.data()) + offset,
+                                     size_t(bytes), cudaMemcpyDeviceToHost, lane.stream()),
+                     "pinned download cudaMemcpyAsync");
+      if (s.ok()) s = CudaStatus(cudaStreamSynchronize(lane.stream()), "pinned download wait");
+      return health_.AfterError(s);
+    }
     return health_.AfterError(lane.staging().Download(
         dst, static_cast<const char*>(src.data()) + offset, size_t(bytes), lane.stream(), copier_));
+  }
+
+  // Portable: pinned for every device's context, not only this one's.
+  absl::StatusOr<bool> PinHostMemory(void* data, int64_t bytes) override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess)
+      return health_.TakeOutOfService("cudaSetDevice failed");
+    const cudaError_t e = cudaHostRegister(data, size_t(bytes), cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it for the next call on this thread
+      return CudaStatus(e, "cudaHostRegister");
+    }
+    return true;
+  }
+
+  void UnpinHostMemory(void* data) override {
+    cudaSetDevice(ordinal_);
+    if (cudaHostUnregister(data) != cudaSuccess) cudaGetLastError();
   }
 
   absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
@@ -294,6 +343,11 @@ class CudaDevice final : public Device {
     if (stop()) return absl::CancelledError("request abandoned while waiting for device memory");
 
     RequestMemory memory(std::move(*reservation), slot.stream());
+    // Whatever way this returns, no DMA may still touch a client's pinned
+    // pages: they can be unregistered and unmapped once the call ends.
+    absl::Cleanup wait_for_pinned = [&] {
+      if (plan.pinned()) cudaStreamSynchronize(slot.stream());
+    };
     auto buffer = [&memory](int64_t bytes) -> absl::StatusOr<void*> {
       return bytes > 0 ? memory.Get(bytes) : absl::StatusOr<void*>(nullptr);
     };
@@ -309,7 +363,15 @@ class CudaDevice final : public Device {
     if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
     StageTimes times;
     for (auto [input, dst] : {std::pair{&plan.a, *a}, std::pair{&plan.b, *b}}) {
-      if (input->source == Source::kHost) {
+      if (input->source == Source::kHost && input->pinned) {
+        char* at = static_cast<char*>(dst);
+        for (const auto& piece : *input->host) {
+          GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(at, piece.data(), piece.size(),
+                                                          cudaMemcpyHostToDevice, slot.stream()),
+                                          "pinned upload cudaMemcpyAsync");
+          at += piece.size();
+        }
+      } else if (input->source == Source::kHost) {
         if (auto s = slot.staging().Upload(dst, *input->host, slot.stream(), copier_); !s.ok())
           return s;
       } else if (input->source == Source::kPeer) {
@@ -336,7 +398,15 @@ class CudaDevice final : public Device {
     // Waiting here keeps the kernel's time out of the download stage.
     if (auto s = slot.WaitFor(Mark::kKernelEnd, "kernel wait"); !s.ok()) return s;
 
-    if (!plan.out_resident) {
+    if (plan.out_pinned) {
+      // Registered pages: one DMA into them, no staging, no CPU copy.
+      const auto download_start = Clock::now();
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(job.out, *out, size_t(plan.out), cudaMemcpyDeviceToHost, slot.stream()),
+          "pinned download cudaMemcpyAsync");
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(slot.stream()), "pinned download wait");
+      times.download_us = MicrosSince(download_start);
+    } else if (!plan.out_resident) {
       const auto download_start = Clock::now();
       if (auto s = slot.staging().Download(job.out, *out, size_t(plan.out), slot.stream(), copier_);
           !s.ok()) {

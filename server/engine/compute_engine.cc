@@ -81,6 +81,9 @@ void ComputeEngine::Compute(ComputeCall call,
     outcome->variant = job.variant;
     job.a = c.a;
     job.b = c.b;
+    job.a_pinned = c.a_pinned;
+    job.b_pinned = c.b_pinned;
+    job.out_pinned = c.output_pinned;
     if (c.a_tensor) job.a_resident = &c.a_tensor->memory();
     if (c.b_tensor) job.b_resident = &c.b_tensor->memory();
     std::shared_ptr<Tensor> kept;

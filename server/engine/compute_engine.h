@@ -38,6 +38,11 @@ struct ComputeCall {
   bool allow_reduced_precision = false;
   HostPieces a;
   HostPieces b;
+  // `a`, `b` or the output's memory is a pinned shared-memory region: the
+  // device reaches it by DMA only (see ComputeJob).
+  bool a_pinned = false;
+  bool b_pinned = false;
+  bool output_pinned = false;
   // Operands held by the server, read in place of `a` / `b` (null: inline).
   // The work runs on the device holding them.
   std::shared_ptr<Tensor> a_tensor;

@@ -71,6 +71,12 @@ struct ComputeJob {
   HostPieces a;
   HostPieces b;
   void* out = nullptr;
+  // Host memory registered for DMA (a pinned shared-memory region): the
+  // device copies straight from `a` / `b` or into `out`, with no staging
+  // and no CPU access to those pages. Each pinned `a` / `b` is one piece.
+  bool a_pinned = false;
+  bool b_pinned = false;
+  bool out_pinned = false;
   const ResidentMemory* a_resident = nullptr;
   const ResidentMemory* b_resident = nullptr;
   ResidentMemory* out_resident = nullptr;
@@ -131,22 +137,33 @@ class Device {
                                                                            absl::Time deadline);
   // Copies `src` (host pieces, in order) to `dst` at byte `offset`; returns
   // once the bytes are on the device and `src` may be reused. A GPU moves
-  // them through pinned staging, chunk by chunk.
-  virtual absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src);
-  // Copies `bytes` of `src` from byte `offset` to host memory `dst`.
+  // them through pinned staging, chunk by chunk, or, when `src_pinned`
+  // (registered memory, see PinHostMemory), by DMA straight from them.
+  virtual absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src,
+                                     bool src_pinned = false);
+  // Copies `bytes` of `src` from byte `offset` to host memory `dst`, by DMA
+  // straight into it when `dst_pinned`.
   virtual absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
-                                    void* dst);
+                                    void* dst, bool dst_pinned = false);
+
+  // Registers host memory for DMA on every device (a GPU's portable
+  // registration): true when pinned, false when this device does not pin
+  // (the CPU reads host memory where it is). UnpinHostMemory undoes it.
+  virtual absl::StatusOr<bool> PinHostMemory(void* data, int64_t bytes);
+  virtual void UnpinHostMemory(void* data);
 };
 
 inline absl::StatusOr<std::unique_ptr<ResidentMemory>> Device::AllocateResident(int64_t,
                                                                                 absl::Time) {
   return absl::UnimplementedError(description().name + " cannot hold tensors");
 }
-inline absl::Status Device::WriteResident(ResidentMemory&, int64_t, const HostPieces&) {
+inline absl::Status Device::WriteResident(ResidentMemory&, int64_t, const HostPieces&, bool) {
   return absl::UnimplementedError(description().name + " cannot hold tensors");
 }
-inline absl::Status Device::ReadResident(const ResidentMemory&, int64_t, int64_t, void*) {
+inline absl::Status Device::ReadResident(const ResidentMemory&, int64_t, int64_t, void*, bool) {
   return absl::UnimplementedError(description().name + " cannot hold tensors");
 }
+inline absl::StatusOr<bool> Device::PinHostMemory(void*, int64_t) { return false; }
+inline void Device::UnpinHostMemory(void*) {}
 
 }  // namespace gpucompute::server

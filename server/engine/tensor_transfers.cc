@@ -75,24 +75,78 @@ void TensorTransfers::Create(const TensorShape& shape, absl::Time deadline,
 }
 
 void TensorTransfers::Write(std::shared_ptr<Tensor> tensor, int64_t offset, HostPieces src,
-                            std::function<void(absl::Status)> done) {
-  Post([tensor = std::move(tensor), offset, src = std::move(src), done = std::move(done)] {
+                            std::function<void(absl::Status)> done, bool pinned) {
+  Post([tensor = std::move(tensor), offset, src = std::move(src), done = std::move(done), pinned] {
     if (auto s = CheckRange(*tensor, offset, TotalBytes(src)); !s.ok()) {
       done(s);
       return;
     }
-    done(tensor->device().WriteResident(tensor->memory(), offset, src));
+    done(tensor->device().WriteResident(tensor->memory(), offset, src, pinned));
   });
 }
 
 void TensorTransfers::Read(std::shared_ptr<Tensor> tensor, int64_t offset, int64_t bytes, void* dst,
-                           std::function<void(absl::Status)> done) {
-  Post([tensor = std::move(tensor), offset, bytes, dst, done = std::move(done)] {
+                           std::function<void(absl::Status)> done, bool pinned) {
+  Post([tensor = std::move(tensor), offset, bytes, dst, done = std::move(done), pinned] {
     if (auto s = CheckRange(*tensor, offset, bytes); !s.ok()) {
       done(s);
       return;
     }
-    done(tensor->device().ReadResident(tensor->memory(), offset, bytes, dst));
+    done(tensor->device().ReadResident(tensor->memory(), offset, bytes, dst, pinned));
+  });
+}
+
+namespace {
+
+// Bytes per copy through a region's file when it is not pinned.
+constexpr int64_t kRegionChunkBytes = int64_t{8} << 20;
+
+}  // namespace
+
+void TensorTransfers::WriteFromRegion(std::shared_ptr<Tensor> tensor,
+                                      std::shared_ptr<const SharedMemoryRegion> region,
+                                      int64_t region_offset,
+                                      std::function<void(absl::Status)> done) {
+  Post([tensor = std::move(tensor), region = std::move(region), region_offset,
+        done = std::move(done)] {
+    Device& device = tensor->device();
+    const int64_t total = tensor->bytes();
+    if (region->pinned()) {
+      const HostPieces src{{region->pinned_data(region_offset), size_t(total)}};
+      done(device.WriteResident(tensor->memory(), 0, src, /*src_pinned=*/true));
+      return;
+    }
+    std::vector<char> chunk(size_t(std::min(total, kRegionChunkBytes)));
+    for (int64_t at = 0; at < total; at += kRegionChunkBytes) {
+      const int64_t n = std::min(kRegionChunkBytes, total - at);
+      if (auto s = region->Read(region_offset + at, n, chunk.data()); !s.ok()) return done(s);
+      const HostPieces src{{chunk.data(), size_t(n)}};
+      if (auto s = device.WriteResident(tensor->memory(), at, src); !s.ok()) return done(s);
+    }
+    done(absl::OkStatus());
+  });
+}
+
+void TensorTransfers::ReadToRegion(std::shared_ptr<Tensor> tensor,
+                                   std::shared_ptr<const SharedMemoryRegion> region,
+                                   int64_t region_offset, std::function<void(absl::Status)> done) {
+  Post([tensor = std::move(tensor), region = std::move(region), region_offset,
+        done = std::move(done)] {
+    Device& device = tensor->device();
+    const int64_t total = tensor->bytes();
+    if (region->pinned()) {
+      done(device.ReadResident(tensor->memory(), 0, total, region->pinned_data(region_offset),
+                               /*dst_pinned=*/true));
+      return;
+    }
+    std::vector<char> chunk(size_t(std::min(total, kRegionChunkBytes)));
+    for (int64_t at = 0; at < total; at += kRegionChunkBytes) {
+      const int64_t n = std::min(kRegionChunkBytes, total - at);
+      if (auto s = device.ReadResident(tensor->memory(), at, n, chunk.data()); !s.ok())
+        return done(s);
+      if (auto s = region->Write(region_offset + at, chunk.data(), n); !s.ok()) return done(s);
+    }
+    done(absl::OkStatus());
   });
 }
 

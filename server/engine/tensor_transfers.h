@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/device.h"
+#include "server/engine/shared_memory.h"
 #include "server/engine/tensor_store.h"
 
 namespace gpucompute::server {
@@ -35,12 +36,25 @@ class TensorTransfers {
   // tensor bytes (see TensorStore::Create).
   void Create(const TensorShape& shape, absl::Time deadline,
               std::function<void(absl::StatusOr<std::shared_ptr<Tensor>>)> done);
-  // Copies `src` to the tensor at byte `offset`. `src` stays valid until done.
+  // Copies `src` to the tensor at byte `offset`. `src` stays valid until
+  // done; `pinned`: it is registered memory the device may DMA from.
   void Write(std::shared_ptr<Tensor> tensor, int64_t offset, HostPieces src,
-             std::function<void(absl::Status)> done);
-  // Copies `bytes` from byte `offset` of the tensor to `dst`.
+             std::function<void(absl::Status)> done, bool pinned = false);
+  // Copies `bytes` from byte `offset` of the tensor to `dst` (registered
+  // memory the device may DMA into when `pinned`).
   void Read(std::shared_ptr<Tensor> tensor, int64_t offset, int64_t bytes, void* dst,
-            std::function<void(absl::Status)> done);
+            std::function<void(absl::Status)> done, bool pinned = false);
+
+  // The tensor's whole payload from / to `region` at byte `region_offset`
+  // (the caller checked the slice): by DMA straight from / into the pages
+  // when the region is pinned, else through the object's file, chunk by
+  // chunk, so a client shrinking its object causes an error, not a crash.
+  void WriteFromRegion(std::shared_ptr<Tensor> tensor,
+                       std::shared_ptr<const SharedMemoryRegion> region, int64_t region_offset,
+                       std::function<void(absl::Status)> done);
+  void ReadToRegion(std::shared_ptr<Tensor> tensor,
+                    std::shared_ptr<const SharedMemoryRegion> region, int64_t region_offset,
+                    std::function<void(absl::Status)> done);
 
  private:
   void Post(std::function<void()> work);

@@ -2,9 +2,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <random>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "server/grpc/call_reactor.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/profile_response.h"
 #include "server/grpc/tensor_requests.h"
@@ -12,36 +15,14 @@
 #include "wire/compute_wire.h"
 
 namespace gpucompute::server {
-// A unary reactor that records cancellation so queued work can be abandoned,
-// and counts its call in the metrics (and the access log) when it finishes.
-class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
- public:
-  CallReactor(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op,
-              std::atomic<int64_t>& started, std::atomic<int64_t>& in_flight)
-      : record_(ctx, metrics, op, started, in_flight) {}
-  void OnCancel() override { record_.Cancel(); }
-  void OnDone() override { delete this; }
-  std::shared_ptr<std::atomic<bool>> cancelled() const { return record_.cancelled(); }
-  absl::Time received() const { return record_.received(); }
-  absl::Time deadline() const { return record_.deadline(); }
-
-  // Records the outcome, then answers the client; called exactly once per
-  // call. `variant` is the one that ran or was chosen ("" when none was).
-  void Complete(absl::Status status, const std::string& variant = "",
-                StageLatencies latencies = {}) {
-    Finish(ToGrpcStatus(record_.End(std::move(status), variant, latencies)));
-  }
-
- private:
-  CallRecord record_;
-};
-
 ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig config,
                                Metrics& metrics, const BearerTokenAuth* auth)
     : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {}
 
-void ComputeService::Activate(ComputeEngine& engine, TensorTransfers* transfers) {
+void ComputeService::Activate(ComputeEngine& engine, TensorTransfers* transfers,
+                              SharedMemoryRegistry* regions) {
   transfers_.store(transfers, std::memory_order_release);
+  regions_.store(regions, std::memory_order_release);
   engine_.store(&engine, std::memory_order_release);
 }
 
@@ -71,6 +52,11 @@ struct ComputeService::ComputeState {
   wire::ComputeRequest wire;
   kernels::Problem problem;
   std::unique_ptr<std::string> out;
+  // Shared memory: the slices the operands and the result use (their regions
+  // stay mapped and pinned until the call ends), and the inputs read from an
+  // unpinned region's file.
+  std::optional<RegionSlice> a_slice, b_slice, out_slice;
+  std::unique_ptr<std::string> a_copy, b_copy;
 };
 
 namespace {
@@ -80,26 +66,29 @@ namespace {
 struct Resolved {
   kernels::Problem problem;
   std::shared_ptr<Tensor> a_tensor, b_tensor;
+  std::optional<RegionSlice> a_slice, b_slice, out_slice;
   Placement placement;
 };
 
 absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
-                                 const Limits& limits, TensorStore* store) {
+                                 const Limits& limits, TensorStore* store,
+                                 const SharedMemoryRegistry* regions) {
   Resolved out;
-  auto placement = ResolvePlacement(r, store);
+  auto placement = ResolvePlacement(r, store, regions);
   if (!placement.ok()) return placement.status();
   out.placement = *placement;
   const bool matmul = op == kernels::Op::kMatMul;
-  auto a = ResolveOperand(r.a, matmul ? "a" : "input", store);
+  auto a = ResolveOperand(r.a, matmul ? "a" : "input", store, regions);
   if (!a.ok()) return a.status();
   absl::StatusOr<kernels::Problem> problem;
   const bool kept = out.placement.keep;
   switch (op) {
     case kernels::Op::kMatMul: {
-      auto b = ResolveOperand(r.b, "b", store);
+      auto b = ResolveOperand(r.b, "b", store, regions);
       if (!b.ok()) return b.status();
       problem = ValidateMatMul(a->shape, b->shape, limits, kept);
       out.b_tensor = std::move(b->tensor);
+      out.b_slice = std::move(b->slice);
       break;
     }
     case kernels::Op::kTranspose: problem = ValidateTranspose(a->shape, limits, kept); break;
@@ -110,7 +99,27 @@ absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
   if (!problem.ok()) return problem.status();
   out.problem = *problem;
   out.a_tensor = std::move(a->tensor);
+  out.a_slice = std::move(a->slice);
+  if (out.placement.shared_memory) {
+    const kernels::Problem& p = out.problem;
+    auto slice = ResolveSlice(*out.placement.shared_memory,
+                              kernels::OutputElements(p) * kernels::ElementSize(p.dtype),
+                              "output.shared_memory", regions);
+    if (!slice.ok()) return slice.status();
+    out.out_slice = std::move(*slice);
+  }
   return out;
+}
+
+// An operand in shared memory as the engine takes it: the pinned pages
+// themselves (DMA only), or a copy read through the region's file.
+absl::StatusOr<HostPieces> SliceInput(const RegionSlice& slice, ResponseBufferPool& buffers,
+                                      std::unique_ptr<std::string>& copy, bool& pinned) {
+  pinned = slice.region->pinned();
+  if (pinned) return HostPieces{{slice.region->pinned_data(slice.offset), size_t(slice.bytes)}};
+  copy = buffers.Acquire(size_t(slice.bytes));
+  if (auto s = slice.region->Read(slice.offset, slice.bytes, copy->data()); !s.ok()) return s;
+  return HostPieces{{copy->data(), size_t(slice.bytes)}};
 }
 
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
@@ -151,7 +160,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     return reactor;
   }
   state->wire = std::move(*parsed);
-  auto resolved = Resolve(op, state->wire, config_.limits, engine->tensors());
+  const SharedMemoryRegistry* regions = regions_.load(std::memory_order_acquire);
+  auto resolved = Resolve(op, state->wire, config_.limits, engine->tensors(), regions);
   if (!resolved.ok()) {
     reactor->Complete(resolved.status());
     return reactor;
@@ -175,8 +185,26 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   call.b_tensor = std::move(resolved->b_tensor);
   call.keep_output = resolved->placement.keep;
   call.keep_ttl = resolved->placement.ttl;
+  state->a_slice = std::move(resolved->a_slice);
+  state->b_slice = std::move(resolved->b_slice);
+  state->out_slice = std::move(resolved->out_slice);
+  for (auto [slice, copy, pieces, pinned] :
+       {std::tuple{&state->a_slice, &state->a_copy, &call.a, &call.a_pinned},
+        std::tuple{&state->b_slice, &state->b_copy, &call.b, &call.b_pinned}}) {
+    if (!*slice) continue;
+    auto input = SliceInput(**slice, buffers_, *copy, *pinned);
+    if (!input.ok()) {
+      reactor->Complete(input.status());
+      return reactor;
+    }
+    *pieces = std::move(*input);
+  }
+  call.output_pinned = state->out_slice && state->out_slice->region->pinned();
   // A reused buffer: a fresh one would page-fault and zero-fill every byte.
   call.output = [this, state](size_t bytes) {
+    if (state->out_slice && state->out_slice->region->pinned()) {
+      return static_cast<void*>(state->out_slice->region->pinned_data(state->out_slice->offset));
+    }
     state->out = buffers_.Acquire(bytes);
     return static_cast<void*>(state->out->data());
   };
@@ -189,7 +217,20 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       latencies = {outcome.queue_us, t.upload_us, t.compute_us, t.download_us,
                    absl::ToInt64Microseconds(absl::Now() - reactor->received())};
       const kernels::Problem& p = state->problem;
-      if (outcome.kept) {
+      if (state->out_slice && !state->out_slice->region->pinned()) {
+        // Unpinned: the result goes into the region through its file.
+        status = state->out_slice->region->Write(state->out_slice->offset, state->out->data(),
+                                                 state->out_slice->bytes);
+      }
+      if (!status.ok()) {
+        // Answered below with the write's error.
+      } else if (state->out_slice) {
+        // No data: the matrix names the slice that holds the result.
+        wire::SharedMemorySlice slice = state->wire.output.shared_memory;
+        *response = wire::EncodeComputeResponseWithSharedMemory(
+            ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p), slice,
+            ReportOf(outcome, latencies));
+      } else if (outcome.kept) {
         // No data: the matrix names the tensor that holds the result.
         *response = wire::EncodeComputeResponseWithTensor(ToProto(p.dtype), kernels::OutputRows(p),
                                                           kernels::OutputCols(p), outcome.kept->id,
@@ -204,6 +245,9 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       }
     }
     if (state->out) buffers_.Release(std::move(state->out));
+    for (auto* copy : {&state->a_copy, &state->b_copy}) {
+      if (*copy) buffers_.Release(std::move(*copy));
+    }
     reactor->Complete(status, outcome.variant ? outcome.variant->name : "", latencies);
   });
   return reactor;
@@ -314,13 +358,14 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     resp->set_tensor_ttl_seconds(absl::ToInt64Seconds(tensors->default_ttl()));
     resp->set_instance_name(tensors->instance());
   }
-  resp->set_shared_memory_allowed(false);
+  resp->set_shared_memory_allowed(regions_.load(std::memory_order_acquire) != nullptr);
   reactor->Complete(absl::OkStatus());
   return reactor;
 }
 
 StreamContext ComputeService::stream_context() {
-  return StreamContext{metrics_, calls_started_, calls_in_flight_};
+  return StreamContext{metrics_, calls_started_, calls_in_flight_,
+                       regions_.load(std::memory_order_acquire)};
 }
 
 grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(grpc::CallbackServerContext* ctx,
@@ -370,34 +415,6 @@ grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContex
   }
   reactor->Complete(absl::OkStatus());
   return reactor;
-}
-
-// Shared memory is another feature: until the server has it, each of its
-// calls says which flag would turn it on.
-grpc::ServerUnaryReactor* ComputeService::RefuseSharedMemory(grpc::CallbackServerContext* ctx) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_started_, calls_in_flight_);
-  if (Admit(ctx, reactor) == nullptr) return reactor;
-  reactor->Complete(SharedMemoryOff("shared memory"));
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
-    grpc::CallbackServerContext* ctx, const v1::RegisterSharedMemoryRequest*,
-    v1::SharedMemoryRegion*) {
-  return RefuseSharedMemory(ctx);
-}
-
-grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
-    grpc::CallbackServerContext* ctx, const v1::UnregisterSharedMemoryRequest*,
-    v1::UnregisterSharedMemoryResponse*) {
-  return RefuseSharedMemory(ctx);
-}
-
-grpc::ServerUnaryReactor* ComputeService::ListSharedMemory(grpc::CallbackServerContext* ctx,
-                                                           const v1::ListSharedMemoryRequest*,
-                                                           v1::ListSharedMemoryResponse*) {
-  return RefuseSharedMemory(ctx);
 }
 
 }  // namespace gpucompute::server

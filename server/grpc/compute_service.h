@@ -10,6 +10,7 @@
 
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/engine/compute_engine.h"
+#include "server/engine/shared_memory.h"
 #include "server/engine/tensor_transfers.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/call_record.h"
@@ -39,9 +40,12 @@ class ComputeService final
   ComputeService(const kernels::Registry& registry, ServiceConfig config, Metrics& metrics,
                  const BearerTokenAuth* auth);
 
-  // Starts serving on opened devices; call once. `engine` and `transfers`
-  // (tensor uploads and downloads; null: none) must outlive the server.
-  void Activate(ComputeEngine& engine, TensorTransfers* transfers = nullptr);
+  // Starts serving on opened devices; call once. `engine`, `transfers`
+  // (tensor uploads and downloads; null: none) and `regions` (shared memory;
+  // null: off, FAILED_PRECONDITION naming --allow_shared_memory) must
+  // outlive the server.
+  void Activate(ComputeEngine& engine, TensorTransfers* transfers = nullptr,
+                SharedMemoryRegistry* regions = nullptr);
 
   // Calls begun so far, and calls not yet finished: the server is idle while
   // the first stays the same and the second is 0.
@@ -79,7 +83,7 @@ class ComputeService final
   grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* ctx,
                                         const v1::ListTensorsRequest* req,
                                         v1::ListTensorsResponse* resp) override;
-  // Shared memory: FAILED_PRECONDITION, naming --allow_shared_memory.
+  // Shared memory (server/grpc/shared_memory_calls.cc).
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
                                                  const v1::RegisterSharedMemoryRequest* req,
                                                  v1::SharedMemoryRegion* resp) override;
@@ -100,7 +104,9 @@ class ComputeService final
   // with the reason.
   ComputeEngine* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
   StreamContext stream_context();
-  grpc::ServerUnaryReactor* RefuseSharedMemory(grpc::CallbackServerContext* ctx);
+  // Admits a shared-memory call: the registry, or null after finishing the
+  // call (not serving, or shared memory off).
+  SharedMemoryRegistry* AdmitSharedMemory(grpc::CallbackServerContext* ctx, CallReactor* reactor);
 
   // Shared path of MatMul, Transpose and Reduce.
   grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc, kernels::Op op,
@@ -113,6 +119,7 @@ class ComputeService final
   const BearerTokenAuth* const auth_;
   std::atomic<ComputeEngine*> engine_{nullptr};
   std::atomic<TensorTransfers*> transfers_{nullptr};
+  std::atomic<SharedMemoryRegistry*> regions_{nullptr};
   std::atomic<int64_t> calls_started_{0};
   std::atomic<int64_t> calls_in_flight_{0};
 };

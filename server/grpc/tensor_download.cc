@@ -23,12 +23,15 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
   DownloadReactor(grpc::CallbackServerContext* ctx, TensorTransfers* transfers,
                   const StreamContext& call)
       : transfers_(transfers),
+        regions_(call.regions),
         record_(ctx, call.metrics, RpcOp::kDownload, call.calls_started, call.calls_in_flight) {}
 
   void Refuse(absl::Status status) { Finish(ToGrpcStatus(record_.End(std::move(status)))); }
 
   void Start(const v1::DownloadRequest& request) {
-    if (request.has_shared_memory()) return Refuse(SharedMemoryOff("shared_memory"));
+    if (request.has_shared_memory() && regions_ == nullptr) {
+      return Refuse(SharedMemoryOff("shared_memory"));
+    }
     if (request.chunk_bytes() < 0) {
       return Refuse(absl::InvalidArgumentError(absl::StrCat(
           "chunk_bytes: must be >= 0 (0: the server's default), got ", request.chunk_bytes())));
@@ -43,6 +46,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
     chunk_ = request.chunk_bytes() == 0 ? kDefaultDownloadChunkBytes
                                         : std::min(request.chunk_bytes(), kMaxDownloadChunkBytes);
     ToProto(transfers_->store().InfoOf(*tensor_), buffers_[0].mutable_info());
+    if (request.has_shared_memory()) return StartToRegion(request.shared_memory());
     free_ = {0, 1};
     Pump();
   }
@@ -98,6 +102,31 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
     if (finish) End(status);
   }
 
+  // The payload goes into a shared-memory slice in one transfer (DMA when
+  // the region is pinned); then one message carries the TensorInfo alone.
+  void StartToRegion(const v1::SharedMemorySlice& s) {
+    auto slice = ResolveSlice(wire::SharedMemorySlice{s.region(), s.offset(), s.byte_size()},
+                              tensor_->bytes(), "shared_memory", regions_);
+    if (!slice.ok()) return Refuse(slice.status());
+    {
+      absl::MutexLock lock(&mu_);
+      next_offset_ = tensor_->bytes();  // nothing to stream
+      reading_ = true;
+    }
+    transfers_->ReadToRegion(tensor_, slice->region, slice->offset, [this](absl::Status s) {
+      {
+        absl::MutexLock lock(&mu_);
+        reading_ = false;
+        if (s.ok()) {
+          ready_.push_back(0);
+        } else if (status_.ok()) {
+          status_ = s;
+        }
+      }
+      Pump();
+    });
+  }
+
   void Read(int b, int64_t offset, int64_t length) {
     std::string* data = buffers_[b].mutable_data();
     data->resize(size_t(length));
@@ -127,6 +156,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
   }
 
   TensorTransfers* const transfers_;
+  const SharedMemoryRegistry* const regions_;
   CallRecord record_;
   std::shared_ptr<Tensor> tensor_;
   bool release_ = false;

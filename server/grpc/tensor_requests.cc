@@ -28,12 +28,38 @@ absl::Status SharedMemoryOff(const std::string& field) {
       field, ": shared memory needs --allow_shared_memory (this server runs without it)"));
 }
 
+absl::StatusOr<RegionSlice> ResolveSlice(const wire::SharedMemorySlice& slice, int64_t want_bytes,
+                                         const std::string& field,
+                                         const SharedMemoryRegistry* regions) {
+  if (regions == nullptr) return SharedMemoryOff(field);
+  if (slice.byte_size != want_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".byte_size: the matrix is ", want_bytes,
+                                                   " bytes, got ", slice.byte_size));
+  }
+  auto region = regions->Find(slice.region, field + ".region");
+  if (!region.ok()) return region.status();
+  if (auto s = (*region)->CheckSlice(slice.offset, slice.byte_size, field); !s.ok()) return s;
+  return RegionSlice{std::move(*region), slice.offset, slice.byte_size};
+}
+
 absl::StatusOr<Operand> ResolveOperand(const wire::Matrix& m, const std::string& name,
-                                       TensorStore* store) {
+                                       TensorStore* store, const SharedMemoryRegistry* regions) {
   using Payload = wire::Matrix::Payload;
   Operand op;
   switch (m.payload) {
-    case Payload::kSharedMemory: return SharedMemoryOff(name + ".shared_memory");
+    case Payload::kSharedMemory: {
+      const std::string field = name + ".shared_memory";
+      if (regions == nullptr) return SharedMemoryOff(field);
+      op.shape = MatrixShape{m.dtype, m.rows, m.cols, m.shared_memory.byte_size};
+      // A shape with no size (bad dtype, a dimension < 1, an overflow) fails
+      // validation, which names the field; the slice is looked at after.
+      const int64_t want = MatrixBytes(m.rows, m.cols, m.dtype);
+      if (want <= 0 || m.rows < 1 || m.cols < 1) return op;
+      auto slice = ResolveSlice(m.shared_memory, want, field, regions);
+      if (!slice.ok()) return slice.status();
+      op.slice = std::move(*slice);
+      return op;
+    }
     case Payload::kTensorId: {
       if (store == nullptr) return NoTensors(name + ".tensor_id");
       auto tensor = store->Use(m.tensor_id, name + ".tensor_id");
@@ -73,7 +99,8 @@ absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field) 
   return absl::Seconds(seconds);
 }
 
-absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, TensorStore* store) {
+absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, TensorStore* store,
+                                           const SharedMemoryRegistry* regions) {
   Placement placement;
   if (!r.has_output) return placement;
   const wire::OutputPlacement& out = r.output;
@@ -81,7 +108,11 @@ absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, Tensor
     return absl::InvalidArgumentError(
         "output: keep and shared_memory both set; a result goes to one place");
   }
-  if (out.has_shared_memory) return SharedMemoryOff("output.shared_memory");
+  if (out.has_shared_memory) {
+    if (regions == nullptr) return SharedMemoryOff("output.shared_memory");
+    placement.shared_memory = out.shared_memory;
+    return placement;
+  }
   auto ttl = TtlOf(out.ttl_seconds, "output.ttl_seconds");
   if (!ttl.ok()) return ttl.status();
   if (out.keep && store == nullptr) return NoTensors("output.keep");

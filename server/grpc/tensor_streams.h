@@ -10,16 +10,19 @@
 #include <cstdint>
 
 #include "gpucompute/v1/compute.pb.h"
+#include "server/engine/shared_memory.h"
 #include "server/engine/tensor_transfers.h"
 #include "server/ops/metrics.h"
 
 namespace gpucompute::server {
 
-// What both streams need from the service: where to count the call.
+// What both streams need from the service: where to count the call, and
+// the shared-memory regions (null: the server runs without them).
 struct StreamContext {
   Metrics& metrics;
   std::atomic<int64_t>& calls_started;
   std::atomic<int64_t>& calls_in_flight;
+  const SharedMemoryRegistry* regions = nullptr;
 };
 
 // Bytes of an Upload gathered from its messages before they go to the

@@ -6,6 +6,7 @@
 // batches (plus a message). A stream that ends short, runs long, fails or is
 // cancelled holds nothing: the unlisted tensor frees itself with the reactor.
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
                 TensorTransfers* transfers, const StreamContext& call)
       : response_(response),
         transfers_(transfers),
+        regions_(call.regions),
         record_(ctx, call.metrics, RpcOp::kUpload, call.calls_started, call.calls_in_flight) {}
 
   void Start() {
@@ -72,18 +74,28 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
     absl::Status invalid;
     auto shape = UploadShape(*first);
     auto ttl = TtlOf(first->ttl_seconds(), "ttl_seconds");
-    if (first->has_shared_memory()) {
-      invalid = !first->data().empty()
-                    ? absl::InvalidArgumentError(
-                          "Upload: the first message sets both data and shared_memory; the "
-                          "payload comes one way")
-                    : SharedMemoryOff("shared_memory");
+    std::optional<RegionSlice> slice;
+    if (first->has_shared_memory() && !first->data().empty()) {
+      invalid = absl::InvalidArgumentError(
+          "Upload: the first message sets both data and shared_memory; the payload comes one "
+          "way");
+    } else if (first->has_shared_memory() && regions_ == nullptr) {
+      invalid = SharedMemoryOff("shared_memory");
     } else if (!shape.ok()) {
       invalid = shape.status();
     } else if (!ttl.ok()) {
       invalid = ttl.status();
     } else if (transfers_ == nullptr) {
       invalid = absl::FailedPreconditionError("this server holds no tensors");
+    } else if (first->has_shared_memory()) {
+      const v1::SharedMemorySlice& s = first->shared_memory();
+      auto resolved = ResolveSlice(wire::SharedMemorySlice{s.region(), s.offset(), s.byte_size()},
+                                   shape->bytes(), "shared_memory", regions_);
+      if (resolved.ok()) {
+        slice = std::move(*resolved);
+      } else {
+        invalid = resolved.status();
+      }
     }
     absl::MutexLock lock(&mu_);
     if (!invalid.ok()) {
@@ -93,21 +105,34 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
     shape_ = *shape;
     ttl_ = *ttl;
     ++messages_;
-    if (!AcceptLocked(*first)) return;
+    if (slice) {
+      // The whole payload is in the region: no more bytes may come, and the
+      // one write starts once the tensor exists.
+      slice_ = std::move(slice);
+      received_ = shape_.bytes();
+    } else if (!AcceptLocked(*first)) {
+      return;
+    }
     creating_ = true;
-    gathered_bytes_ += int64_t(first->data().size());
-    gathered_.push_back(std::move(first));
+    if (!slice_) {
+      gathered_bytes_ += int64_t(first->data().size());
+      gathered_.push_back(std::move(first));
+    }
     transfers_->Create(*shape, record_.deadline(),
                        [this](absl::StatusOr<std::shared_ptr<Tensor>> tensor) {
+                         bool from_region = false;
                          {
                            absl::MutexLock lock(&mu_);
                            creating_ = false;
                            if (tensor.ok()) {
                              tensor_ = std::move(*tensor);
+                             from_region = slice_.has_value();
+                             writing_ = from_region;
                            } else {
                              FailLocked(tensor.status());
                            }
                          }
+                         if (from_region) WriteFromRegion();
                          Pump();
                        });
   }
@@ -200,6 +225,25 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
     Complete(std::move(status));
   }
 
+  // The shared-memory payload, in one transfer (DMA when the region is
+  // pinned); `writing_` is already set.
+  void WriteFromRegion() {
+    std::shared_ptr<Tensor> tensor;
+    {
+      absl::MutexLock lock(&mu_);
+      tensor = tensor_;
+    }
+    transfers_->WriteFromRegion(std::move(tensor), slice_->region, slice_->offset,
+                                [this](absl::Status s) {
+                                  {
+                                    absl::MutexLock lock(&mu_);
+                                    writing_ = false;
+                                    if (!s.ok()) FailLocked(s);
+                                  }
+                                  Pump();
+                                });
+  }
+
   void Write(Batch batch, int64_t offset) {
     HostPieces pieces;
     for (const auto& m : batch) pieces.emplace_back(m->data().data(), m->data().size());
@@ -233,7 +277,11 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
 
   v1::TensorInfo* const response_;
   TensorTransfers* const transfers_;
+  const SharedMemoryRegistry* const regions_;
   CallRecord record_;
+  // The payload's slice of a shared-memory region; set once, by the first
+  // message, before the tensor is made.
+  std::optional<RegionSlice> slice_;
   v1::UploadRequest incoming_;  // the read in flight lands here
 
   absl::Mutex mu_;

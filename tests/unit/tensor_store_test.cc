@@ -55,13 +55,14 @@ class FakeDevice final : public Device {
     }
     return std::make_unique<CountedMemory>(bytes, live);
   }
-  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src) override {
+  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src,
+                             bool /*src_pinned*/) override {
     char* at = static_cast<char*>(dst.data()) + offset;
     for (const auto& p : src) at = std::copy(p.begin(), p.end(), at);
     return absl::OkStatus();
   }
-  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes,
-                            void* dst) override {
+  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes, void* dst,
+                            bool /*dst_pinned*/) override {
     std::copy_n(static_cast<const char*>(src.data()) + offset, bytes, static_cast<char*>(dst));
     return absl::OkStatus();
   }

@@ -1,0 +1,107 @@
+// Shared-memory regions: POSIX shared-memory objects of clients on the
+// server's host, mapped by the server and, where a device can, pinned for
+// DMA so the GPU copies straight from and into the client's pages.
+//
+// A client may shrink, unlink or rewrite its object while it is registered.
+// The server then answers with wrong bytes or an error, never a crash: the
+// CPU reaches the object only through its file descriptor (pread/pwrite, a
+// short read past a shrunk end), never through the mapping, where a page
+// past the end would raise SIGBUS; the GPU reaches it only by DMA to pages it
+// pinned at registration, which stay allocated until they are unpinned.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace gpucompute::server {
+
+class Device;
+
+struct SharedMemoryRegionInfo {
+  std::string name;  // the client's name for it
+  std::string key;   // shm_open name of the object, "/something"
+  int64_t offset = 0;
+  int64_t byte_size = 0;
+  bool pinned = false;  // registered for DMA on the devices
+};
+
+class SharedMemoryRegion {
+ public:
+  // Opens `info.key` read-write, maps [offset, offset + byte_size) and asks
+  // `pinner` (may be null) to pin it. NOT_FOUND / PERMISSION_DENIED name the
+  // key; INVALID_ARGUMENT when the object is smaller than the region.
+  static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> Open(SharedMemoryRegionInfo info,
+                                                                  Device* pinner);
+  // Unpins, unmaps and closes: when the last op using it is done.
+  ~SharedMemoryRegion();
+  SharedMemoryRegion(const SharedMemoryRegion&) = delete;
+  SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
+
+  const SharedMemoryRegionInfo& info() const { return info_; }
+  bool pinned() const { return info_.pinned; }
+
+  // OK when [offset, offset + bytes) lies inside the region; otherwise
+  // INVALID_ARGUMENT naming `field`, the numbers and the region.
+  absl::Status CheckSlice(int64_t offset, int64_t bytes, const std::string& field) const;
+
+  // Where a device may DMA byte `offset` of the region; only when pinned.
+  char* pinned_data(int64_t offset) const { return data_ + offset; }
+
+  // Copies through the object's file, never the mapping (see above). A read
+  // past an end the client shrank is FAILED_PRECONDITION naming the key.
+  absl::Status Read(int64_t offset, int64_t bytes, void* dst) const;
+  absl::Status Write(int64_t offset, const void* src, int64_t bytes) const;
+
+ private:
+  SharedMemoryRegion(SharedMemoryRegionInfo info, int fd, void* map, size_t map_bytes, char* data,
+                     Device* pinner);
+
+  SharedMemoryRegionInfo info_;
+  const int fd_;
+  void* const map_;
+  const size_t map_bytes_;
+  char* const data_;
+  Device* const pinner_;  // who unpins it; null when not pinned
+};
+
+struct SharedMemoryOptions {
+  int max_regions = 256;
+  int64_t max_bytes = 0;  // registered bytes at most (pinned memory is locked)
+};
+
+// The regions registered with the server, by name. A region outlives the
+// connection that registered it; Unregister (or the registry's end, at
+// shutdown) lets it go, and an op still using it keeps it until the op ends.
+class SharedMemoryRegistry {
+ public:
+  // `pinner` pins for every device (CUDA's portable registration); null on
+  // the CPU backend, whose regions are read and written through the file.
+  SharedMemoryRegistry(SharedMemoryOptions options, Device* pinner);
+
+  // ALREADY_EXISTS for a name taken, RESOURCE_EXHAUSTED past the bounds,
+  // INVALID_ARGUMENT naming the field for a bad name, key, offset or size.
+  absl::StatusOr<SharedMemoryRegionInfo> Register(const SharedMemoryRegionInfo& asked);
+  // "" unregisters every region. NOT_FOUND for a name not registered.
+  absl::StatusOr<int64_t> Unregister(const std::string& name);
+  // NOT_FOUND naming `field` and the region when it is not registered.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> Find(const std::string& name,
+                                                           const std::string& field) const;
+  std::vector<SharedMemoryRegionInfo> List() const;
+  int64_t registered_bytes() const;
+
+ private:
+  const SharedMemoryOptions options_;
+  Device* const pinner_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<SharedMemoryRegion>> regions_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpucompute::server

@@ -1,0 +1,38 @@
+#include "server/shared_memory_flags.h"
+
+#include <unistd.h>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "server/ops/log.h"
+
+ABSL_FLAG(bool, allow_shared_memory, false,
+          "let clients on this host register POSIX shared-memory objects (RegisterSharedMemory) "
+          "and pass matrices and results through them; the server maps each object read-write "
+          "and pins it for DMA. Any client that can call the server may then name any object "
+          "the server's user can open: gate the calls (unix socket permissions, a token)");
+ABSL_FLAG(int32_t, shared_memory_max_regions, 256,
+          "most shared-memory regions registered at once");
+ABSL_FLAG(int64_t, shared_memory_max_bytes, -1,
+          "most bytes of shared memory registered at once; pinned pages are locked in RAM "
+          "(-1: half of the host's physical memory)");
+
+namespace gpucompute::server {
+
+std::unique_ptr<SharedMemoryRegistry> SharedMemoryFromFlags(Device* pinner) {
+  if (!absl::GetFlag(FLAGS_allow_shared_memory)) {
+    LogInfo("shared memory: off (--allow_shared_memory turns it on)");
+    return nullptr;
+  }
+  SharedMemoryOptions options;
+  options.max_regions = absl::GetFlag(FLAGS_shared_memory_max_regions);
+  options.max_bytes = absl::GetFlag(FLAGS_shared_memory_max_bytes);
+  if (options.max_bytes < 0) {
+    options.max_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE)) / 2;
+  }
+  LogInfo(absl::StrCat("shared memory: on, up to ", options.max_regions, " regions and ",
+                       options.max_bytes, " bytes"));
+  return std::make_unique<SharedMemoryRegistry>(options, pinner);
+}
+
+}  // namespace gpucompute::server
