@@ -53,6 +53,13 @@ def server_target():
 
 
 @pytest.fixture(scope="session")
+def shm_target():
+    """A server that maps clients' shared memory (--allow_shared_memory);
+    server_target runs without it."""
+    yield from start_server("--allow_shared_memory")
+
+
+@pytest.fixture(scope="session")
 def replica_target():
     """A second server, named replica-b in its tensor ids."""
     yield from start_server("--instance_name=replica-b")
