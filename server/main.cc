@@ -46,6 +46,7 @@
 #include "server/ops/host_memory.h"
 #include "server/ops/log.h"
 #include "server/ops/metrics.h"
+#include "server/shared_memory_flags.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "gRPC addresses to listen on, comma-separated: host:port (port 0 picks a free port, "
@@ -580,7 +581,10 @@ int Run() {
                        absl::FormatDuration(tensor_options.default_ttl), ", instance ",
                        tensor_options.instance));
   ComputeEngine engine(kernels::DefaultRegistry(), scheduler, selector, kind, &tensors);
-  service.Activate(engine, &transfers);
+  // Regions go before the devices that unpin them.
+  std::unique_ptr<SharedMemoryRegistry> regions =
+      SharedMemoryFromFlags(scheduler.devices().front().get());
+  service.Activate(engine, &transfers, regions.get());
   metrics.AttachScheduler(&scheduler);
   metrics.AttachTensorStore(&tensors);
 
