@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client_core.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute {
@@ -88,90 +90,6 @@ absl::StatusOr<HealthStatus> DecodeHealthCheckResponse(const std::string& bytes)
 }
 
 }  // namespace
-
-namespace internal {
-// What a Client's Tensors need after the Client itself may be gone.
-struct ClientCore {
-  std::string target;
-  absl::Duration deadline;
-  std::string authorization;  // "Bearer <token>", or empty
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Compute::Stub> stub;
-
-  void Prepare(grpc::ClientContext* context) const {
-    if (deadline != absl::InfiniteDuration()) {
-      context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    }
-    if (!authorization.empty()) context->AddMetadata("authorization", authorization);
-  }
-
-  absl::Status Finish(const char* method, const grpc::Status& status) const {
-    if (status.ok()) return absl::OkStatus();
-    const auto code = static_cast<absl::StatusCode>(status.error_code());
-    std::string message = absl::StrCat(method, " failed: ", absl::StatusCodeToString(code), ": ",
-                                       status.error_message());
-    if (code == absl::StatusCode::kUnavailable) {
-      absl::StrAppend(&message, " (server ", target, ")");
-    } else if (code == absl::StatusCode::kDeadlineExceeded) {
-      absl::StrAppend(&message, " (deadline ", absl::FormatDuration(deadline), ")");
-    }
-    return absl::Status(code, message);
-  }
-
-  absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes, bool release,
-                                  v1::TensorInfo* info_out) const {
-    v1::DownloadRequest request;
-    request.set_tensor_id(id);
-    request.set_chunk_bytes(chunk_bytes);
-    request.set_release(release);
-    grpc::ClientContext context;
-    Prepare(&context);
-    std::unique_ptr<grpc::ClientReader<v1::DownloadResponse>> reader =
-        stub->Download(&context, request);
-    v1::DownloadResponse response;
-    v1::TensorInfo info;
-    bool first = true;
-    std::string bytes;
-    while (reader->Read(&response)) {
-      if (first) {
-        info = response.info();
-        if (info.bytes() > 0) bytes.reserve(size_t(info.bytes()));
-        first = false;
-      }
-      bytes.append(response.data());
-    }
-    if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
-    auto malformed = [&](absl::string_view why) {
-      return absl::InternalError(absl::StrCat("Download failed: the server sent ", why));
-    };
-    if (first) return malformed("no message");
-    DType dtype;
-    switch (info.dtype()) {
-      case v1::DTYPE_FLOAT32: dtype = DType::kFloat32; break;
-      case v1::DTYPE_FLOAT64: dtype = DType::kFloat64; break;
-      default: return malformed(absl::StrCat("info.dtype ", int(info.dtype())));
-    }
-    absl::StatusOr<Matrix> m = Matrix::FromBytes(dtype, info.rows(), info.cols(), std::move(bytes));
-    if (!m.ok()) return malformed(m.status().message());
-    if (info_out != nullptr) *info_out = std::move(info);
-    return m;
-  }
-
-  absl::StatusOr<v1::ReleaseTensorsResponse> Release(const std::vector<std::string>& ids) const {
-    v1::ReleaseTensorsRequest request;
-    for (const std::string& id : ids) request.add_tensor_ids(id);
-    v1::ReleaseTensorsResponse response;
-    grpc::ClientContext context;
-    Prepare(&context);
-    if (absl::Status st =
-            Finish("ReleaseTensors", stub->ReleaseTensors(&context, request, &response));
-        !st.ok()) {
-      return st;
-    }
-    return response;
-  }
-};
-}  // namespace internal
 
 Tensor::Tensor(Tensor&& other) noexcept
     : core_(std::move(other.core_)), info_(std::move(other.info_)) {
@@ -513,6 +431,12 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
     return malformed(
         absl::StrCat(field, ".dtype is ", out.dtype, " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
   }
+  if (out.payload == wire::Matrix::Payload::kSharedMemory) {  // written into the view
+    OpResult result;
+    result.report = std::move(parsed->report);
+    result.in_shared_memory = true;
+    return result;
+  }
   if (out.payload == wire::Matrix::Payload::kTensorId) {  // kept on the server
     if (out.tensor_id.empty()) return malformed(absl::StrCat(field, ".tensor_id is empty"));
     v1::TensorInfo info;
@@ -544,11 +468,14 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
 namespace {
 
 // Writes `operand` as Matrix field `field`: its bytes inline (moved, not
-// copied), or its tensor id.
+// copied), its tensor id, or its shared-memory slice.
 void WriteOperand(wire::MessageWriter* request, int field, Operand& operand, v1::DType dtype,
-                  int64_t rows, int64_t cols, const std::string& tensor_id) {
+                  int64_t rows, int64_t cols, const std::string& tensor_id,
+                  const wire::SharedMemorySlice& slice) {
   if (!tensor_id.empty()) {
     request->MatrixTensorField(field, dtype, rows, cols, tensor_id);
+  } else if (!slice.region.empty()) {
+    request->MatrixSharedMemoryField(field, dtype, rows, cols, slice);
   } else {
     const auto d = ToProto(operand.matrix().dtype());
     const int64_t r = operand.matrix().rows(), c = operand.matrix().cols();
@@ -556,12 +483,21 @@ void WriteOperand(wire::MessageWriter* request, int field, Operand& operand, v1:
   }
 }
 
-void WritePlacement(wire::MessageWriter* request, bool keep, int64_t ttl_seconds) {
-  if (!keep) return;  // the default: the result comes back inline
+void WritePlacement(wire::MessageWriter* request, bool keep, int64_t ttl_seconds,
+                    const std::optional<SharedMemoryView>& into) {
+  if (!keep && !into) return;  // the default: the result comes back inline
   wire::OutputPlacement output;
-  output.keep = true;
+  output.keep = keep;
   output.ttl_seconds = ttl_seconds;
+  if (into) {
+    output.has_shared_memory = true;
+    output.shared_memory = wire::SharedMemorySlice{into->region, into->offset, into->byte_size()};
+  }
   request->OutputPlacementField(10, output);
+}
+
+wire::SharedMemorySlice SliceOf(const std::string& region, int64_t offset, int64_t bytes) {
+  return wire::SharedMemorySlice{region, offset, bytes};
 }
 
 }  // namespace
@@ -573,11 +509,13 @@ absl::StatusOr<OpResult> Client::MatMul(Operand a, Operand b, const MatMulOption
     return st;
   }
   wire::MessageWriter request;  // MatMulRequest
-  WriteOperand(&request, 1, a, a.tensor_dtype_, a.tensor_rows_, a.tensor_cols_, a.tensor_id_);
-  WriteOperand(&request, 2, b, b.tensor_dtype_, b.tensor_rows_, b.tensor_cols_, b.tensor_id_);
+  WriteOperand(&request, 1, a, a.tensor_dtype_, a.tensor_rows_, a.tensor_cols_, a.tensor_id_,
+               SliceOf(a.shm_region_, a.shm_offset_, a.shm_bytes_));
+  WriteOperand(&request, 2, b, b.tensor_dtype_, b.tensor_rows_, b.tensor_cols_, b.tensor_id_,
+               SliceOf(b.shm_region_, b.shm_offset_, b.shm_bytes_));
   if (!options.variant.empty()) request.BytesField(3, options.variant);
   if (options.allow_tf32) request.VarintField(4, 1);
-  WritePlacement(&request, options.keep, options.ttl_seconds);
+  WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
   return ComputeCall("MatMul", request.Finish(), "c");
 }
 
@@ -595,9 +533,9 @@ absl::StatusOr<OpResult> Client::TransposeCall(Operand input, const OpOptions& o
   }
   wire::MessageWriter request;  // TransposeRequest
   WriteOperand(&request, 1, input, input.tensor_dtype_, input.tensor_rows_, input.tensor_cols_,
-               input.tensor_id_);
+               input.tensor_id_, SliceOf(input.shm_region_, input.shm_offset_, input.shm_bytes_));
   if (!options.variant.empty()) request.BytesField(2, options.variant);
-  WritePlacement(&request, options.keep, options.ttl_seconds);
+  WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
   return ComputeCall("Transpose", request.Finish(), "output");
 }
 
@@ -618,12 +556,90 @@ absl::StatusOr<OpResult> Client::ReduceCall(Operand input, v1::ReduceOp op, v1::
   }
   wire::MessageWriter request;  // ReduceRequest
   WriteOperand(&request, 1, input, input.tensor_dtype_, input.tensor_rows_, input.tensor_cols_,
-               input.tensor_id_);
+               input.tensor_id_, SliceOf(input.shm_region_, input.shm_offset_, input.shm_bytes_));
   if (op != v1::REDUCE_OP_SUM) request.VarintField(2, uint64_t(op));
   if (axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(axis));
   if (!options.variant.empty()) request.BytesField(4, options.variant);
-  WritePlacement(&request, options.keep, options.ttl_seconds);
+  WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
   return ComputeCall("Reduce", request.Finish(), "output");
+}
+
+absl::StatusOr<Tensor> Client::Upload(const SharedMemoryView& view,
+                                      const UploadOptions& options) const {
+  v1::UploadRequest first;
+  first.set_dtype(ToProto(view.dtype));
+  first.set_rows(view.rows);
+  first.set_cols(view.cols);
+  first.set_ttl_seconds(options.ttl_seconds);
+  v1::SharedMemorySlice* slice = first.mutable_shared_memory();
+  slice->set_region(view.region);
+  slice->set_offset(view.offset);
+  slice->set_byte_size(view.byte_size());
+  v1::TensorInfo info;
+  grpc::ClientContext context;
+  Prepare(&context);
+  auto writer = stub_->Upload(&context, &info);
+  writer->Write(first);  // when refused, Finish says why
+  writer->WritesDone();
+  if (absl::Status st = Finish("Upload", writer->Finish()); !st.ok()) return st;
+  return Tensor(core_, std::move(info));
+}
+
+absl::Status Client::Download(const std::string& id, const SharedMemoryView& into,
+                              bool release) const {
+  v1::DownloadRequest request;
+  request.set_tensor_id(id);
+  request.set_release(release);
+  v1::SharedMemorySlice* slice = request.mutable_shared_memory();
+  slice->set_region(into.region);
+  slice->set_offset(into.offset);
+  slice->set_byte_size(into.byte_size());
+  grpc::ClientContext context;
+  Prepare(&context);
+  auto reader = stub_->Download(&context, request);
+  v1::DownloadResponse response;
+  while (reader->Read(&response)) {
+  }
+  return Finish("Download", reader->Finish());
+}
+
+absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterSharedMemory(
+    const v1::RegisterSharedMemoryRequest& request) const {
+  v1::SharedMemoryRegion region;
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (absl::Status st =
+          Finish("RegisterSharedMemory", stub_->RegisterSharedMemory(&context, request, &region));
+      !st.ok()) {
+    return st;
+  }
+  return region;
+}
+
+absl::StatusOr<int64_t> Client::UnregisterSharedMemory(const std::string& name) const {
+  v1::UnregisterSharedMemoryRequest request;
+  request.set_name(name);
+  v1::UnregisterSharedMemoryResponse response;
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (absl::Status st = Finish("UnregisterSharedMemory",
+                               stub_->UnregisterSharedMemory(&context, request, &response));
+      !st.ok()) {
+    return st;
+  }
+  return response.unregistered();
+}
+
+absl::StatusOr<v1::ListSharedMemoryResponse> Client::ListSharedMemory() const {
+  v1::ListSharedMemoryResponse response;
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (absl::Status st =
+          Finish("ListSharedMemory", stub_->ListSharedMemory(&context, {}, &response));
+      !st.ok()) {
+    return st;
+  }
+  return response;
 }
 
 absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& options) const {

@@ -22,6 +22,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gpucompute/matrix.h"
+#include "gpucompute/shared_memory.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gpucompute/v1/compute.pb.h"
 
@@ -152,35 +154,55 @@ class Operand {
         tensor_dtype_(tensor.info().dtype()),
         tensor_rows_(tensor.rows()),
         tensor_cols_(tensor.cols()) {}
+  // A matrix in a registered shared-memory region: no bytes are sent.
+  Operand(const SharedMemoryView& view)  // NOLINT: implicit by design
+      : tensor_dtype_(ToProtoDType(view.dtype)),
+        tensor_rows_(view.rows),
+        tensor_cols_(view.cols),
+        shm_region_(view.region),
+        shm_offset_(view.offset),
+        shm_bytes_(view.byte_size()) {}
   // A tensor named by its id alone (e.g. from the CLI's @ID): the server
   // fills in its dtype and shape.
   static Operand TensorId(std::string id);
 
   bool is_tensor() const { return !tensor_id_.empty(); }
+  bool is_shared_memory() const { return !shm_region_.empty(); }
   const std::string& tensor_id() const { return tensor_id_; }
   Matrix& matrix() { return matrix_; }  // inline operands
   const Matrix& matrix() const { return matrix_; }
-  // Inline bytes this operand adds to a request (0 for a tensor).
-  int64_t inline_bytes() const { return is_tensor() ? 0 : matrix_.byte_size(); }
+  // Inline bytes this operand adds to a request (0 for a tensor or a
+  // shared-memory view).
+  int64_t inline_bytes() const {
+    return is_tensor() || is_shared_memory() ? 0 : matrix_.byte_size();
+  }
   // "512x256 float32", or "tensor <id>".
   std::string Describe() const;
 
  private:
   friend class Client;
   Operand() = default;
+  static v1::DType ToProtoDType(DType d) {
+    return d == DType::kFloat32 ? v1::DTYPE_FLOAT32 : v1::DTYPE_FLOAT64;
+  }
   Matrix matrix_;
   std::string tensor_id_;
-  v1::DType tensor_dtype_ = v1::DTYPE_UNSPECIFIED;  // 0: the tensor's own
+  // A tensor's or a shared-memory view's dtype and shape (0: the tensor's own).
+  v1::DType tensor_dtype_ = v1::DTYPE_UNSPECIFIED;
   int64_t tensor_rows_ = 0, tensor_cols_ = 0;
+  std::string shm_region_;
+  int64_t shm_offset_ = 0, shm_bytes_ = 0;
 };
 
 // A result: the matrix with the server's timing of the request, or, when
-// the call asked to keep it, the Tensor holding it on the server (`output`
-// is then 0 x 0).
+// the call asked to keep it, the Tensor holding it on the server, or, when
+// it asked for a shared-memory output, nothing but the report (the result
+// is in the view). `output` is 0 x 0 in the last two cases.
 struct OpResult {
   Matrix output;
   v1::ExecutionReport report;
-  Tensor tensor;  // set when kept (options.keep)
+  Tensor tensor;                  // set when kept (options.keep)
+  bool in_shared_memory = false;  // written to options.output
   bool kept() const { return static_cast<bool>(tensor); }
 };
 
@@ -189,6 +211,9 @@ struct MatMulOptions {
   bool allow_tf32 = false;  // let "auto" pick reduced-precision variants
   bool keep = false;        // hold the result on the server: OpResult::tensor
   int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
+  // Write the result into this shared-memory view (its dtype and shape
+  // must be the result's) instead of returning it.
+  std::optional<SharedMemoryView> output = std::nullopt;
 };
 
 // Transpose and Reduce options beyond the variant.
@@ -196,6 +221,7 @@ struct OpOptions {
   std::string variant;      // "" or "auto": the server chooses
   bool keep = false;        // hold the result on the server: OpResult::tensor
   int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
+  std::optional<SharedMemoryView> output = std::nullopt;  // as in MatMulOptions
 };
 
 // A matrix's bytes as Upload reads them, without owning them: from a Matrix
@@ -248,6 +274,14 @@ class Client {
   // matrix in messages of options.chunk_bytes: any size the server's tensor
   // budget admits, no 2 GiB message limit.
   absl::StatusOr<Tensor> Upload(MatrixView matrix, const UploadOptions& options = {}) const;
+  // Upload of a matrix already in a registered region: one message naming
+  // the slice; the server copies it (by DMA on a GPU).
+  absl::StatusOr<Tensor> Upload(const SharedMemoryView& view,
+                                const UploadOptions& options = {}) const;
+  // Download into a registered region's view (its dtype and shape must be
+  // the tensor's): no bytes on the socket.
+  absl::Status Download(const std::string& id, const SharedMemoryView& into,
+                        bool release = false) const;
   // The matrix of tensor `id` (not owned: e.g. an id from the CLI);
   // `release` releases it once sent. `info`, when given, receives its
   // TensorInfo.
@@ -257,6 +291,11 @@ class Client {
   // (`released` counts the others).
   absl::StatusOr<v1::ReleaseTensorsResponse> Release(const std::vector<std::string>& ids) const;
   absl::StatusOr<v1::ListTensorsResponse> ListTensors() const;
+  // Shared memory (see SharedMemoryRegion, which calls these for you).
+  absl::StatusOr<v1::SharedMemoryRegion> RegisterSharedMemory(
+      const v1::RegisterSharedMemoryRequest& request) const;
+  absl::StatusOr<int64_t> UnregisterSharedMemory(const std::string& name) const;
+  absl::StatusOr<v1::ListSharedMemoryResponse> ListSharedMemory() const;
   absl::StatusOr<v1::ProfileResponse> Profile(const v1::ProfileRequest& request) const;
   absl::StatusOr<v1::ServerInfo> GetServerInfo() const;
   // grpc.health.v1.Health/Check; `service` "" asks about the whole server.
@@ -271,6 +310,7 @@ class Client {
   const std::string& authorization() const { return authorization_; }
 
  private:
+  friend class SharedMemoryRegion;
   Client() = default;
   absl::Status Finish(const char* method, const grpc::Status& status) const;
   // MatMul, Transpose and Reduce as raw messages: payloads are sent from the
