@@ -36,7 +36,16 @@ absl::StatusOr<Matrix> RandomInput(const Workload& w, int64_t rows, int64_t cols
   return Matrix::Random(w.dtype, rows, cols, w.seed * 1000003 + salt);
 }
 
-absl::Status CheckOutput(const Workload& w, const wire::Matrix& out, bool kept) {
+absl::Status CheckOutput(const Workload& w, const wire::Matrix& out, bool kept, bool shm) {
+  if (shm) {
+    if (out.payload != wire::Matrix::Payload::kSharedMemory || out.rows != w.OutputRows() ||
+        out.cols != w.OutputCols()) {
+      return absl::InternalError(
+          absl::StrFormat("response names no %dx%d shared-memory result (rows %d, cols %d)",
+                          w.OutputRows(), w.OutputCols(), out.rows, out.cols));
+    }
+    return absl::OkStatus();
+  }
   if (kept) {
     if (out.payload != wire::Matrix::Payload::kTensorId || out.tensor_id.empty() ||
         out.rows != w.OutputRows() || out.cols != w.OutputCols()) {
@@ -371,33 +380,51 @@ int64_t Workload::ResponsePayloadBytes() const {
 }
 
 absl::StatusOr<PreparedCall> PreparedCall::Create(const Workload& w, const std::string& variant,
-                                                  const TensorPlacement* tensors) {
+                                                  const TensorPlacement* tensors,
+                                                  const SharedMemoryPlacement* shm) {
   PreparedCall call;
   call.workload_ = w;
-  if (tensors != nullptr) {
-    // Operands by id, the output kept: the same fields as below, written
-    // with the wire writer (the MatMul, Transpose and Reduce field numbers).
-    call.releaser_ = tensors->releaser;
+  if (tensors != nullptr || shm != nullptr) {
+    // Operands by id and the output kept, or operands and output in shared
+    // memory: the same fields as below, written with the wire writer (the
+    // MatMul, Transpose and Reduce field numbers).
     wire::MessageWriter request;
     const v1::DType dtype = ToProto(w.dtype);
+    const int64_t es = DTypeSize(w.dtype);
     wire::OutputPlacement keep;
-    keep.keep = true;
-    keep.ttl_seconds = tensors->ttl_seconds;
+    if (shm != nullptr) {
+      call.shm_output_ = true;
+      keep.has_shared_memory = true;
+      keep.shared_memory = {shm->region, shm->out_offset, w.OutputRows() * w.OutputCols() * es};
+    } else {
+      call.releaser_ = tensors->releaser;
+      keep.keep = true;
+      keep.ttl_seconds = tensors->ttl_seconds;
+    }
+    auto operand = [&](int field, int64_t rows, int64_t cols, bool is_b) {
+      if (shm != nullptr) {
+        request.MatrixSharedMemoryField(
+            field, dtype, rows, cols,
+            {shm->region, is_b ? shm->b_offset : shm->a_offset, rows * cols * es});
+      } else {
+        request.MatrixTensorField(field, dtype, rows, cols, is_b ? tensors->b : tensors->a);
+      }
+    };
     switch (w.op) {
       case v1::OP_MATMUL:
-        request.MatrixTensorField(1, dtype, w.m, w.k, tensors->a);
-        request.MatrixTensorField(2, dtype, w.k, w.n, tensors->b);
+        operand(1, w.m, w.k, false);
+        operand(2, w.k, w.n, true);
         if (!variant.empty()) request.BytesField(3, variant);
         if (w.allow_tf32) request.VarintField(4, 1);
         call.method_ = "/gpucompute.v1.Compute/MatMul";
         break;
       case v1::OP_TRANSPOSE:
-        request.MatrixTensorField(1, dtype, w.m, w.n, tensors->a);
+        operand(1, w.m, w.n, false);
         if (!variant.empty()) request.BytesField(2, variant);
         call.method_ = "/gpucompute.v1.Compute/Transpose";
         break;
       case v1::OP_REDUCE:
-        request.MatrixTensorField(1, dtype, w.m, w.n, tensors->a);
+        operand(1, w.m, w.n, false);
         if (w.reduce_op != v1::REDUCE_OP_SUM) request.VarintField(2, uint64_t(w.reduce_op));
         if (w.axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(w.axis));
         if (!variant.empty()) request.BytesField(4, variant);
@@ -483,7 +510,8 @@ absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
       !response->output.tensor_id.empty()) {
     releaser_->Add(response->output.tensor_id);  // whatever the checks below say
   }
-  if (absl::Status s = CheckOutput(workload_, response->output, releaser_ != nullptr); !s.ok()) {
+  if (absl::Status s = CheckOutput(workload_, response->output, releaser_ != nullptr, shm_output_);
+      !s.ok()) {
     return s;
   }
   *report = std::move(response->report);

@@ -86,14 +86,24 @@ struct TensorPlacement {
   int64_t ttl_seconds = 0;
 };
 
+// --placement=shm: the operands and the output in one registered
+// shared-memory region (the server must share this host). Every call names
+// the same slices, so concurrent calls write the same output bytes.
+struct SharedMemoryPlacement {
+  std::string region;
+  int64_t a_offset = 0, b_offset = 0, out_offset = 0;
+};
+
 // One RPC of the workload for one variant, serialized once: every call sends
 // the same reference-counted slices, so no payload byte is copied per request.
 class PreparedCall {
  public:
   // `tensors` given: the operands are named by id and the output is kept
   // (then released through tensors->releaser), so no matrix bytes move.
+  // `shm` given: the operands and the output are slices of its region.
   static absl::StatusOr<PreparedCall> Create(const Workload& workload, const std::string& variant,
-                                             const TensorPlacement* tensors = nullptr);
+                                             const TensorPlacement* tensors = nullptr,
+                                             const SharedMemoryPlacement* shm = nullptr);
   // The standard grpc.health.v1 Check with an empty request: a round trip
   // through the same channel and server that does no work, the gRPC floor.
   static PreparedCall HealthCheck();
@@ -110,6 +120,7 @@ class PreparedCall {
  private:
   Workload workload_;
   TensorReleaser* releaser_ = nullptr;  // set: responses carry kept tensors
+  bool shm_output_ = false;             // responses name the output's slice
   std::string method_;
   grpc::ByteBuffer request_;
   bool health_check_ = false;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -44,7 +46,10 @@ ABSL_FLAG(std::string, op, "matmul",
 ABSL_FLAG(std::string, placement, "inline",
           "where the matrices are, comma-separated: inline (sent and returned in every "
           "request), tensor (operands uploaded once and named by id, outputs kept on the "
-          "server and released: no matrix bytes move), or inline,tensor to compare both");
+          "server and released: no matrix bytes move), shm (operands and output in a "
+          "shared-memory region registered with a server on this host that runs with "
+          "--allow_shared_memory: no matrix bytes on the socket), or several, e.g. "
+          "inline,tensor,shm to compare them");
 ABSL_FLAG(std::string, shape, "1024x1024x1024",
           "matmul: MxKxN, a is M x K times b K x N (result M x N), as the gpucompute CLI "
           "takes it; transpose/reduce: MxN");
@@ -291,14 +296,14 @@ int Run() {
   std::vector<std::string> placements;
   for (absl::string_view p :
        absl::StrSplit(absl::GetFlag(FLAGS_placement), ',', absl::SkipEmpty())) {
-    if (p != "inline" && p != "tensor") {
-      return Fail(absl::StrCat("--placement: \"", p, "\" is not inline or tensor"));
+    if (p != "inline" && p != "tensor" && p != "shm") {
+      return Fail(absl::StrCat("--placement: \"", p, "\" is not inline, tensor or shm"));
     }
     if (std::find(placements.begin(), placements.end(), p) == placements.end()) {
       placements.emplace_back(p);
     }
   }
-  if (placements.empty()) return Fail("--placement: name inline, tensor or both");
+  if (placements.empty()) return Fail("--placement: name inline, tensor or shm, or several");
   if (transfer && placements != std::vector<std::string>{"inline"}) {
     return Fail("--placement: upload and download rows move the matrix by definition");
   }
@@ -396,7 +401,9 @@ int Run() {
   if (run.placement != "inline") {
     std::printf(
         "placement: %s (tensor: operands uploaded once and named by id, outputs kept and "
-        "released; no matrix bytes per request)\n\n",
+        "released, no matrix bytes per request; shm: operands and output in a shared-memory "
+        "region, no matrix bytes on the socket, GB/s counts the bytes the server moved "
+        "through the region)\n\n",
         run.placement.c_str());
   }
 
@@ -424,6 +431,36 @@ int Run() {
       (i == 0 ? tensor_placement.a : tensor_placement.b) = t->id();
       held.push_back(std::move(*t));
     }
+  }
+  // --placement=shm: one region holding a, b and the output, filled once.
+  std::optional<SharedMemoryRegion> region;
+  SharedMemoryPlacement shm_placement;
+  if (std::find(placements.begin(), placements.end(), "shm") != placements.end()) {
+    const int64_t es = DTypeSize(w.dtype);
+    const bool matmul = w.op == v1::OP_MATMUL;
+    const int64_t a_bytes = (matmul ? w.m * w.k : w.m * w.n) * es;
+    const int64_t b_bytes = matmul ? w.k * w.n * es : 0;
+    const int64_t out_bytes = w.OutputRows() * w.OutputCols() * es;
+    auto created = SharedMemoryRegion::Create(*client, a_bytes + b_bytes + out_bytes);
+    if (!created.ok()) {
+      return Fail(
+          absl::StrCat("--placement=shm (the server must share this host and run with "
+                       "--allow_shared_memory): ",
+                       created.status().message()));
+    }
+    region.emplace(std::move(*created));
+    shm_placement = {region->name(), 0, a_bytes, a_bytes + b_bytes};
+    for (auto [rows, cols, offset] :
+         {std::tuple{matmul ? w.m : w.m, matmul ? w.k : w.n, int64_t{0}},
+          std::tuple{matmul ? w.k : int64_t{0}, w.n, a_bytes}}) {
+      if (rows == 0) continue;
+      auto m = Matrix::Random(w.dtype, rows, cols, w.seed * 1000003 + offset + 1);
+      if (!m.ok()) return Fail(std::string(m.status().message()));
+      std::memcpy(region->data() + offset, m->bytes().data(), m->bytes().size());
+    }
+    std::printf("placement shm: region \"%s\" of %lld bytes, %s\n", region->name().c_str(),
+                static_cast<long long>(region->bytes()),
+                region->pinned() ? "pinned by the server for DMA" : "not pinned (CPU server)");
   }
   if (transfer) {
     auto m = Matrix::Random(w.dtype, w.m, w.n, w.seed);
@@ -489,9 +526,11 @@ int Run() {
           MakeTransferLoop(&*client, w.transfer, &*transfer_matrix, download_id, p.concurrency);
     } else {
       const bool tensor = p.placement == "tensor";
+      const bool shm = p.placement == "shm";
       if (prepared_variant != p.variant + "/" + p.placement) {
         auto prepared = PreparedCall::Create(w, p.variant == "auto" ? "" : p.variant,
-                                             tensor ? &tensor_placement : nullptr);
+                                             tensor ? &tensor_placement : nullptr,
+                                             shm ? &shm_placement : nullptr);
         if (!prepared.ok()) return Fail(std::string(prepared.status().message()));
         call.emplace(std::move(*prepared));
         prepared_variant = p.variant + "/" + p.placement;
@@ -501,7 +540,7 @@ int Run() {
                                                 absl::GetFlag(FLAGS_max_outstanding), w.seed + i);
     }
     const std::string what = absl::StrCat(
-        p.variant, p.placement == "tensor" ? " [tensor] " : " ",
+        p.variant, p.placement == "inline" ? " " : absl::StrCat(" [", p.placement, "] "),
         p.concurrency > 0 ? absl::StrCat("c=", p.concurrency) : absl::StrFormat("r=%g/s", p.rate));
     Measurement m = Measure(*driver, measure,
                             [&](absl::Duration elapsed, int windows, const WindowStats* last) {

@@ -267,7 +267,8 @@ std::string Row::ErrorsText() const {
 }
 
 std::string Row::Label() const {
-  return placement == "tensor" ? absl::StrCat(variant, " [tensor]") : variant;
+  return placement == "inline" || placement.empty() ? variant
+                                                    : absl::StrCat(variant, " [", placement, "]");
 }
 
 Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,

@@ -8,9 +8,11 @@
 #include <sstream>
 
 #include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gpucompute/v1/compute.grpc.pb.h"
 #include "loadtest/load.h"
 #include "loadtest/report.h"
 #include "loadtest/tcp_echo.h"
@@ -231,7 +233,8 @@ TEST(EchoTarget, UnixTargetsAreRecognised) {
 class LoadtestBinaryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new testing::ServerProcess(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu"});
+    server_ = new testing::ServerProcess(GPUCOMPUTE_SERVER_PATH,
+                                         {"--backend=cpu", "--allow_shared_memory"});
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -382,6 +385,33 @@ TEST_F(LoadtestBinaryTest, TensorPlacementRowsBesideInline) {
       absl::StrCat(Fast(), " --op=transpose --shape=9x7 --placement=tensor", " --concurrency=1"));
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_EQ(none.output.find("not held any more"), std::string::npos) << none.output;
+}
+
+// --placement=shm: operands and output in one registered region, beside
+// inline; the region is unregistered (and unlinked) at the end.
+TEST_F(LoadtestBinaryTest, SharedMemoryPlacementRowsBesideInline) {
+  const std::string json = dir_ / "s.json";
+  RunResult r =
+      RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=33x17 --placement=inline,shm",
+                               " --concurrency=1,2 --json=", json));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("auto [shm]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not pinned (CPU server)"), std::string::npos) << r.output;
+  const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+  ASSERT_EQ(report.rows_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    const auto& row = report.rows(i);
+    EXPECT_EQ(row.placement(), i < 2 ? "inline" : "shm");
+    EXPECT_GT(row.requests(), 0);
+    EXPECT_TRUE(row.errors().empty());
+    EXPECT_EQ(row.payload_bytes(), 2 * 33 * 17 * 4);  // moved through the region
+  }
+  auto stub = gpucompute::v1::Compute::NewStub(
+      grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  gpucompute::v1::ListSharedMemoryResponse list;
+  ASSERT_TRUE(stub->ListSharedMemory(&ctx, {}, &list).ok());
+  EXPECT_EQ(list.regions_size(), 0);
 }
 
 // --op=upload|download: stream rows in bytes per second beside the TCP echo.
