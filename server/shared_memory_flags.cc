@@ -11,8 +11,7 @@ ABSL_FLAG(bool, allow_shared_memory, false,
           "and pass matrices and results through them; the server maps each object read-write "
           "and pins it for DMA. Any client that can call the server may then name any object "
           "the server's user can open: gate the calls (unix socket permissions, a token)");
-ABSL_FLAG(int32_t, shared_memory_max_regions, 256,
-          "most shared-memory regions registered at once");
+ABSL_FLAG(int32_t, shared_memory_max_regions, 256, "most shared-memory regions registered at once");
 ABSL_FLAG(int64_t, shared_memory_max_bytes, -1,
           "most bytes of shared memory registered at once; pinned pages are locked in RAM "
           "(-1: half of the host's physical memory)");

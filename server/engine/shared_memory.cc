@@ -20,8 +20,8 @@ constexpr size_t kMaxNameLength = 255;
 
 absl::Status CheckName(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameLength) {
-    return absl::InvalidArgumentError(absl::StrCat("name: must be 1 to ", kMaxNameLength,
-                                                   " characters, got ", name.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: must be 1 to ", kMaxNameLength, " characters, got ", name.size()));
   }
   for (unsigned char c : name) {
     if (c < 0x21 || c > 0x7e) {
@@ -36,9 +36,9 @@ absl::Status CheckName(const std::string& name) {
 absl::Status CheckKey(const std::string& key) {
   if (key.size() < 2 || key.size() > kMaxNameLength || key[0] != '/' ||
       key.find('/', 1) != std::string::npos || key.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key: a shm_open name is \"/\" and 1 to ", kMaxNameLength - 1,
-        " characters with no other \"/\", e.g. \"/myapp-0\"; got \"", key, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("key: a shm_open name is \"/\" and 1 to ", kMaxNameLength - 1,
+                     " characters with no other \"/\", e.g. \"/myapp-0\"; got \"", key, "\""));
   }
   return absl::OkStatus();
 }
@@ -119,9 +119,9 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 absl::Status SharedMemoryRegion::CheckSlice(int64_t offset, int64_t bytes,
                                             const std::string& field) const {
   if (offset < 0 || bytes < 0 || offset > info_.byte_size || bytes > info_.byte_size - offset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": offset ", offset, " + byte_size ", bytes, " lies outside region \"", info_.name,
-        "\" of ", info_.byte_size, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": offset ", offset, " + byte_size ",
+                                                   bytes, " lies outside region \"", info_.name,
+                                                   "\" of ", info_.byte_size, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -130,14 +130,14 @@ absl::Status SharedMemoryRegion::Read(int64_t offset, int64_t bytes, void* dst) 
   char* out = static_cast<char*>(dst);
   int64_t done = 0;
   while (done < bytes) {
-    const ssize_t n = pread(fd_, out + done, size_t(bytes - done),
-                            off_t(info_.offset + offset + done));
+    const ssize_t n =
+        pread(fd_, out + done, size_t(bytes - done), off_t(info_.offset + offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shared memory \"", info_.name, "\": object \"", info_.key, "\" ",
-          n == 0 ? "shrank below the region while registered" : std::strerror(errno),
-          " (read ", done, " of ", bytes, " bytes)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shared memory \"", info_.name, "\": object \"", info_.key, "\" ",
+                       n == 0 ? "shrank below the region while registered" : std::strerror(errno),
+                       " (read ", done, " of ", bytes, " bytes)"));
     }
     done += n;
   }
@@ -184,14 +184,14 @@ absl::StatusOr<SharedMemoryRegionInfo> SharedMemoryRegistry::Register(
           absl::StrCat("name: region \"", asked.name, "\" is already registered"));
     }
     if (int64_t(regions_.size()) >= options_.max_regions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("shared memory: ", regions_.size(), " regions registered, the most ",
-                       "--shared_memory_max_regions allows"));
+      return absl::ResourceExhaustedError(absl::StrCat("shared memory: ", regions_.size(),
+                                                       " regions registered, the most ",
+                                                       "--shared_memory_max_regions allows"));
     }
     if (asked.byte_size > options_.max_bytes - bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "byte_size: ", asked.byte_size, " bytes asked with ", bytes_,
-          " registered would pass --shared_memory_max_bytes=", options_.max_bytes));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("byte_size: ", asked.byte_size, " bytes asked with ", bytes_,
+                       " registered would pass --shared_memory_max_bytes=", options_.max_bytes));
     }
     regions_[asked.name] = nullptr;  // claimed, opening
     bytes_ += asked.byte_size;

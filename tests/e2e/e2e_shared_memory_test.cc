@@ -263,9 +263,9 @@ TEST_F(SharedMemoryTest, OpsReadAndWriteRegions) {
       ASSERT_TRUE(s.ok()) << s.error_message();
       for (int64_t r = 0; r < rows; r += 13) {
         for (int64_t c = 0; c < cols; c += 7) {
-          ASSERT_EQ(std::memcmp(out + (c * rows + r) * es, in + 3 * es + (r * cols + c) * es,
-                                size_t(es)),
-                    0)
+          ASSERT_EQ(
+              std::memcmp(out + (c * rows + r) * es, in + 3 * es + (r * cols + c) * es, size_t(es)),
+              0)
               << r << "," << c;
         }
       }
@@ -303,8 +303,7 @@ TEST_F(SharedMemoryTest, SlicesAtTheEdgesAndOneBytePast) {
   const int64_t bytes = 32 * 32 * 4;  // 4 KiB
   v1::TransposeResponse resp;
   // Input ending on the region's last byte, output starting on its first.
-  EXPECT_TRUE(
-      TransposeShm("edge", size - bytes, "edge", 0, v1::DTYPE_FLOAT32, 32, 32, &resp).ok());
+  EXPECT_TRUE(TransposeShm("edge", size - bytes, "edge", 0, v1::DTYPE_FLOAT32, 32, 32, &resp).ok());
   EXPECT_CODE(TransposeShm("edge", size - bytes + 1, "edge", 0, v1::DTYPE_FLOAT32, 32, 32, &resp),
               INVALID_ARGUMENT, absl::StrCat("outside region \"edge\" of ", size, " bytes"));
   EXPECT_CODE(TransposeShm("edge", 0, "edge", size - bytes + 1, v1::DTYPE_FLOAT32, 32, 32, &resp),
@@ -437,7 +436,8 @@ TEST_F(SharedMemoryTest, TruncatedUnlinkedAndRewrittenObjects) {
   // Unlinked: the server's mapping (and descriptor) keep the object alive.
   victim.Unlink();
   v1::TransposeResponse resp;
-  EXPECT_TRUE(TransposeShm("victim", 0, "victim", bytes, v1::DTYPE_FLOAT32, rows, cols, &resp).ok());
+  EXPECT_TRUE(
+      TransposeShm("victim", 0, "victim", bytes, v1::DTYPE_FLOAT32, rows, cols, &resp).ok());
 
   // Rewritten during ops: wrong bytes at worst.
   std::atomic<bool> stop{false};
@@ -502,7 +502,8 @@ TEST_F(SharedMemoryTest, SixteenClientsEachWithTheirOwnRegion) {
         req.set_key(object.key());
         req.set_byte_size(2 * bytes);
         v1::SharedMemoryRegion region;
-        if (auto s = stub->RegisterSharedMemory(&ctx, req, &region); !s.ok()) return s.error_message();
+        if (auto s = stub->RegisterSharedMemory(&ctx, req, &region); !s.ok())
+          return s.error_message();
       }
       std::mt19937_64 rng(seed_ + c);
       for (int i = 0; i < 10; ++i) {
@@ -526,7 +527,8 @@ TEST_F(SharedMemoryTest, SixteenClientsEachWithTheirOwnRegion) {
       v1::UnregisterSharedMemoryRequest req;
       req.set_name(name);
       v1::UnregisterSharedMemoryResponse resp;
-      if (auto s = stub->UnregisterSharedMemory(&ctx, req, &resp); !s.ok()) return s.error_message();
+      if (auto s = stub->UnregisterSharedMemory(&ctx, req, &resp); !s.ok())
+        return s.error_message();
       return std::string();
     }));
   }
