@@ -142,7 +142,13 @@ Operand Operand::TensorId(std::string id) {
 }
 
 std::string Operand::Describe() const {
-  return is_tensor() ? absl::StrCat("tensor ", tensor_id_) : matrix_.ShapeString();
+  if (is_tensor()) return absl::StrCat("tensor ", tensor_id_);
+  if (is_shared_memory()) {
+    return absl::StrCat(tensor_rows_, "x", tensor_cols_, " ",
+                        tensor_dtype_ == v1::DTYPE_FLOAT64 ? "float64" : "float32",
+                        " in shared memory \"", shm_region_, "\" at offset ", shm_offset_);
+  }
+  return matrix_.ShapeString();
 }
 
 void ApplyLargeMessageTransport(grpc::ChannelArguments* args) {
@@ -407,7 +413,8 @@ absl::Status Client::Finish(const char* method, const grpc::Status& status) cons
 }
 
 absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffer request,
-                                             const char* field) const {
+                                             const char* field,
+                                             const std::optional<SharedMemoryView>& into) const {
   grpc::ByteBuffer response;
   grpc::ClientContext context;
   Prepare(&context);
@@ -432,6 +439,15 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
         absl::StrCat(field, ".dtype is ", out.dtype, " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
   }
   if (out.payload == wire::Matrix::Payload::kSharedMemory) {  // written into the view
+    if (!into) return malformed(absl::StrCat(field, " in shared memory, which was not asked for"));
+    // The slice the server checked carries a byte size only.
+    if (out.dtype != ToProto(into->dtype) || out.rows != into->rows || out.cols != into->cols) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(method, " failed: the result is ", out.rows, "x", out.cols, " ",
+                       out.dtype == v1::DTYPE_FLOAT32 ? "float32" : "float64",
+                       " but the output view is ", into->rows, "x", into->cols, " ",
+                       DTypeName(into->dtype), " (the result's bytes were written into it)"));
+    }
     OpResult result;
     result.report = std::move(parsed->report);
     result.in_shared_memory = true;
@@ -516,7 +532,7 @@ absl::StatusOr<OpResult> Client::MatMul(Operand a, Operand b, const MatMulOption
   if (!options.variant.empty()) request.BytesField(3, options.variant);
   if (options.allow_tf32) request.VarintField(4, 1);
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
-  return ComputeCall("MatMul", request.Finish(), "c");
+  return ComputeCall("MatMul", request.Finish(), "c", options.output);
 }
 
 absl::StatusOr<OpResult> Client::Transpose(Operand input, const std::string& variant) const {
@@ -536,7 +552,7 @@ absl::StatusOr<OpResult> Client::TransposeCall(Operand input, const OpOptions& o
                input.tensor_id_, SliceOf(input.shm_region_, input.shm_offset_, input.shm_bytes_));
   if (!options.variant.empty()) request.BytesField(2, options.variant);
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
-  return ComputeCall("Transpose", request.Finish(), "output");
+  return ComputeCall("Transpose", request.Finish(), "output", options.output);
 }
 
 absl::StatusOr<OpResult> Client::Reduce(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
@@ -561,7 +577,7 @@ absl::StatusOr<OpResult> Client::ReduceCall(Operand input, v1::ReduceOp op, v1::
   if (axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(axis));
   if (!options.variant.empty()) request.BytesField(4, options.variant);
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
-  return ComputeCall("Reduce", request.Finish(), "output");
+  return ComputeCall("Reduce", request.Finish(), "output", options.output);
 }
 
 absl::StatusOr<Tensor> Client::Upload(const SharedMemoryView& view,
@@ -598,9 +614,22 @@ absl::Status Client::Download(const std::string& id, const SharedMemoryView& int
   Prepare(&context);
   auto reader = stub_->Download(&context, request);
   v1::DownloadResponse response;
+  v1::TensorInfo info;
+  bool first = true;
   while (reader->Read(&response)) {
+    if (first) info = response.info();
+    first = false;
   }
-  return Finish("Download", reader->Finish());
+  if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
+  // The server checked the byte size; the shape is the client's to check.
+  if (!first && (info.dtype() != ToProto(into.dtype) || info.rows() != into.rows ||
+                 info.cols() != into.cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Download failed: tensor ", id, " is ", info.rows(), "x", info.cols(), " ",
+        info.dtype() == v1::DTYPE_FLOAT32 ? "float32" : "float64", " but the view is ", into.rows,
+        "x", into.cols, " ", DTypeName(into.dtype), " (its bytes were written into it)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::SharedMemoryRegion> Client::RegisterSharedMemory(

@@ -176,7 +176,8 @@ class Operand {
   int64_t inline_bytes() const {
     return is_tensor() || is_shared_memory() ? 0 : matrix_.byte_size();
   }
-  // "512x256 float32", or "tensor <id>".
+  // "512x256 float32", "tensor <id>", or, for a shared-memory view,
+  // '37x23 float32 in shared memory "name" at offset 64'.
   std::string Describe() const;
 
  private:
@@ -212,7 +213,9 @@ struct MatMulOptions {
   bool keep = false;        // hold the result on the server: OpResult::tensor
   int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
   // Write the result into this shared-memory view (its dtype and shape
-  // must be the result's) instead of returning it.
+  // must be the result's) instead of returning it. The server checks the
+  // byte size; a view of the right size but another shape (29x37 for a
+  // 37x29 result) is INVALID_ARGUMENT after the call, the bytes written.
   std::optional<SharedMemoryView> output = std::nullopt;
 };
 
@@ -279,7 +282,9 @@ class Client {
   absl::StatusOr<Tensor> Upload(const SharedMemoryView& view,
                                 const UploadOptions& options = {}) const;
   // Download into a registered region's view (its dtype and shape must be
-  // the tensor's): no bytes on the socket.
+  // the tensor's): no bytes on the socket. The server checks the byte size;
+  // a view of the right size but another shape is INVALID_ARGUMENT after
+  // the bytes were written.
   absl::Status Download(const std::string& id, const SharedMemoryView& into,
                         bool release = false) const;
   // The matrix of tensor `id` (not owned: e.g. an id from the CLI);
@@ -315,8 +320,10 @@ class Client {
   absl::Status Finish(const char* method, const grpc::Status& status) const;
   // MatMul, Transpose and Reduce as raw messages: payloads are sent from the
   // caller's matrices and read from the received slices (see proto/wire).
+  // `into`: the shared-memory output the request names, if any.
   absl::StatusOr<OpResult> ComputeCall(const char* method, grpc::ByteBuffer request,
-                                       const char* field) const;
+                                       const char* field,
+                                       const std::optional<SharedMemoryView>& into) const;
   absl::StatusOr<OpResult> TransposeCall(Operand input, const OpOptions& options) const;
   absl::StatusOr<OpResult> ReduceCall(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
                                       const OpOptions& options) const;
