@@ -7,8 +7,10 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "gpucompute/client.h"
 #include "gpucompute/host_memory.h"
 #include "gpucompute/npy.h"
+#include "gpucompute/shared_memory.h"
 
 namespace gpucompute::cli {
 namespace {
@@ -118,7 +121,21 @@ const std::vector<FlagSpec> kInputFlags = {
     {"keep", "", "",
      "hold the result on the server and print its tensor id (instead of writing --out)"},
     {"ttl", "SECONDS", "0", "with --keep: the result's idle lifetime (0: the server's default)"},
+    {"shm", "", "",
+     "pass the inputs and the result through a shared-memory region instead of the socket "
+     "(needs a server on the same host started with --allow_shared_memory; see above)"},
 };
+
+// The paragraph every op's --help ends with.
+constexpr char kShmHelp[] =
+    "\n--shm creates one POSIX shared-memory region (in /dev/shm, mode 0600) big\n"
+    "enough for the inputs and the result, copies the input matrices into it and\n"
+    "sends the op with its operands and output in the region: no matrix bytes on\n"
+    "the socket (@ID operands stay on the server; with --keep the result does\n"
+    "too). The result is read from the region, then printed and written as\n"
+    "without --shm. It needs a server on the same host started with\n"
+    "--allow_shared_memory and running as the same user (the region is only\n"
+    "this user's); the region is unregistered and removed when the command ends.";
 
 struct Inputs {
   std::vector<Operand> matrices;
@@ -233,12 +250,24 @@ double MicrosSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-// Prints the result, writes --out, and picks the exit code.
+// Prints the result, writes --out, and picks the exit code. A result
+// written into shared memory (--shm) is read from `shm_output`.
 int FinishOp(const ParsedArgs& args, absl::StatusOr<OpResult> result,
-             std::chrono::steady_clock::time_point start) {
+             std::chrono::steady_clock::time_point start,
+             const std::optional<SharedMemoryView>& shm_output) {
   const double round_trip_us = MicrosSince(start);
   if (!result.ok()) return CallFailed(result.status());
   PrintReport(result->report, round_trip_us);
+  if (result->in_shared_memory) {
+    if (!shm_output) {
+      return CallFailed(absl::InternalError("the server wrote the result into shared memory"));
+    }
+    absl::StatusOr<Matrix> m =
+        Matrix::FromBytes(shm_output->dtype, shm_output->rows, shm_output->cols,
+                          std::string(shm_output->data, size_t(shm_output->byte_size())));
+    if (!m.ok()) return CallFailed(m.status());
+    result->output = std::move(*m);
+  }
   if (result->kept()) {
     // Stays on the server past this process: detached, not released.
     Tensor& t = result->tensor;
@@ -264,28 +293,30 @@ std::string Variant(const ParsedArgs& args) {
 // Sends the request --repeat times; every call but the last is sent from a
 // copy of the inputs made before its clock starts, so each is timed alike.
 // With --keep, the results of the earlier calls are released again.
+// With --shm, `shm_output` is the view the result is written into.
 template <typename Send>  // Send(std::vector<Operand> inputs) -> absl::StatusOr<OpResult>
-int SendAndFinish(const ParsedArgs& args, std::vector<Operand>& inputs, Send send) {
+int SendAndFinish(const ParsedArgs& args, std::vector<Operand>& inputs, Send send,
+                  const std::optional<SharedMemoryView>& shm_output) {
   absl::StatusOr<int64_t> repeat = ParseInt(args, "repeat", 1);
   if (!repeat.ok()) return UsageError(repeat.status());
-  if (args.GetBool("keep") && args.Has("out")) {
-    return UsageError(absl::InvalidArgumentError(
-        "--keep holds the result on the server; --out needs it here (download it with "
-        "`gpucompute download ID OUT.npy`)"));
-  }
   for (int64_t i = 1; i < *repeat; ++i) {
     std::vector<Operand> copy = inputs;
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<OpResult> result = send(std::move(copy));
-    if (!result.ok()) return FinishOp(args, std::move(result), start);
+    if (!result.ok()) return FinishOp(args, std::move(result), start, shm_output);
     PrintReport(result->report, MicrosSince(start));
   }
   const auto start = std::chrono::steady_clock::now();
-  return FinishOp(args, send(std::move(inputs)), start);
+  return FinishOp(args, send(std::move(inputs)), start, shm_output);
 }
 
-// --keep and --ttl as the ops take them.
+// --keep, --ttl and --out as the ops take them.
 absl::StatusOr<OpOptions> Placement(const ParsedArgs& args) {
+  if (args.GetBool("keep") && args.Has("out")) {
+    return absl::InvalidArgumentError(
+        "--keep holds the result on the server; --out needs it here (download it with "
+        "`gpucompute download ID OUT.npy`)");
+  }
   OpOptions options;
   options.variant = Variant(args);
   options.keep = args.GetBool("keep");
@@ -293,6 +324,103 @@ absl::StatusOr<OpOptions> Placement(const ParsedArgs& args) {
   if (!ttl.ok()) return ttl.status();
   options.ttl_seconds = *ttl;
   return options;
+}
+
+// ---------------------------------------------------------- shared memory --
+
+struct MatrixShape {
+  DType dtype = DType::kFloat32;
+  int64_t rows = 0, cols = 0;
+};
+
+// An operand's dtype and shape: an inline matrix's own, a tensor's (@ID) as
+// the server lists it.
+absl::StatusOr<MatrixShape> ShapeOf(const Client& client, const Operand& operand) {
+  if (!operand.is_tensor()) {
+    const Matrix& m = operand.matrix();
+    return MatrixShape{m.dtype(), m.rows(), m.cols()};
+  }
+  absl::StatusOr<v1::ListTensorsResponse> list = client.ListTensors();
+  if (!list.ok()) return list.status();
+  for (const v1::TensorInfo& t : list->tensors()) {
+    if (t.id() != operand.tensor_id()) continue;
+    return MatrixShape{t.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32, t.rows(),
+                       t.cols()};
+  }
+  return absl::NotFoundError(
+      absl::StrCat("tensor ", operand.tensor_id(), " is not held by the server"));
+}
+
+// What --shm set up: the region (removed when this goes) and, unless --keep,
+// the view the result is written into.
+struct SharedPlacement {
+  std::optional<SharedMemoryRegion> region;
+  std::optional<SharedMemoryView> output;
+};
+
+// Without --shm, nothing. With it: one region holding the inline inputs and
+// the result back to back, each at a 64-byte boundary; the inline inputs are
+// copied in and replaced by their views (tensors named by @ID stay where they
+// are). `result_shape` gives the result's shape from the inputs' shapes.
+absl::StatusOr<SharedPlacement> PlaceInSharedMemory(
+    const ParsedArgs& args, const Client& client, std::vector<Operand>& inputs,
+    const std::function<MatrixShape(const std::vector<MatrixShape>&)>& result_shape) {
+  SharedPlacement placement;
+  if (!args.GetBool("shm")) return placement;
+  const bool keep = args.GetBool("keep");
+  std::vector<MatrixShape> shapes;
+  for (const Operand& operand : inputs) {
+    // A tensor's shape is needed only to size the result.
+    if (operand.is_tensor() && keep) {
+      shapes.push_back(MatrixShape{DType::kFloat32, 0, 0});
+      continue;
+    }
+    absl::StatusOr<MatrixShape> shape = ShapeOf(client, operand);
+    if (!shape.ok()) return shape.status();
+    shapes.push_back(*shape);
+  }
+  // With --keep the result stays on the server: no room for it here.
+  const bool has_result = !keep;
+  const MatrixShape result = has_result ? result_shape(shapes) : MatrixShape{};
+  constexpr int64_t kAlign = 64;
+  auto aligned = [](int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const Operand& operand : inputs) {
+    offsets.push_back(total);
+    if (!operand.is_tensor()) total += aligned(operand.matrix().byte_size());
+  }
+  const int64_t result_offset = total;
+  if (has_result) {
+    absl::StatusOr<int64_t> bytes = MatrixByteSize(result.dtype, result.rows, result.cols);
+    if (!bytes.ok()) return bytes.status();
+    total += *bytes;
+  }
+  if (total == 0) return placement;  // nothing to place: every input is a tensor, kept result
+  absl::StatusOr<SharedMemoryRegion> region = SharedMemoryRegion::Create(client, total);
+  if (!region.ok()) {
+    return absl::Status(region.status().code(),
+                        absl::StrCat(region.status().message(),
+                                     " (--shm needs a server on the same host, started with "
+                                     "--allow_shared_memory and running as this user)"));
+  }
+  placement.region.emplace(std::move(*region));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].is_tensor()) continue;
+    const Matrix& m = inputs[i].matrix();
+    absl::StatusOr<SharedMemoryView> view =
+        placement.region->View(m.dtype(), m.rows(), m.cols(), offsets[i]);
+    if (!view.ok()) return view.status();
+    if (m.byte_size() > 0) std::memcpy(view->data, m.bytes().data(), size_t(m.byte_size()));
+    inputs[i] = *view;
+  }
+  if (has_result) {
+    absl::StatusOr<SharedMemoryView> view =
+        placement.region->View(result.dtype, result.rows, result.cols, result_offset);
+    if (!view.ok()) return view.status();
+    placement.output = *view;
+  }
+  return placement;
 }
 
 // --------------------------------------------------------------- commands --
@@ -304,14 +432,23 @@ int RunMatMul(const ParsedArgs& args, const Client& client) {
               in->labels[0].c_str(), in->matrices[1].Describe().c_str(), in->labels[1].c_str());
   absl::StatusOr<OpOptions> placement = Placement(args);
   if (!placement.ok()) return UsageError(placement.status());
+  absl::StatusOr<SharedPlacement> shm =
+      PlaceInSharedMemory(args, client, in->matrices, [](const std::vector<MatrixShape>& s) {
+        return MatrixShape{s[0].dtype, s[0].rows, s[1].cols};  // a @ b: M x N
+      });
+  if (!shm.ok()) return CallFailed(shm.status());
   MatMulOptions options;
   options.variant = Variant(args);
   options.allow_tf32 = args.GetBool("allow_tf32");
   options.keep = placement->keep;
   options.ttl_seconds = placement->ttl_seconds;
-  return SendAndFinish(args, in->matrices, [&](std::vector<Operand> m) {
-    return client.MatMul(std::move(m[0]), std::move(m[1]), options);
-  });
+  options.output = shm->output;
+  return SendAndFinish(
+      args, in->matrices,
+      [&](std::vector<Operand> m) {
+        return client.MatMul(std::move(m[0]), std::move(m[1]), options);
+      },
+      shm->output);
 }
 
 int RunTranspose(const ParsedArgs& args, const Client& client) {
@@ -320,9 +457,16 @@ int RunTranspose(const ParsedArgs& args, const Client& client) {
   std::printf("transpose %s (%s)\n", in->matrices[0].Describe().c_str(), in->labels[0].c_str());
   absl::StatusOr<OpOptions> options = Placement(args);
   if (!options.ok()) return UsageError(options.status());
-  return SendAndFinish(args, in->matrices, [&](std::vector<Operand> m) {
-    return client.Transpose(std::move(m[0]), *options);
-  });
+  absl::StatusOr<SharedPlacement> shm =
+      PlaceInSharedMemory(args, client, in->matrices, [](const std::vector<MatrixShape>& s) {
+        return MatrixShape{s[0].dtype, s[0].cols, s[0].rows};
+      });
+  if (!shm.ok()) return CallFailed(shm.status());
+  options->output = shm->output;
+  return SendAndFinish(
+      args, in->matrices,
+      [&](std::vector<Operand> m) { return client.Transpose(std::move(m[0]), *options); },
+      shm->output);
 }
 
 int RunReduce(const ParsedArgs& args, const Client& client) {
@@ -336,9 +480,18 @@ int RunReduce(const ParsedArgs& args, const Client& client) {
               in->matrices[0].Describe().c_str(), in->labels[0].c_str());
   absl::StatusOr<OpOptions> options = Placement(args);
   if (!options.ok()) return UsageError(options.status());
-  return SendAndFinish(args, in->matrices, [&](std::vector<Operand> m) {
-    return client.Reduce(std::move(m[0]), *op, *axis, *options);
-  });
+  absl::StatusOr<SharedPlacement> shm =
+      PlaceInSharedMemory(args, client, in->matrices, [&](const std::vector<MatrixShape>& s) {
+        // all: 1 x 1; per_row: M x 1; per_column: 1 x N.
+        return MatrixShape{s[0].dtype, *axis == v1::REDUCE_AXIS_PER_ROW ? s[0].rows : 1,
+                           *axis == v1::REDUCE_AXIS_PER_COLUMN ? s[0].cols : 1};
+      });
+  if (!shm.ok()) return CallFailed(shm.status());
+  options->output = shm->output;
+  return SendAndFinish(
+      args, in->matrices,
+      [&](std::vector<Operand> m) { return client.Reduce(std::move(m[0]), *op, *axis, *options); },
+      shm->output);
 }
 
 std::string FormatBytes(int64_t bytes) {
@@ -600,21 +753,24 @@ const std::vector<Command>& Commands() {
        "--random MxKxN generates a as MxK from --seed and b as KxN from --seed+1,\n"
        "values uniform in [-1, 1). Example: --random 512x256x128.\n"
        "@ID in place of a file names a tensor held by the server (`gpucompute upload`);\n"
-       "--keep holds the result there too and prints its id.",
+       "--keep holds the result there too and prints its id.\n" +
+           std::string(kShmHelp),
        Concat(kInputFlags,
               {{"allow_tf32", "", "", "let the server's automatic choice use TF32 tensor cores"}}),
        120000, RunMatMul},
       {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)", true,
        "Transposes an M x N matrix on the server; the result is N x M.\n"
        "@ID in place of the file names a tensor held by the server; --keep holds\n"
-       "the result there and prints its id.",
+       "the result there and prints its id.\n" +
+           std::string(kShmHelp),
        kInputFlags, 120000, RunTranspose},
       {"reduce", "sum, min, max or mean over all, per row or per column",
        "[flags] (INPUT.npy | --random MxN)", true,
        "Reduces an M x N matrix on the server. --axis all gives 1 x 1, per_row gives\n"
        "M x 1 (numpy x.sum(axis=1)), per_column gives 1 x N (numpy x.sum(axis=0)).\n"
        "@ID in place of the file names a tensor held by the server; --keep holds\n"
-       "the result there and prints its id.",
+       "the result there and prints its id.\n" +
+           std::string(kShmHelp),
        Concat(kInputFlags, {{"op", "sum|min|max|mean", "sum", "reduction"},
                             {"axis", "all|per_row|per_column", "all", "what to reduce over"}}),
        120000, RunReduce},
