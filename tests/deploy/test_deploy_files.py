@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Structural checks of the deployment files.
 
-Parses the Dockerfile, deploy/docker-compose.yml, deploy/prometheus/prometheus.yml
+Parses the Dockerfile, deploy/docker-compose.yml (and its shared-memory
+override, deploy/docker-compose.shm.yml), deploy/prometheus/prometheus.yml
 and every YAML file under deploy/k8s, and checks that they agree with each
 other and with the server: ports, health checks, GPU requests, the non-root
-user, the flags file. Needs PyYAML (Debian package python3-yaml).
+user, the flags file, the shared-memory set-ups. Needs PyYAML (Debian
+package python3-yaml).
 
 Run: python3 tests/deploy/test_deploy_files.py [-v]
 """
@@ -613,8 +615,9 @@ def server_flags_in_deploy_files():
     runtime = dockerfile_stages(REPO / "Dockerfile")[-1]
     for ins in runtime.all("ENTRYPOINT"):
         note(ins.json_or_words(), "Dockerfile ENTRYPOINT")
-    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
-    note(compose["services"]["gpucompute"].get("command", []), "docker-compose.yml")
+    for name in ("docker-compose.yml", "docker-compose.shm.yml"):
+        compose = yaml.safe_load((DEPLOY / name).read_text())
+        note(compose["services"]["gpucompute"].get("command", []), name)
     files = load_k8s_files()
     for path, docs in files.items():
         where = str(path.relative_to(REPO))
@@ -635,6 +638,182 @@ class ServerFlagsTest(unittest.TestCase):
     def test_deployment_files_pass_only_server_flags(self):
         for flag, where in server_flags_in_deploy_files().items():
             self.assertIn(flag, SERVER_FLAGS, f"--{flag} (in {', '.join(where)}) is no server flag")
+
+
+# ------------------------------------------------------------- shared memory
+
+SOCKET_PATH = "/run/gpucompute/gpucompute.sock"
+
+
+def listen_addresses(args):
+    """The last --listen among args (later flags win), split at commas."""
+    values = [a.split("=", 1)[1] for a in args if str(a).startswith("--listen=")]
+    return values[-1].split(",") if values else []
+
+
+def flag_value(args, flag):
+    values = [a.split("=", 1)[1] for a in args if str(a).startswith(f"--{flag}=")]
+    return values[-1] if values else None
+
+
+class SharedMemoryChecks:
+    """What both set-ups must do: the server on TCP and a unix socket with
+    --allow_shared_memory and bounds on pinned memory; the client through
+    that socket, sharing /dev/shm and the socket's directory, as the same
+    user."""
+
+    def check_server_args(self, args):
+        self.assertIn("--allow_shared_memory", args)
+        addresses = listen_addresses(args)
+        self.assertIn(f"0.0.0.0:{GRPC_PORT}", addresses, "keep TCP for the probes and others")
+        self.assertIn(f"unix:{SOCKET_PATH}", addresses)
+        self.assertRegex(flag_value(args, "unix_socket_mode") or "", r"^0[0-7]{3}$")
+        self.assertNotIn(flag_value(args, "unix_socket_mode")[-1], "2367",
+                         "other users must not write to (call through) the socket")
+        for flag in ("shared_memory_max_bytes", "shared_memory_max_regions"):
+            value = flag_value(args, flag)
+            self.assertIsNotNone(value, f"bound pinned (locked) memory with --{flag}")
+            self.assertGreater(int(value), 0)
+        for arg in args:
+            match = re.match(r"^--(\w+)", str(arg))
+            if match:
+                self.assertIn(match.group(1), SERVER_FLAGS, f"{arg}: no server flag")
+
+    def check_client_args(self, args):
+        self.assertIn("--shm", args)
+        self.assertIn(f"--server=unix:{SOCKET_PATH}", args)
+
+
+class ComposeSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
+    @classmethod
+    def setUpClass(cls):
+        cls.base = interpolate(yaml.safe_load((DEPLOY / "docker-compose.yml").read_text()))
+        cls.path = DEPLOY / "docker-compose.shm.yml"
+        cls.override = interpolate(yaml.safe_load(cls.path.read_text()))
+        cls.server = cls.override["services"]["gpucompute"]
+        cls.client = cls.override["services"]["shm-client"]
+
+    def test_overrides_the_base_server_and_keeps_its_command(self):
+        self.assertIn("gpucompute", self.base["services"])
+        command = self.server["command"]
+        # Compose replaces command lists: the base's flags must be repeated.
+        for arg in self.base["services"]["gpucompute"].get("command", []):
+            if not str(arg).startswith("--listen="):
+                self.assertIn(arg, command)
+        self.check_server_args(command)
+
+    def test_server_shares_its_ipc_namespace_with_room_and_memlock(self):
+        self.assertEqual(self.server.get("ipc"), "shareable")
+        self.assertRegex(str(self.server.get("shm_size", "")), r"^\d+[kmg]?b?$",
+                         "Docker's default /dev/shm is 64 MiB")
+        memlock = self.server.get("ulimits", {}).get("memlock")
+        self.assertEqual(memlock, -1, "pinning registered pages needs memlock unlimited")
+        # Volumes replace the base list: keep the autotune cache.
+        for volume in self.base["services"]["gpucompute"].get("volumes", []):
+            self.assertIn(volume, self.server["volumes"])
+
+    def test_client_joins_the_server_ipc_and_socket_directory_as_the_same_user(self):
+        self.assertIn("shm", self.client.get("profiles", []), "the client is opt-in")
+        self.assertEqual(self.client.get("ipc"), "service:gpucompute")
+        self.assertEqual(str(self.client.get("user", "")).split(":")[0], str(IMAGE_UID),
+                         "objects are created 0600: the server must run as the same user")
+        self.assertIsNone(registry_host(self.client["image"]), self.client["image"])
+        entry = self.client.get("entrypoint", [])
+        entry = entry if isinstance(entry, list) else shlex.split(entry)
+        self.assertEqual(entry[0], "gpucompute")
+        self.check_client_args(self.client["command"])
+        directory = str(pathlib.PurePosixPath(SOCKET_PATH).parent)
+        mounts = {}
+        for name in ("server", "client"):
+            service = getattr(self, name)
+            mounts[name] = [v.split(":")[0] for v in service.get("volumes", [])
+                            if isinstance(v, str) and v.split(":")[1] == directory]
+            self.assertEqual(len(mounts[name]), 1, f"{name}: nothing mounted at {directory}")
+        self.assertEqual(mounts["server"], mounts["client"], "one volume for both")
+        self.assertEqual(self.client["depends_on"]["gpucompute"]["condition"], "service_healthy")
+
+    def test_socket_volume_is_writable_by_the_server_user(self):
+        volume = self.override["volumes"]["gpucompute-run"]
+        options = volume["driver_opts"]
+        self.assertEqual(options["type"], "tmpfs")
+        fields = dict(o.split("=", 1) for o in options["o"].split(","))
+        self.assertEqual(fields.get("uid"), str(IMAGE_UID))
+
+    def test_compose_config_merges(self):
+        docker = shutil.which("docker")
+        if not docker or subprocess.run([docker, "compose", "version"], capture_output=True,
+                                        timeout=60).returncode != 0:
+            self.skipTest("docker compose not installed: merged configuration not checked")
+        result = subprocess.run(
+            [docker, "compose", "-f", str(DEPLOY / "docker-compose.yml"), "-f", str(self.path),
+             "--profile", "shm", "config", "--format", "json"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        merged = json.loads(result.stdout)["services"]
+        self.check_server_args(merged["gpucompute"]["command"])
+        self.assertEqual(merged["shm-client"]["ipc"], "service:gpucompute")
+
+
+class KubernetesSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
+    @classmethod
+    def setUpClass(cls):
+        cls.files = load_k8s_files()
+        cls.component = K8S / "components" / "shared-memory"
+        deployment = [o for o in k8s_objects(cls.files) if o["kind"] == "Deployment"][0]
+        for patch in cls.files[cls.component / "kustomization.yaml"][0]["patches"]:
+            assert patch["target"]["kind"] == "Deployment"
+            deployment = apply_json_patch(deployment, cls.files[cls.component / patch["path"]][0])
+        cls.pod = deployment["spec"]["template"]["spec"]
+        cls.containers = {c["name"]: c for c in cls.pod["containers"]}
+        cls.server = cls.pod["containers"][0]
+        cls.volumes = {v["name"]: v for v in cls.pod["volumes"]}
+
+    def test_an_overlay_applies_the_component(self):
+        overlay = self.files[K8S / "overlays" / "shared-memory" / "kustomization.yaml"][0]
+        refs = [(K8S / "overlays" / "shared-memory" / c).resolve()
+                for c in overlay.get("components", [])]
+        self.assertIn(self.component.resolve(), refs)
+
+    def test_server_args(self):
+        self.check_server_args(self.server["args"])
+
+    def test_client_container_calls_through_the_socket(self):
+        self.assertIn("client", self.containers)
+        client = self.containers["client"]
+        self.assertIsNone(registry_host(client["image"]), client["image"])
+        self.assertNotIn("nvidia.com/gpu", client.get("resources", {}).get("limits", {}))
+        command = " ".join(client.get("command", []) + client.get("args", []))
+        self.assertNotIn("--allow_shared_memory", command)
+
+    def test_both_containers_mount_one_memory_dev_shm_and_the_socket_directory(self):
+        directory = str(pathlib.PurePosixPath(SOCKET_PATH).parent)
+        for path, medium in (("/dev/shm", "Memory"), (directory, None)):
+            names = set()
+            for container in self.containers.values():
+                mounts = [m for m in container.get("volumeMounts", [])
+                          if m["mountPath"] == path]
+                self.assertEqual(len(mounts), 1, f"{container['name']}: {path} not mounted")
+                self.assertFalse(mounts[0].get("readOnly", False), path)
+                names.add(mounts[0]["name"])
+            self.assertEqual(len(names), 1, f"{path}: one volume shared by every container")
+            empty_dir = self.volumes[names.pop()].get("emptyDir")
+            self.assertIsNotNone(empty_dir, f"{path} should be an emptyDir")
+            if medium:
+                self.assertEqual(empty_dir.get("medium"), medium)
+                self.assertIn("sizeLimit", empty_dir)
+
+    def test_containers_run_as_the_same_non_root_user(self):
+        pod_sc = self.pod.get("securityContext", {})
+        for container in self.containers.values():
+            sc = container.get("securityContext", {})
+            self.assertEqual(sc.get("runAsUser", pod_sc.get("runAsUser")), IMAGE_UID,
+                             f"{container['name']}: objects are created 0600")
+            self.assertTrue(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")))
+            self.assertIs(sc.get("allowPrivilegeEscalation"), False)
+            self.assertIs(sc.get("readOnlyRootFilesystem"), True)
+            self.assertIn("ALL", sc.get("capabilities", {}).get("drop", []))
+            limits = container.get("resources", {}).get("limits", {})
+            self.assertIn("memory", limits, f"{container['name']}: no memory limit")
 
 
 if __name__ == "__main__":
