@@ -10,7 +10,9 @@
 //   auto a = region->View(gpucompute::DType::kFloat32, 2048, 2048);          // offset 0
 //   auto out = region->View(gpucompute::DType::kFloat32, 2048, 2048, a->byte_size());
 //   std::copy(..., a->as<float>());                                         // fill in place
-//   client->Transpose(*a, {.output = *out});                                 // result in *out
+//   gpucompute::OpOptions options;
+//   options.output = *out;
+//   client->Transpose(*a, options);                                          // result in *out
 #pragma once
 
 #include <cstdint>
