@@ -28,6 +28,9 @@ struct Ceilings {
   double gflops = 0;        // FP32 arithmetic (cuBLAS SGEMM without TF32 on a GPU)
   double gflops_fp64 = 0;   // FP64 arithmetic (0: same as gflops)
   double gflops_tf32 = 0;   // TF32 tensor cores, for reduced-precision variants (0: none)
+  // Read-only bandwidth, bytes read (0: not measured). Ops that only read
+  // (reduce) are held to it when it is set, else to the copy bandwidth.
+  double gbytes_per_s_read = 0;
   double GFlopsFor(kernels::DType dtype, bool reduced_precision = false) const {
     if (reduced_precision && gflops_tf32 > 0) return gflops_tf32;
     return dtype == kernels::DType::kFloat64 && gflops_fp64 > 0 ? gflops_fp64 : gflops;

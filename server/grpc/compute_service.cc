@@ -304,15 +304,20 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
     job.variants.push_back(*v);
   }
   call.lifetime = RequestLifetime{reactor->deadline(), reactor->cancelled()};
-  engine->Profile(std::move(call), [reactor, resp, problem = *problem, seed = job.seed](
+  const bool counters = req->counters();
+  engine->Profile(std::move(call), [reactor, resp, problem = *problem, seed = job.seed, counters](
                                        absl::Status status, const ProfileOutcome& outcome) {
     StageLatencies latencies;
     if (status.ok()) {
       latencies.queue_us = outcome.queue_us;
-      FillProfileResponse(problem, outcome.measured, outcome.device->description(),
-                          outcome.device->ceilings(),
-                          outcome.selected ? outcome.selected->name : "", resp);
+      const DeviceDescription& device = outcome.device->description();
+      FillProfileResponse(problem, outcome.measured, device, outcome.device->ceilings(),
+                          outcome.selected ? outcome.selected->name : "", resp, counters);
       resp->set_seed(seed);
+      if (counters) {
+        LogInfo(absl::StrCat("Profile asked for hardware counters on ", device.name,
+                             "; none read: ", CountersUnavailableNote(device.backend)));
+      }
     }
     reactor->Complete(status, "", latencies);
   });

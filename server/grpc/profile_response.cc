@@ -2,14 +2,32 @@
 
 #include <algorithm>
 
+#include "server/engine/lessons.h"
 #include "server/engine/roofline.h"
 
 namespace gpucompute::server {
+namespace {
+
+void AddNote(v1::VariantProfile& row, const std::string& note) {
+  if (note.empty()) return;
+  row.set_note(row.note().empty() ? note : row.note() + "; " + note);
+}
+
+}  // namespace
+
+std::string CountersUnavailableNote(kernels::Backend backend) {
+  if (backend == kernels::Backend::kCpu) {
+    return "hardware counters need a CUDA device; this server runs the CPU backend";
+  }
+  return "hardware counters are not read by this build yet";
+}
 
 void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured,
                          const DeviceDescription& device, const Ceilings& ceilings,
-                         const std::string& selected, v1::ProfileResponse* response) {
+                         const std::string& selected, v1::ProfileResponse* response,
+                         bool counters_requested) {
   std::vector<v1::VariantProfile> rows;
+  std::vector<TimedVariant> timed;
   for (const VariantMeasurement& m : measured) {
     v1::VariantProfile row;
     row.set_variant(m.variant->name);
@@ -27,9 +45,13 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
       row.set_max_us(t.back());
       row.set_gflops(kernels::UsefulFlops(p) / (median * 1e3));
       row.set_gbytes_per_s(kernels::MinimalBytes(p) / (median * 1e3));
-      row.set_fraction_of_roofline(
-          RooflineFraction(p, ceilings, median, m.variant->reduced_precision));
+      const RooflineVerdict verdict =
+          JudgeRoofline(p, ceilings, median, m.variant->reduced_precision);
+      row.set_fraction_of_roofline(verdict.fraction);
+      AddNote(row, verdict.note);
     }
+    if (counters_requested) AddNote(row, CountersUnavailableNote(device.backend));
+    timed.push_back({row.variant(), row.ok(), row.median_us()});
     rows.push_back(std::move(row));
   }
   // Fastest correct first; failed variants last, in registry order.
@@ -38,9 +60,20 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
     return x.ok() && x.median_us() < y.median_us();
   });
   for (auto& row : rows) *response->add_variants() = std::move(row);
+  for (const MeasuredLesson& measured_lesson : MeasureLessons(p.op, timed)) {
+    const Lesson& lesson = *measured_lesson.lesson;
+    v1::Comparison* c = response->add_comparisons();
+    c->set_idea(std::string(lesson.idea));
+    c->set_lesson(std::string(lesson.lesson));
+    c->set_before(std::string(lesson.before));
+    c->set_after(std::string(lesson.after));
+    c->set_time_ratio(measured_lesson.time_ratio);
+    // counter, counter_before, counter_after: empty until counters are read.
+  }
   response->set_selected(selected);
   response->set_device(device.name);
   response->set_peak_gbytes_per_s(ceilings.gbytes_per_s);
+  response->set_peak_read_gbytes_per_s(ceilings.gbytes_per_s_read);
   response->set_peak_gflops(ceilings.GFlopsFor(p.dtype));
   response->set_peak_gflops_tf32(ceilings.gflops_tf32);
 }

@@ -1,5 +1,7 @@
 // Turns a device's measurements into a ProfileResponse: medians, useful
-// GFLOP/s and GB/s, fraction of the roofline, fastest correct variant first.
+// GFLOP/s and GB/s, fraction of the roofline (with a note when it is in
+// doubt), fastest correct variant first, and the comparisons of variants
+// that differ by one idea.
 #pragma once
 
 #include <string>
@@ -10,8 +12,14 @@
 
 namespace gpucompute::server {
 
+// `counters_requested`: the request asked for hardware counters, which no
+// backend reads yet; each row's note then says why its counters are empty.
 void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured,
                          const DeviceDescription& device, const Ceilings& ceilings,
-                         const std::string& selected, v1::ProfileResponse* response);
+                         const std::string& selected, v1::ProfileResponse* response,
+                         bool counters_requested = false);
+
+// The note a row gets when counters were asked for on this backend.
+std::string CountersUnavailableNote(kernels::Backend backend);
 
 }  // namespace gpucompute::server
