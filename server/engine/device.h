@@ -31,6 +31,9 @@ struct Ceilings {
   // Read-only bandwidth, bytes read (0: not measured). Ops that only read
   // (reduce) are held to it when it is set, else to the copy bandwidth.
   double gbytes_per_s_read = 0;
+  // The last-level cache, bytes (0: unknown). A problem that fits in it may
+  // run above the bandwidth ceilings, which are measured beyond it.
+  int64_t cache_bytes = 0;
   double GFlopsFor(kernels::DType dtype, bool reduced_precision = false) const {
     if (reduced_precision && gflops_tf32 > 0) return gflops_tf32;
     return dtype == kernels::DType::kFloat64 && gflops_fp64 > 0 ? gflops_fp64 : gflops;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace gpucompute::server {
 namespace {
 
@@ -39,6 +41,10 @@ RooflineVerdict JudgeRoofline(const kernels::Problem& p, const Ceilings& ceiling
   if (verdict.fraction > kRooflineSuspectAbove) {
     if (!verdict.note.empty()) verdict.note += "; ";
     verdict.note += kAboveCeilingNote;
+    if (ceilings.cache_bytes > 0 && kernels::MinimalBytes(p) <= double(ceilings.cache_bytes)) {
+      verdict.note +=
+          absl::StrCat(" (", kFitsInCacheNote, ": ", ceilings.cache_bytes >> 20, " MiB)");
+    }
   }
   return verdict;
 }

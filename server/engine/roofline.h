@@ -24,7 +24,8 @@ double RooflineFraction(const kernels::Problem& p, const Ceilings& ceilings, dou
 // The fraction and what to know when reading it: empty, or a note that the
 // ceiling does not match the access pattern (a reduce on a device with no
 // read-only ceiling) and/or that the fraction is above kRooflineSuspectAbove,
-// so the ceiling, not the kernel, is in doubt.
+// so the ceiling, not the kernel, is in doubt (and why, when the problem's
+// bytes fit in the device's last-level cache).
 struct RooflineVerdict {
   double fraction = 0;
   std::string note;
@@ -36,6 +37,9 @@ RooflineVerdict JudgeRoofline(const kernels::Problem& p, const Ceilings& ceiling
 inline constexpr char kAboveCeilingNote[] =
     "above the measured ceiling: the ceiling was measured while the device was busy, or this "
     "access pattern's ceiling differs";
+// Added to kAboveCeilingNote when the problem's bytes fit in the cache.
+inline constexpr char kFitsInCacheNote[] =
+    "this problem fits in the last-level cache, faster than the memory the ceilings measured";
 inline constexpr char kNoReadCeilingNote[] =
     "a reduce only reads; this device measured no read-only ceiling, so its bytes are held to "
     "the copy ceiling (read + write)";

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -163,6 +165,82 @@ TEST_F(CpuServerTest, ProfileEveryOp) {
     EXPECT_EQ(resp.device(), "cpu");
     EXPECT_GT(resp.peak_gbytes_per_s(), 0);
     EXPECT_GT(resp.peak_gflops(), 0);
+  }
+}
+
+// The CPU's ceilings are measured on every core, beyond the caches, best of
+// several runs, so a Profile's fraction stays at or under 1.05, or the row
+// says the ceiling is suspect. A reduce is held to the read-only ceiling.
+TEST_F(CpuServerTest, ProfileFractionsStayUnderTheCeilingOrSayWhy) {
+  struct Case {
+    v1::Op op;
+    int64_t m, n, k;
+    v1::ReduceAxis axis;
+  };
+  for (const Case& c : {Case{v1::OP_MATMUL, 192, 192, 192, v1::REDUCE_AXIS_ALL},
+                        Case{v1::OP_TRANSPOSE, 1536, 1024, 0, v1::REDUCE_AXIS_ALL},
+                        Case{v1::OP_REDUCE, 2048, 1024, 0, v1::REDUCE_AXIS_ALL},
+                        Case{v1::OP_REDUCE, 2048, 1024, 0, v1::REDUCE_AXIS_PER_COLUMN}}) {
+    for (v1::DType dtype : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT64}) {
+      v1::ProfileRequest req;
+      req.set_op(c.op);
+      req.set_dtype(dtype);
+      req.set_m(c.m);
+      req.set_n(c.n);
+      req.set_k(c.k);
+      req.set_reduce_axis(c.axis);
+      req.set_repetitions(5);
+      grpc::ClientContext ctx;
+      v1::ProfileResponse resp;
+      const grpc::Status s = stub_->Profile(&ctx, req, &resp);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_GT(resp.peak_read_gbytes_per_s(), 0);
+      EXPECT_EQ(resp.comparisons_size(), 0);  // one variant per op on a CPU
+      for (const v1::VariantProfile& row : resp.variants()) {
+        ASSERT_TRUE(row.ok()) << row.error();
+        const std::string what =
+            absl::StrCat(v1::Op_Name(c.op), " ", v1::DType_Name(dtype), " ", row.variant(), ": ",
+                         row.fraction_of_roofline(), " of the roofline; note: ", row.note());
+        std::printf("%s\n", what.c_str());
+        EXPECT_TRUE(row.fraction_of_roofline() <= 1.05 ||
+                    row.note().find("above the measured ceiling") != std::string::npos)
+            << what;
+        EXPECT_EQ(row.note().find("no read-only ceiling"), std::string::npos) << what;
+        EXPECT_EQ(row.counters_size(), 0);
+      }
+    }
+  }
+}
+
+// Counters asked for on a CPU server: no values, and every row says why.
+TEST_F(CpuServerTest, ProfileCountersSayTheyNeedACudaDevice) {
+  v1::ProfileRequest req;
+  req.set_op(v1::OP_TRANSPOSE);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  req.set_m(64);
+  req.set_n(48);
+  req.set_repetitions(2);
+  req.set_counters(true);
+  grpc::ClientContext ctx;
+  v1::ProfileResponse resp;
+  const grpc::Status s = stub_->Profile(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GT(resp.variants_size(), 0);
+  for (const v1::VariantProfile& row : resp.variants()) {
+    EXPECT_TRUE(row.ok()) << row.error();
+    EXPECT_EQ(row.counters_size(), 0);
+    EXPECT_NE(
+        row.note().find("hardware counters need a CUDA device; this server runs the CPU backend"),
+        std::string::npos)
+        << row.note();
+  }
+  // Off by default: no such note.
+  req.set_counters(false);
+  grpc::ClientContext ctx2;
+  v1::ProfileResponse plain;
+  ASSERT_TRUE(stub_->Profile(&ctx2, req, &plain).ok());
+  for (const v1::VariantProfile& row : plain.variants()) {
+    EXPECT_EQ(row.note().find("hardware counters"), std::string::npos) << row.note();
   }
 }
 

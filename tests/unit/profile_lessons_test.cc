@@ -100,6 +100,12 @@ TEST(RooflineTest, AboveTheCeilingCarriesANote) {
   RooflineVerdict above = JudgeRoofline(p, c, 40);
   EXPECT_DOUBLE_EQ(above.fraction, 2.0);
   EXPECT_EQ(above.note, kAboveCeilingNote);
+  // A device that knows its cache says when the problem fits in it.
+  c.cache_bytes = int64_t{32} << 20;
+  RooflineVerdict cached = JudgeRoofline(p, c, 40);
+  EXPECT_EQ(cached.note, std::string(kAboveCeilingNote) + " (" + kFitsInCacheNote + ": 32 MiB)");
+  c.cache_bytes = int64_t{4} << 20;  // 8e6 bytes do not fit
+  EXPECT_EQ(JudgeRoofline(p, c, 40).note, kAboveCeilingNote);
 }
 
 TEST(RooflineTest, ReduceIsHeldToTheReadCeilingWhenThereIsOne) {
