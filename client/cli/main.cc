@@ -28,6 +28,7 @@
 #include "gpucompute/host_memory.h"
 #include "gpucompute/npy.h"
 #include "gpucompute/shared_memory.h"
+#include "profile_report.h"
 
 namespace gpucompute::cli {
 namespace {
@@ -535,6 +536,7 @@ absl::StatusOr<v1::ProfileRequest> ProfileRequestFromFlags(const ParsedArgs& arg
   absl::StatusOr<int64_t> repetitions = ParseInt(args, "repetitions", 0, kMaxInt32);
   if (!repetitions.ok()) return repetitions.status();
   request.set_repetitions(static_cast<int32_t>(*repetitions));
+  request.set_counters(args.GetBool("counters"));
   return request;
 }
 
@@ -581,11 +583,26 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
       if (!v.ok()) std::printf("  %-*s  %s\n", w, v.variant().c_str(), v.error().c_str());
     }
   }
+  if (const std::string comparisons = ComparisonsText(*response); !comparisons.empty()) {
+    std::printf("\n%s", comparisons.c_str());
+  }
+  if (const std::string notes = NotesText(*response); !notes.empty()) {
+    std::printf("\n%s", notes.c_str());
+  }
   std::printf("\nselected  %s\n", response->selected().c_str());
   std::printf("seed      %" PRIu64 " (of the server-generated inputs)\n", response->seed());
   std::printf("device    %s\n", response->device().c_str());
-  std::printf("peaks     %.1f GB/s, %.1f GFLOP/s\n", response->peak_gbytes_per_s(),
+  std::printf("peaks     %.1f GB/s, %.1f GFLOP/s", response->peak_gbytes_per_s(),
               response->peak_gflops());
+  if (response->peak_read_gbytes_per_s() > 0) {
+    std::printf(", read-only %.1f GB/s", response->peak_read_gbytes_per_s());
+  }
+  std::printf("\n");
+  if (args.Has("html")) {
+    const std::string path = args.Get("html");
+    if (absl::Status s = WriteProfileHtml(path, what, *response); !s.ok()) return CallFailed(s);
+    std::printf("html      %s\n", path.c_str());
+  }
   return kExitOk;
 }
 
@@ -779,7 +796,9 @@ const std::vector<Command>& Commands() {
        "--op OP --shape SHAPE [flags]",
        false,
        "Runs every applicable kernel variant (or --variants) on server-generated\n"
-       "random data, checks each against a reference and prints the timings.\n"
+       "random data, checks each against a reference and prints the timings,\n"
+       "then the comparisons: pairs of variants that differ by one idea (coalescing,\n"
+       "bank conflicts, tiling, ...) and the time ratio that idea bought.\n"
        "--shape, as matmul --random and transpose/reduce --random take it:\n"
        "  matmul:            MxKxN  (a is M x K, b is K x N, c is M x N)\n"
        "  transpose, reduce: MxN    (the input is M x N)",
@@ -790,7 +809,13 @@ const std::vector<Command>& Commands() {
         {"reduce_axis", "all|per_row|per_column", "all", "reduction axis, for --op reduce"},
         {"variants", "A,B,...", "", "only these variants (default: all that apply)"},
         {"warmup", "N", "0", "untimed runs per variant (0: server default)"},
-        {"repetitions", "N", "0", "timed runs per variant (0: server default)"}},
+        {"repetitions", "N", "0", "timed runs per variant (0: server default)"},
+        {"counters", "", "",
+         "ask for hardware counters per variant (no server reads them yet: each row's note "
+         "says why)"},
+        {"html", "FILE", "",
+         "also write the profile as one self-contained HTML page: the ladder as bars, the "
+         "comparisons with their lessons, the device and its ceilings"}},
        600000,
        RunProfile},
       {"upload",

@@ -65,6 +65,11 @@ std::string FakeComputeService::last_authorization() const {
   return last_authorization_;
 }
 
+void FakeComputeService::set_profile_response(const v1::ProfileResponse& response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  profile_response_ = response;
+}
+
 v1::ProfileRequest FakeComputeService::last_profile_request() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_profile_request_;
@@ -144,6 +149,10 @@ grpc::Status FakeComputeService::Profile(grpc::ServerContext* context,
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_profile_request_ = *request;
+    if (profile_response_) {
+      *response = *profile_response_;
+      return grpc::Status::OK;
+    }
   }
   v1::VariantProfile* fast = response->add_variants();
   fast->set_variant("fake_fast");

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <grpcpp/server.h>
@@ -29,12 +30,15 @@ class FakeComputeService final : public v1::Compute::Service {
   std::string last_authorization() const;
   // The latest Profile request (empty before the first).
   v1::ProfileRequest last_profile_request() const;
+  // Profile answers with `response` from now on instead of its two canned rows.
+  void set_profile_response(const v1::ProfileResponse& response);
 
  private:
   void Record(grpc::ServerContext* context);
   mutable std::mutex mu_;
   std::string last_authorization_;
   v1::ProfileRequest last_profile_request_;
+  std::optional<v1::ProfileResponse> profile_response_;
 };
 
 // A server on 127.0.0.1 with a free port, the default health service

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -229,6 +230,97 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
   CliRun not_serving = RunCli("health --service gpucompute.v1.Compute" + server_);
   EXPECT_EQ(not_serving.exit_code, 1);
   EXPECT_THAT(not_serving.output, HasSubstr("NOT_SERVING"));
+}
+
+// A transpose ladder as a CUDA server reports it: three rows, two
+// comparisons, one fraction above the ceiling with the server's note.
+v1::ProfileResponse CannedLadder() {
+  v1::ProfileResponse r;
+  auto add = [&](const std::string& name, double us, double fraction, const std::string& note) {
+    v1::VariantProfile* v = r.add_variants();
+    v->set_variant(name);
+    v->set_ok(true);
+    v->set_median_us(us);
+    v->set_gbytes_per_s(8000 / us);
+    v->set_fraction_of_roofline(fraction);
+    v->set_note(note);
+  };
+  add("shared_padded", 4, 1.2, "above the measured ceiling: <busy> & \"suspect\"");
+  add("shared", 5, 0.96, "");
+  add("naive", 10, 0.48, "");
+  v1::VariantProfile* broken = r.add_variants();
+  broken->set_variant("shared_swizzled");
+  broken->set_error("result differs from the reference at (0, 0)");
+  auto compare = [&](const std::string& idea, const std::string& before, const std::string& after,
+                     double ratio) {
+    v1::Comparison* c = r.add_comparisons();
+    c->set_idea(idea);
+    c->set_lesson("the lesson of " + idea);
+    c->set_before(before);
+    c->set_after(after);
+    c->set_time_ratio(ratio);
+  };
+  compare("coalescing", "naive", "shared", 2.0);
+  compare("bank conflicts", "shared", "shared_padded", 1.25);
+  r.set_selected("shared_padded");
+  r.set_device("cuda:0 Fake GPU");
+  r.set_peak_gbytes_per_s(4000);
+  r.set_peak_read_gbytes_per_s(4500);
+  r.set_peak_gflops(60000);
+  r.set_seed(42);
+  return r;
+}
+
+TEST_F(CliTest, ProfileComparisonsAndHtml) {
+  fake_->service.set_profile_response(CannedLadder());
+  const std::string html_path = ::testing::TempDir() + "/cli_profile.html";
+  std::remove(html_path.c_str());
+  CliRun profile =
+      RunCli("profile --op transpose --shape 1000x1000 --counters --html " + html_path + server_);
+  ASSERT_EQ(profile.exit_code, 0) << profile.output;
+  EXPECT_TRUE(fake_->service.last_profile_request().counters());
+  // The comparisons under the variants: idea, before -> after, time ratio.
+  const size_t variants_at = profile.output.find("naive  ");
+  const size_t comparisons_at = profile.output.find("comparisons (");
+  ASSERT_NE(comparisons_at, std::string::npos) << profile.output;
+  EXPECT_LT(variants_at, comparisons_at) << profile.output;
+  EXPECT_THAT(profile.output, HasSubstr("coalescing      naive -> shared"));
+  EXPECT_THAT(profile.output, HasSubstr("2.00x  the lesson of coalescing"));
+  EXPECT_THAT(profile.output, HasSubstr("shared -> shared_padded"));
+  EXPECT_THAT(profile.output, HasSubstr("1.25x"));
+  EXPECT_THAT(profile.output, HasSubstr("notes:\n  shared_padded  above the measured ceiling"));
+  EXPECT_THAT(profile.output, HasSubstr("read-only 4500.0 GB/s"));
+  EXPECT_THAT(profile.output, HasSubstr("html      " + html_path));
+
+  std::ifstream in(html_path);
+  ASSERT_TRUE(in.good()) << html_path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string html = text.str();
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_THAT(html, HasSubstr("</html>"));
+  for (const char* name : {"shared_padded", "shared", "naive", "shared_swizzled"}) {
+    EXPECT_THAT(html, HasSubstr(std::string(">") + name + "<")) << name;
+  }
+  EXPECT_THAT(html, HasSubstr("coalescing"));
+  EXPECT_THAT(html, HasSubstr("naive &rarr; shared"));
+  EXPECT_THAT(html, HasSubstr("the lesson of bank conflicts"));
+  EXPECT_THAT(html, HasSubstr("1.25x"));
+  EXPECT_THAT(html, HasSubstr("<svg"));
+  EXPECT_THAT(html, HasSubstr("cuda:0 Fake GPU"));
+  EXPECT_THAT(html, HasSubstr("4000.0 GB/s"));
+  EXPECT_THAT(html, HasSubstr("(ceiling suspect)"));
+  // Escaped, and self-contained: nothing to fetch, no script.
+  EXPECT_THAT(html, HasSubstr("&lt;busy&gt; &amp; &quot;suspect&quot;"));
+  for (const char* external :
+       {"http:", "https:", "//", "src=", "href=", "@import", "url(", "<script", "<link"}) {
+    EXPECT_EQ(html.find(external), std::string::npos) << external;
+  }
+
+  CliRun unwritable = RunCli("profile --op transpose --shape 8x8 --html " + ::testing::TempDir() +
+                             "/no-such-dir/p.html" + server_);
+  EXPECT_EQ(unwritable.exit_code, 1) << unwritable.output;
+  EXPECT_THAT(unwritable.output, HasSubstr("--html: cannot open"));
 }
 
 // A 1-D .npy file is one row (1 x N), as the Python client sends a 1-D array.
