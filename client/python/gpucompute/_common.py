@@ -800,7 +800,7 @@ def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
 
 
 def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis, warmup,
-                    repetitions) -> pb.ProfileRequest:
+                    repetitions, counters: bool = False) -> pb.ProfileRequest:
     op_v = op_value(op)
     shape = tuple(int(s) for s in shape)
     if op_v == pb.OP_MATMUL:
@@ -816,28 +816,37 @@ def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis,
     return pb.ProfileRequest(op=op_v, dtype=dtype_value(dtype), m=m, n=n, k=k,
                              reduce_op=reduce_op(reduce_op_), reduce_axis=reduce_axis(axis),
                              variants=list(variants or []), warmup=warmup,
-                             repetitions=repetitions)
+                             repetitions=repetitions, counters=bool(counters))
 
 
 _PROFILE_COLUMNS = ("variant", "ok", "median_us", "min_us", "max_us", "gflops", "gbytes_per_s",
-                    "fraction_of_roofline", "max_rel_error", "error", "description")
+                    "fraction_of_roofline", "max_rel_error", "error", "description", "note")
+
+_COMPARISON_COLUMNS = ("idea", "lesson", "before", "after", "time_ratio", "counter",
+                       "counter_before", "counter_after")
 
 
 class ProfileResult:
     """Rows of a Profile, fastest correct variant first.
 
     print(result) shows a table; pandas.DataFrame(result.rows) loads it;
-    iterating yields one dict per variant.
+    iterating yields one dict per variant. `comparisons` holds one dict per
+    pair of variants that differ by one idea and both ran ok (idea, lesson,
+    before, after, time_ratio = before's median / after's; counter fields
+    stay empty until a server reads hardware counters).
     """
 
     def __init__(self, response: pb.ProfileResponse):
         self.selected: str = response.selected
         self.device: str = response.device
         self.peak_gbytes_per_s: float = response.peak_gbytes_per_s
+        self.peak_read_gbytes_per_s: float = response.peak_read_gbytes_per_s
         self.peak_gflops: float = response.peak_gflops
         self.seed: int = response.seed
         self.rows: list = [{c: getattr(v, c) for c in _PROFILE_COLUMNS}
                            for v in response.variants]
+        self.comparisons: list = [{c: getattr(x, c) for c in _COMPARISON_COLUMNS}
+                                  for x in response.comparisons]
 
     def __iter__(self) -> Iterator[dict]:
         return iter(self.rows)
@@ -851,7 +860,9 @@ class ProfileResult:
     def to_json(self) -> str:
         return json.dumps({"device": self.device, "selected": self.selected, "seed": self.seed,
                            "peak_gbytes_per_s": self.peak_gbytes_per_s,
-                           "peak_gflops": self.peak_gflops, "variants": self.rows}, indent=2)
+                           "peak_read_gbytes_per_s": self.peak_read_gbytes_per_s,
+                           "peak_gflops": self.peak_gflops, "variants": self.rows,
+                           "comparisons": self.comparisons}, indent=2)
 
     def __str__(self) -> str:
         header = ("variant", "ok", "median_us", "GFLOP/s", "GB/s", "roofline", "max_rel_err")
@@ -866,6 +877,11 @@ class ProfileResult:
             lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                                    for i, (cell, w) in enumerate(zip(row, widths))))
         lines += [f"  {r['variant']}: {r['error']}" for r in self.rows if r["error"]]
+        lines += [f"  {r['variant']}: note: {r['note']}" for r in self.rows if r["note"]]
+        if self.comparisons:
+            lines.append("comparisons (time ratio: before's median / after's)")
+            lines += [f"  {x['idea']}: {x['before']} -> {x['after']}  {x['time_ratio']:.2f}x  "
+                      f"{x['lesson']}" for x in self.comparisons]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -185,6 +185,14 @@ def test_profile_rows(client):
     assert transpose[0]["ok"]
     reduce = client.profile("reduce", (33, 17), reduce_op="max", axis="per_column")
     assert reduce[0]["ok"]
+    assert result.comparisons == [] and result.peak_read_gbytes_per_s > 0
+
+
+def test_profile_counters_say_why_there_are_none(client):
+    result = client.profile("transpose", (33, 17), counters=True, repetitions=1)
+    assert result.rows and all(
+        "hardware counters need a CUDA device; this server runs the CPU backend" in r["note"]
+        for r in result.rows)
 
 
 def test_readme_example(server_target, capsys):

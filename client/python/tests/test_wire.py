@@ -1,6 +1,8 @@
 """The raw compute messages are byte-for-byte what protobuf writes, and
 responses parse as protobuf reads them, at any shape, dtype and option."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,32 @@ def test_profile_shape_is_m_k_n():
     assert (r.m, r.n, r.k, r.dtype) == (30, 20, 0, pb.DTYPE_FLOAT64)
     with pytest.raises(ValueError, match=r"expected \(m, k, n\)"):
         c.profile_request("matmul", (64, 32), np.float32, (), "sum", None, 0, 0)
+
+
+def test_profile_result_comparisons():
+    """Comparisons come through as dicts beside the rows, in str() and JSON."""
+    response = pb.ProfileResponse(
+        device="cuda:0 fake", selected="shared",
+        variants=[pb.VariantProfile(variant="shared", ok=True, median_us=5.0,
+                                    fraction_of_roofline=1.2,
+                                    note="above the measured ceiling: busy"),
+                  pb.VariantProfile(variant="naive", ok=True, median_us=10.0)],
+        comparisons=[pb.Comparison(idea="coalescing", lesson="coalesce the writes",
+                                   before="naive", after="shared", time_ratio=2.0)])
+    result = c.ProfileResult(response)
+    assert result.comparisons == [{"idea": "coalescing", "lesson": "coalesce the writes",
+                                   "before": "naive", "after": "shared", "time_ratio": 2.0,
+                                   "counter": "", "counter_before": 0.0,
+                                   "counter_after": 0.0}]
+    assert result[0]["note"] == "above the measured ceiling: busy"
+    text = str(result)
+    assert "coalescing: naive -> shared  2.00x  coalesce the writes" in text
+    assert "shared: note: above the measured ceiling" in text
+    assert json.loads(result.to_json())["comparisons"][0]["time_ratio"] == 2.0
+    assert c.ProfileResult(pb.ProfileResponse()).comparisons == []
+    r = c.profile_request("transpose", (30, 20), np.float32, (), "sum", None, 0, 0, True)
+    assert r.counters
+    assert not c.profile_request("transpose", (30, 20), np.float32, (), "sum", None, 0, 0).counters
 
 
 TENSOR_ID = "0123456789abcdef0123456789abcdef@host-a:50051"
