@@ -164,6 +164,13 @@ absl::Status SharedMemoryRegion::Write(int64_t offset, const void* src, int64_t 
 SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryOptions options, Device* pinner)
     : options_(options), pinner_(pinner) {}
 
+SharedMemoryRegistry::~SharedMemoryRegistry() {
+  auto released = Unregister("");
+  if (released.ok() && *released > 0) {
+    LogInfo(absl::StrCat("shared memory: ", *released, " regions unregistered at shutdown"));
+  }
+}
+
 absl::StatusOr<SharedMemoryRegionInfo> SharedMemoryRegistry::Register(
     const SharedMemoryRegionInfo& asked) {
   if (auto s = CheckName(asked.name); !s.ok()) return s;

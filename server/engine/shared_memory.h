@@ -84,6 +84,8 @@ class SharedMemoryRegistry {
   // `pinner` pins for every device (CUDA's portable registration); null on
   // the CPU backend, whose regions are read and written through the file.
   SharedMemoryRegistry(SharedMemoryOptions options, Device* pinner);
+  // Lets every region go (an op still using one keeps it until it ends).
+  ~SharedMemoryRegistry();
 
   // ALREADY_EXISTS for a name taken, RESOURCE_EXHAUSTED past the bounds,
   // INVALID_ARGUMENT naming the field for a bad name, key, offset or size.

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -533,6 +534,37 @@ TEST_F(SharedMemoryTest, SixteenClientsEachWithTheirOwnRegion) {
     }));
   }
   for (auto& c : clients) EXPECT_EQ(c.get(), "") << SeedNote();
+}
+
+// Shutdown lets every region go (unpinned and unmapped) and exits cleanly;
+// the objects are the clients': the server neither unlinks nor changes them.
+TEST(SharedMemoryShutdown, RegionsReleasedObjectsLeftToTheirOwners) {
+  testing::ServerProcess server(
+      GPUCOMPUTE_SERVER_PATH,
+      {absl::StrCat("--backend=", Backend()), "--allow_shared_memory", "--metrics_listen="});
+  ASSERT_TRUE(server.started());
+  ShmObject object(1 * kMiB);
+  ASSERT_TRUE(object.ok());
+  std::memset(object.data(), 0x5a, size_t(object.bytes()));
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    v1::RegisterSharedMemoryRequest req;
+    req.set_name(absl::StrCat("left-", i));
+    req.set_key(object.key());
+    req.set_offset(i * 4096);
+    req.set_byte_size(4096);
+    v1::SharedMemoryRegion region;
+    ASSERT_TRUE(stub->RegisterSharedMemory(&ctx, req, &region).ok());
+  }
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+  const std::string path = "/dev/shm" + object.key();
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0) << path << " was removed";
+  EXPECT_EQ(st.st_size, 1 * kMiB);
+  for (int64_t i = 0; i < object.bytes(); i += 4093) {
+    ASSERT_EQ(object.data()[i], 0x5a) << i;
+  }
 }
 
 }  // namespace
