@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -310,9 +311,14 @@ std::string WithDefaultPort(const std::string& target) {
 }
 
 absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
-  if (given.target.empty()) return absl::InvalidArgumentError("client target is empty");
   ClientOptions options = given;
-  options.target = WithDefaultPort(given.target);
+  std::vector<std::string> targets = given.targets;
+  if (targets.empty()) targets.push_back(given.target);
+  for (std::string& target : targets) {
+    if (target.empty()) return absl::InvalidArgumentError("client target is empty");
+    target = WithDefaultPort(target);
+  }
+  options.target = targets.front();
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("client deadline must be positive, got ",
                                                    absl::FormatDuration(options.deadline)));
@@ -338,6 +344,7 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
 
   Client client;
   client.target_ = options.target;
+  client.targets_ = targets;
   client.deadline_ = options.deadline;
 
   std::string token = options.bearer_token;
@@ -389,21 +396,39 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
   if (options.large_message_transport) ApplyLargeMessageTransport(&args);
   // Otherwise channels with equal arguments share one connection.
   if (options.connections > 1) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  for (int i = 0; i < options.connections; ++i) {
-    client.channels_.push_back(grpc::CreateCustomChannel(options.target, credentials, args));
-    client.generic_stubs_.push_back(std::make_unique<grpc::GenericStub>(client.channels_.back()));
+  auto replicas = std::make_shared<internal::Replicas>();
+  replicas->targets = targets;
+  replicas->balanced = options.lb_policy == "round_robin";
+  for (const std::string& target : targets) {
+    auto replica = std::make_unique<internal::Replica>();
+    for (int i = 0; i < options.connections; ++i) {
+      replica->channels.push_back(grpc::CreateCustomChannel(target, credentials, args));
+      replica->generic_stubs.push_back(
+          std::make_unique<grpc::GenericStub>(replica->channels.back()));
+    }
+    auto core = std::make_shared<internal::ClientCore>();
+    core->target = target;
+    core->deadline = client.deadline_;
+    core->authorization = client.authorization_;
+    core->channel = replica->channels.front();
+    core->stub = v1::Compute::NewStub(core->channel);
+    replica->core = std::move(core);
+    replicas->list.push_back(std::move(replica));
   }
+  client.channels_ = (*replicas)[0].channels;
   client.stub_ = v1::Compute::NewStub(client.channels_.front());
-  client.next_channel_ = std::make_unique<std::atomic<uint64_t>>(0);
   client.max_message_bytes_ = options.max_message_bytes;
-  auto core = std::make_shared<internal::ClientCore>();
-  core->target = client.target_;
-  core->deadline = client.deadline_;
-  core->authorization = client.authorization_;
-  core->channel = client.channels_.front();
-  core->stub = v1::Compute::NewStub(core->channel);
-  client.core_ = std::move(core);
+  client.core_ = (*replicas)[0].core;
+  client.replicas_ = std::move(replicas);
   return client;
+}
+
+size_t Client::Route(const std::string& tensor_id, bool shared_memory) const {
+  if (!tensor_id.empty()) {
+    const std::string instance = internal::InstanceOf(tensor_id);
+    return replicas_->Index(instance, instance.empty() ? instance : WithDefaultPort(instance));
+  }
+  return shared_memory ? 0 : replicas_->Any();
 }
 
 void Client::Prepare(grpc::ClientContext* context) const { core_->Prepare(context); }
@@ -414,16 +439,18 @@ absl::Status Client::Finish(const char* method, const grpc::Status& status) cons
 
 absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffer request,
                                              const char* field,
-                                             const std::optional<SharedMemoryView>& into) const {
+                                             const std::optional<SharedMemoryView>& into,
+                                             size_t replica) const {
+  internal::Replica& target = (*replicas_)[replica];
+  const internal::ClientCore& core = *target.core;
   grpc::ByteBuffer response;
   grpc::ClientContext context;
-  Prepare(&context);
+  core.Prepare(&context);
   std::promise<grpc::Status> done;
-  grpc::GenericStub& stub = *generic_stubs_[next_channel_->fetch_add(1) % generic_stubs_.size()];
-  stub.UnaryCall(&context, absl::StrCat("/gpucompute.v1.Compute/", method), grpc::StubOptions(),
-                 &request, &response,
-                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
-  if (absl::Status st = Finish(method, done.get_future().get()); !st.ok()) return st;
+  target.NextStub().UnaryCall(&context, absl::StrCat("/gpucompute.v1.Compute/", method),
+                              grpc::StubOptions(), &request, &response,
+                              [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  if (absl::Status st = core.Finish(method, done.get_future().get()); !st.ok()) return st;
   auto malformed = [&](absl::string_view why) {
     return absl::InternalError(
         absl::StrCat(method, " failed: the server returned a malformed result: ", why));
@@ -461,9 +488,11 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
     info.set_rows(out.rows);
     info.set_cols(out.cols);
     info.set_bytes(out.rows * out.cols * (out.dtype == v1::DTYPE_FLOAT32 ? 4 : 8));
+    // Held by the replica that ran the op.
+    replicas_->Learn(internal::InstanceOf(info.id()), replica);
     OpResult result;
     result.report = std::move(parsed->report);
-    result.tensor = Tensor(core_, std::move(info));
+    result.tensor = Tensor(target.core, std::move(info));
     return result;
   }
   // Appended piece by piece: a std::string(n, '\0') would first write every
@@ -532,7 +561,9 @@ absl::StatusOr<OpResult> Client::MatMul(Operand a, Operand b, const MatMulOption
   if (!options.variant.empty()) request.BytesField(3, options.variant);
   if (options.allow_tf32) request.VarintField(4, 1);
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
-  return ComputeCall("MatMul", request.Finish(), "c", options.output);
+  const size_t replica = Route(a.is_tensor() ? a.tensor_id_ : b.tensor_id_,
+                               a.is_shared_memory() || b.is_shared_memory() || options.output);
+  return ComputeCall("MatMul", request.Finish(), "c", options.output, replica);
 }
 
 absl::StatusOr<OpResult> Client::Transpose(Operand input, const std::string& variant) const {
@@ -552,7 +583,9 @@ absl::StatusOr<OpResult> Client::TransposeCall(Operand input, const OpOptions& o
                input.tensor_id_, SliceOf(input.shm_region_, input.shm_offset_, input.shm_bytes_));
   if (!options.variant.empty()) request.BytesField(2, options.variant);
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
-  return ComputeCall("Transpose", request.Finish(), "output", options.output);
+  const size_t replica =
+      Route(input.tensor_id_, input.is_shared_memory() || options.output.has_value());
+  return ComputeCall("Transpose", request.Finish(), "output", options.output, replica);
 }
 
 absl::StatusOr<OpResult> Client::Reduce(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
@@ -577,7 +610,9 @@ absl::StatusOr<OpResult> Client::ReduceCall(Operand input, v1::ReduceOp op, v1::
   if (axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(axis));
   if (!options.variant.empty()) request.BytesField(4, options.variant);
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
-  return ComputeCall("Reduce", request.Finish(), "output", options.output);
+  const size_t replica =
+      Route(input.tensor_id_, input.is_shared_memory() || options.output.has_value());
+  return ComputeCall("Reduce", request.Finish(), "output", options.output, replica);
 }
 
 absl::StatusOr<Tensor> Client::Upload(const SharedMemoryView& view,
@@ -594,10 +629,11 @@ absl::StatusOr<Tensor> Client::Upload(const SharedMemoryView& view,
   v1::TensorInfo info;
   grpc::ClientContext context;
   Prepare(&context);
-  auto writer = stub_->Upload(&context, &info);
-  writer->Write(first);  // when refused, Finish says why
+  auto writer = stub_->Upload(&context, &info);  // the first replica's, where regions are
+  writer->Write(first);                          // when refused, Finish says why
   writer->WritesDone();
   if (absl::Status st = Finish("Upload", writer->Finish()); !st.ok()) return st;
+  replicas_->Learn(info.server(), 0);
   return Tensor(core_, std::move(info));
 }
 
@@ -610,9 +646,10 @@ absl::Status Client::Download(const std::string& id, const SharedMemoryView& int
   slice->set_region(into.region);
   slice->set_offset(into.offset);
   slice->set_byte_size(into.byte_size());
+  const internal::ClientCore& core = *(*replicas_)[Route(id)].core;
   grpc::ClientContext context;
-  Prepare(&context);
-  auto reader = stub_->Download(&context, request);
+  core.Prepare(&context);
+  auto reader = core.stub->Download(&context, request);
   v1::DownloadResponse response;
   v1::TensorInfo info;
   bool first = true;
@@ -620,7 +657,7 @@ absl::Status Client::Download(const std::string& id, const SharedMemoryView& int
     if (first) info = response.info();
     first = false;
   }
-  if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
+  if (absl::Status st = core.Finish("Download", reader->Finish()); !st.ok()) return st;
   // The server checked the byte size; the shape is the client's to check.
   if (!first && (info.dtype() != ToProto(into.dtype) || info.rows() != into.rows ||
                  info.cols() != into.cols)) {
@@ -680,10 +717,13 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
   if (!total.ok())
     return absl::InvalidArgumentError(absl::StrCat("Upload: ", total.status().message()));
   const int64_t chunk = std::min<int64_t>(options.chunk_bytes, max_message_bytes_ - 1024);
+  const size_t replica = Route("");
+  const std::shared_ptr<const internal::ClientCore>& core = (*replicas_)[replica].core;
   v1::TensorInfo info;
   grpc::ClientContext context;
-  Prepare(&context);
-  std::unique_ptr<grpc::ClientWriter<v1::UploadRequest>> writer = stub_->Upload(&context, &info);
+  core->Prepare(&context);
+  std::unique_ptr<grpc::ClientWriter<v1::UploadRequest>> writer =
+      core->stub->Upload(&context, &info);
   v1::UploadRequest message;
   message.set_dtype(ToProto(matrix.dtype));
   message.set_rows(matrix.rows);
@@ -703,33 +743,55 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
     message.clear_ttl_seconds();
   } while (sent < *total);
   writer->WritesDone();
-  if (absl::Status st = Finish("Upload", writer->Finish()); !st.ok()) return st;
+  if (absl::Status st = core->Finish("Upload", writer->Finish()); !st.ok()) return st;
   if (info.id().empty()) {
     return absl::InternalError("Upload failed: the server answered without a tensor id");
   }
-  return Tensor(core_, std::move(info));
+  replicas_->Learn(info.server().empty() ? internal::InstanceOf(info.id()) : info.server(),
+                   replica);
+  return Tensor(core, std::move(info));
 }
 
 absl::StatusOr<Matrix> Client::Download(const std::string& id, int64_t chunk_bytes, bool release,
                                         v1::TensorInfo* info) const {
-  return core_->Download(id, chunk_bytes, release, info);
+  return (*replicas_)[Route(id)].core->Download(id, chunk_bytes, release, info);
 }
 
 absl::StatusOr<v1::ReleaseTensorsResponse> Client::Release(
     const std::vector<std::string>& ids) const {
-  return core_->Release(ids);
+  if (replicas_->size() == 1) return core_->Release(ids);
+  std::map<size_t, std::vector<std::string>> groups;  // by replica, in order
+  for (const std::string& id : ids) groups[Route(id)].push_back(id);
+  v1::ReleaseTensorsResponse total;
+  for (const auto& [replica, group] : groups) {
+    absl::StatusOr<v1::ReleaseTensorsResponse> r = (*replicas_)[replica].core->Release(group);
+    if (!r.ok()) return r.status();
+    total.set_released(total.released() + r->released());
+    total.set_bytes_freed(total.bytes_freed() + r->bytes_freed());
+  }
+  return total;
 }
 
 absl::StatusOr<v1::ListTensorsResponse> Client::ListTensors() const {
-  v1::ListTensorsResponse response;
-  grpc::ClientContext context;
-  Prepare(&context);
-  if (absl::Status st =
-          Finish("ListTensors", stub_->ListTensors(&context, v1::ListTensorsRequest(), &response));
-      !st.ok()) {
-    return st;
+  v1::ListTensorsResponse total;
+  for (size_t i = 0; i < replicas_->size(); ++i) {
+    const internal::ClientCore& core = *(*replicas_)[i].core;
+    v1::ListTensorsResponse response;
+    grpc::ClientContext context;
+    core.Prepare(&context);
+    if (absl::Status st = core.Finish(
+            "ListTensors", core.stub->ListTensors(&context, v1::ListTensorsRequest(), &response));
+        !st.ok()) {
+      return st;
+    }
+    for (v1::TensorInfo& t : *response.mutable_tensors()) {
+      replicas_->Learn(t.server(), i);
+      *total.add_tensors() = std::move(t);
+    }
+    total.set_held_bytes(total.held_bytes() + response.held_bytes());
+    total.set_limit_bytes(total.limit_bytes() + response.limit_bytes());
   }
-  return response;
+  return total;
 }
 
 absl::StatusOr<v1::ProfileResponse> Client::Profile(const v1::ProfileRequest& request) const {
@@ -764,7 +826,7 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) const {
   grpc::ClientContext context;
   Prepare(&context);
   std::promise<grpc::Status> done;
-  generic_stubs_.front()->UnaryCall(
+  (*replicas_)[0].generic_stubs.front()->UnaryCall(
       &context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
       [&done](grpc::Status status) { done.set_value(std::move(status)); });
   if (absl::Status st = Finish("Health", done.get_future().get()); !st.ok()) return st;

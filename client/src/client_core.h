@@ -1,12 +1,20 @@
-// What a Client's Tensors and SharedMemoryRegions keep: the channel and the
-// call settings, usable after the Client itself is gone.
+// What a Client's Tensors and SharedMemoryRegions keep: the channel of one
+// replica and the call settings, usable after the Client itself is gone; and
+// the Client's replicas with which instance each serves.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -96,6 +104,96 @@ struct ClientCore {
     }
     return response;
   }
+};
+
+// The instance a tensor id names: ids are "<32 hex digits>@<instance>".
+inline std::string InstanceOf(const std::string& tensor_id) {
+  const size_t at = tensor_id.find('@');
+  return at == std::string::npos ? std::string() : tensor_id.substr(at + 1);
+}
+
+// One target of a Client: its channels (ClientOptions::connections) and the
+// core its Tensors keep.
+struct Replica {
+  std::shared_ptr<const ClientCore> core;  // on channels.front()
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs;  // one per channel
+  std::atomic<uint64_t> next_channel{0};                          // compute calls take turns
+
+  grpc::GenericStub& NextStub() {
+    return *generic_stubs[next_channel.fetch_add(1) % generic_stubs.size()];
+  }
+};
+
+// The replicas of a Client and which instance (a tensor id's "@<instance>",
+// TensorInfo.server, GetServerInfo's instance_name) each serves, learnt
+// lazily. Thread-safe.
+struct Replicas {
+  std::vector<std::unique_ptr<Replica>> list;  // fixed once created
+  std::vector<std::string> targets;            // list[i]'s target with its port
+  bool balanced = false;  // lb_policy round_robin: a target reaches no one replica
+  std::atomic<uint64_t> turn{0};
+
+  size_t size() const { return list.size(); }
+  Replica& operator[](size_t i) const { return *list[i]; }
+
+  // The replica of a call naming no tensor.
+  size_t Any() { return list.size() > 1 ? size_t(turn.fetch_add(1) % list.size()) : 0; }
+
+  void Learn(const std::string& instance, size_t index) {
+    if (instance.empty() || balanced) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    instances_.emplace(instance, index);
+  }
+
+  // The replica of `instance` when known: learnt, the only one, or a target
+  // spelt as the instance (the server's default instance name is the
+  // host:port it listens on).
+  std::optional<size_t> Known(const std::string& instance, const std::string& with_port) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = instances_.find(instance); it != instances_.end()) return it->second;
+    }
+    if (list.size() == 1) return 0;
+    if (balanced || instance.empty()) return std::nullopt;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const std::string& t = targets[i];
+      const size_t slashes = t.find("///");
+      if ((slashes == std::string::npos ? t : t.substr(slashes + 3)) == with_port) return i;
+    }
+    return std::nullopt;
+  }
+
+  // The replica holding tensors of `instance`: asks the replicas not asked
+  // yet for their instance name when it is not known; the first replica
+  // (whose NOT_FOUND names the holder) when none serves it.
+  size_t Index(const std::string& instance, const std::string& with_port) {
+    if (std::optional<size_t> i = Known(instance, with_port)) return *i;
+    if (balanced) return 0;
+    for (size_t j = 0; j < list.size(); ++j) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (asked_.count(j) > 0) continue;
+      }
+      const ClientCore& core = *list[j]->core;
+      v1::ServerInfo info;
+      grpc::ClientContext context;
+      core.Prepare(&context);
+      if (!core.stub->GetServerInfo(&context, v1::ServerInfoRequest(), &info).ok()) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        asked_.insert(j);
+      }
+      Learn(info.instance_name(), j);
+      if (info.instance_name() == instance) return j;
+    }
+    return Known(instance, with_port).value_or(0);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, size_t> instances_;  // instance name -> index into list
+  std::set<size_t> asked_;                   // indexes whose GetServerInfo answered
 };
 }  // namespace internal
 

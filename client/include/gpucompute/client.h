@@ -13,8 +13,11 @@
 //   absl::StatusOr<gpucompute::Matrix> host = c->tensor.Download();
 //   // a and c->tensor are released when they go out of scope.
 //
-// One channel per Client; every method is const and safe to call from many
-// threads at once. Errors keep the gRPC status code and read
+// Several replicas: set ClientOptions::targets; a call naming a tensor goes
+// to the replica holding it (see ClientOptions::targets).
+//
+// One channel per Client (per replica); every method is const and safe to
+// call from many threads at once. Errors keep the gRPC status code and read
 // "<Method> failed: <CODE>: <server message>".
 #pragma once
 
@@ -55,6 +58,22 @@ std::string WithDefaultPort(const std::string& target);
 struct ClientOptions {
   // host:port, or any gRPC target URI (dns:///, unix:/path, ...).
   std::string target = "localhost:50051";
+  // Several replicas of the service, each a target as above; when not empty
+  // it replaces `target`. A tensor lives on the one replica that made it (its
+  // id ends in "@<instance>", the server's --instance_name): a call naming a
+  // tensor (a Tensor or Operand::TensorId operand, Download, Release, a
+  // Tensor's own calls) goes to the replica whose GetServerInfo
+  // instance_name is that instance (asked once per replica, when an id's
+  // instance is not known yet; a target spelt as the instance needs no
+  // asking), or, when none is, to the first replica, whose NOT_FOUND names
+  // the holder. MatMul, Transpose, Reduce and Upload naming no tensor take
+  // turns over the replicas; ListTensors asks them all; GetServerInfo,
+  // Profile, Health and shared memory use the first. A single balanced
+  // target (dns:/// with lb_policy "round_robin") reaches a different
+  // replica from call to call, so no call can be routed through it: list the
+  // replicas' addresses here instead (behind Kubernetes, the headless
+  // Service's pod addresses, which the pods' --instance_name spells).
+  std::vector<std::string> targets;
   // Deadline of each call; absl::InfiniteDuration() for none.
   absl::Duration deadline = absl::Seconds(120);
 
@@ -248,9 +267,13 @@ struct UploadOptions {
 enum class HealthStatus { kUnknown = 0, kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
 const char* HealthStatusName(HealthStatus status);
 
+namespace internal {
+struct Replicas;  // the targets of a Client and which instance each serves
+}  // namespace internal
+
 class Client {
  public:
-  // Reads the TLS and token files and creates the channel. Connecting is
+  // Reads the TLS and token files and creates the channel(s). Connecting is
   // lazy: an unreachable server shows up as UNAVAILABLE on the first call.
   static absl::StatusOr<Client> Create(const ClientOptions& options);
 
@@ -292,9 +315,10 @@ class Client {
   // TensorInfo.
   absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes = 0,
                                   bool release = false, v1::TensorInfo* info = nullptr) const;
-  // Releases tensors by id; ids the server does not hold are skipped
-  // (`released` counts the others).
+  // Releases tensors by id, each on the replica holding it; ids the server
+  // does not hold are skipped (`released` counts the others).
   absl::StatusOr<v1::ReleaseTensorsResponse> Release(const std::vector<std::string>& ids) const;
+  // Every replica's tensors, held_bytes and limit_bytes summed.
   absl::StatusOr<v1::ListTensorsResponse> ListTensors() const;
   // Shared memory (see SharedMemoryRegion, which calls these for you).
   absl::StatusOr<v1::SharedMemoryRegion> RegisterSharedMemory(
@@ -306,7 +330,10 @@ class Client {
   // grpc.health.v1.Health/Check; `service` "" asks about the whole server.
   absl::StatusOr<HealthStatus> Health(const std::string& service = "") const;
 
+  // The first replica's target; targets(): all of them, in the order given.
   const std::string& target() const { return target_; }
+  const std::vector<std::string>& targets() const { return targets_; }
+  // The first replica's channels (its ClientOptions::connections channels).
   const std::shared_ptr<grpc::Channel>& channel() const { return channels_.front(); }
   // All ClientOptions::connections channels, channel() first.
   const std::vector<std::shared_ptr<grpc::Channel>>& channels() const { return channels_; }
@@ -323,21 +350,26 @@ class Client {
   // `into`: the shared-memory output the request names, if any.
   absl::StatusOr<OpResult> ComputeCall(const char* method, grpc::ByteBuffer request,
                                        const char* field,
-                                       const std::optional<SharedMemoryView>& into) const;
+                                       const std::optional<SharedMemoryView>& into,
+                                       size_t replica) const;
   absl::StatusOr<OpResult> TransposeCall(Operand input, const OpOptions& options) const;
   absl::StatusOr<OpResult> ReduceCall(Operand input, v1::ReduceOp op, v1::ReduceAxis axis,
                                       const OpOptions& options) const;
   void Prepare(grpc::ClientContext* context) const;
+  // The replica of a call: the one holding `tensor_id` when not empty, else
+  // the first when `shared_memory` (regions are registered there), else the
+  // next in turn.
+  size_t Route(const std::string& tensor_id, bool shared_memory = false) const;
 
   std::string target_;
+  std::vector<std::string> targets_;
   absl::Duration deadline_;
   std::string authorization_;  // "Bearer <token>", or empty
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::unique_ptr<v1::Compute::Stub> stub_;                        // on the first channel
-  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs_;  // one per channel
-  std::unique_ptr<std::atomic<uint64_t>> next_channel_;            // compute calls take turns
+  std::unique_ptr<v1::Compute::Stub> stub_;  // on the first replica's first channel
   int max_message_bytes_ = INT_MAX;
-  std::shared_ptr<const internal::ClientCore> core_;  // what Tensors keep
+  std::shared_ptr<const internal::ClientCore> core_;  // what Tensors keep (first replica)
+  std::shared_ptr<internal::Replicas> replicas_;      // every replica, core_'s first
 };
 
 // Moving between Matrix and the wire message without copying the bytes.
