@@ -53,7 +53,9 @@ int CallFailed(const absl::Status& status) {
 const std::vector<FlagSpec>& ConnectionFlags() {
   static const std::vector<FlagSpec> flags = {
       {"server", "TARGET", "localhost:50051",
-       "server address: HOST:PORT, unix:/PATH (a local unix socket) or any gRPC target"},
+       "server address: HOST:PORT, unix:/PATH (a local unix socket) or any gRPC target; "
+       "several replicas comma-separated (A:PORT,B:PORT): @ID operands and tensor commands "
+       "go to the replica holding the tensor"},
       {"deadline_ms", "MS", "",
        "deadline of the call in milliseconds (default: health 5000, info 10000, "
        "matmul/transpose/reduce 120000, profile, upload and download 600000)"},
@@ -905,6 +907,11 @@ absl::StatusOr<ClientOptions> MakeClientOptions(const ParsedArgs& args,
                                                 int64_t default_deadline_ms) {
   ClientOptions options;
   options.target = args.Get("server");
+  // Replicas, comma-separated; ipv4:/ipv6: targets use commas themselves.
+  if (options.target.find(',') != std::string::npos && options.target.rfind("ipv4:", 0) != 0 &&
+      options.target.rfind("ipv6:", 0) != 0) {
+    options.targets = absl::StrSplit(options.target, ',', absl::SkipEmpty());
+  }
   int64_t deadline_ms = default_deadline_ms;
   if (args.Has("deadline_ms")) {
     absl::StatusOr<int64_t> v = ParseInt(args, "deadline_ms", 1);
