@@ -587,6 +587,7 @@ int Run() {
   service.Activate(engine, &transfers, regions.get());
   metrics.AttachScheduler(&scheduler);
   metrics.AttachTensorStore(&tensors);
+  metrics.AttachSharedMemory(regions.get());
 
   // Start-up's probes (ceilings, calibration buffers) are freed by now; the
   // heap keeps them unless told to give them back.
@@ -628,6 +629,7 @@ int Run() {
   RemoveSocketFiles(*listeners);
   metrics.AttachScheduler(nullptr);  // the scheduler goes before the endpoint
   metrics.AttachTensorStore(nullptr);
+  metrics.AttachSharedMemory(nullptr);
   LogInfo("stopped: every admitted call was answered");
   // Every call has been answered. gRPC's own teardown (grpc_shutdown, run as
   // the last gRPC object goes) can then wait up to ~10 s on an internal

@@ -9,6 +9,7 @@
 #include "prometheus/metric_family.h"
 #include "prometheus/text_serializer.h"
 #include "server/engine/scheduler.h"
+#include "server/engine/shared_memory.h"
 #include "server/engine/tensor_store.h"
 
 namespace gpucompute::server {
@@ -203,6 +204,40 @@ class Metrics::TensorCollector final : public prometheus::Collectable {
   const TensorStore* store_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
+class Metrics::SharedMemoryCollector final : public prometheus::Collectable {
+ public:
+  void Attach(const SharedMemoryRegistry* regions) {
+    absl::MutexLock lock(&mu_);
+    regions_ = regions;
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    using prometheus::MetricType;
+    absl::MutexLock lock(&mu_);
+    if (regions_ == nullptr) return {};
+    int64_t registered = 0, pinned = 0;
+    const std::vector<SharedMemoryRegionInfo> list = regions_->List();
+    for (const SharedMemoryRegionInfo& r : list) {
+      registered += r.byte_size;
+      if (r.pinned) pinned += r.byte_size;
+    }
+    auto count = Family("gpucompute_shared_memory_regions", "Shared-memory regions registered now.",
+                        MetricType::Gauge);
+    count.metric.push_back(Sample(double(list.size()), {}, MetricType::Gauge));
+    auto bytes = Family("gpucompute_shared_memory_registered_bytes",
+                        "Bytes of the registered shared-memory regions.", MetricType::Gauge);
+    bytes.metric.push_back(Sample(double(registered), {}, MetricType::Gauge));
+    auto locked = Family("gpucompute_shared_memory_pinned_bytes",
+                         "Of those, bytes pinned for DMA (locked in host RAM).", MetricType::Gauge);
+    locked.metric.push_back(Sample(double(pinned), {}, MetricType::Gauge));
+    return {std::move(count), std::move(bytes), std::move(locked)};
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  const SharedMemoryRegistry* regions_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
@@ -217,7 +252,8 @@ Metrics::Metrics()
               .Register(*registry_)
               .Add({})),
       scheduler_collector_(std::make_shared<SchedulerCollector>()),
-      tensor_collector_(std::make_shared<TensorCollector>()) {
+      tensor_collector_(std::make_shared<TensorCollector>()),
+      shm_collector_(std::make_shared<SharedMemoryCollector>()) {
   auto& latency = prometheus::BuildHistogram()
                       .Name("gpucompute_request_duration_seconds")
                       .Help(
@@ -233,7 +269,9 @@ Metrics::Metrics()
     }
   }
   collectable_ = std::make_shared<Combined>(
-      registry_, std::make_shared<Combined>(scheduler_collector_, tensor_collector_));
+      registry_,
+      std::make_shared<Combined>(scheduler_collector_,
+                                 std::make_shared<Combined>(tensor_collector_, shm_collector_)));
 }
 
 void Metrics::RequestStarted() { in_flight_.Increment(); }
@@ -261,6 +299,10 @@ void Metrics::AttachScheduler(const Scheduler* scheduler) {
 }
 
 void Metrics::AttachTensorStore(const TensorStore* store) { tensor_collector_->Attach(store); }
+
+void Metrics::AttachSharedMemory(const SharedMemoryRegistry* regions) {
+  shm_collector_->Attach(regions);
+}
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         const Metrics& metrics) {

@@ -25,6 +25,7 @@ namespace gpucompute::server {
 
 class Scheduler;
 class TensorStore;
+class SharedMemoryRegistry;
 
 // Label values of the `op` label.
 enum class RpcOp {
@@ -74,6 +75,9 @@ class Metrics {
   // Tensor counters (held bytes, count, expiries, budget) come from `store`
   // once set; the same rules as AttachScheduler.
   void AttachTensorStore(const TensorStore* store);
+  // Shared-memory regions (count, registered and pinned bytes) come from
+  // `regions` once set; the same rules again.
+  void AttachSharedMemory(const SharedMemoryRegistry* regions);
 
   // Everything above, for the /metrics endpoint (or a test) to collect.
   std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
@@ -81,6 +85,7 @@ class Metrics {
  private:
   class SchedulerCollector;
   class TensorCollector;
+  class SharedMemoryCollector;
   static constexpr int kStages = 5;
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -90,6 +95,7 @@ class Metrics {
   std::array<std::array<prometheus::Histogram*, kStages>, kRpcOpCount> latency_{};
   std::shared_ptr<SchedulerCollector> scheduler_collector_;
   std::shared_ptr<TensorCollector> tensor_collector_;
+  std::shared_ptr<SharedMemoryCollector> shm_collector_;
   std::shared_ptr<prometheus::Collectable> collectable_;
 };
 

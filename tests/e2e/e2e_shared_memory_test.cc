@@ -27,6 +27,7 @@
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "support/e2e_util.h"
+#include "support/metrics_scrape.h"
 #include "support/server_process.h"
 #include "support/shm_object.h"
 #include "support/tensor_client.h"
@@ -99,10 +100,9 @@ v1::Matrix Inline(v1::DType dtype, int64_t rows, int64_t cols, const char* at) {
 class SharedMemoryTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
-    server_ = new testing::ServerProcess(
-        GPUCOMPUTE_SERVER_PATH,
-        {absl::StrCat("--backend=", Backend()), "--cpu_workers=4", "--allow_shared_memory",
-         "--shared_memory_max_regions=40", "--metrics_listen="});
+    server_ = new testing::ServerWithMetrics(testing::StartServerWithMetrics(
+        GPUCOMPUTE_SERVER_PATH, {absl::StrCat("--backend=", Backend()), "--cpu_workers=4",
+                                 "--allow_shared_memory", "--shared_memory_max_regions=40"}));
     ASSERT_TRUE(server_->started()) << "server did not start";
   }
   static void TearDownTestSuite() {
@@ -111,7 +111,7 @@ class SharedMemoryTest : public testing::SeededStubTest {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    ConnectTo(server_->target());
+    ConnectTo(target());
   }
   void TearDown() override {
     grpc::ClientContext ctx;
@@ -157,9 +157,10 @@ class SharedMemoryTest : public testing::SeededStubTest {
     return stub_->Transpose(&ctx, req, resp);
   }
 
-  static testing::ServerProcess* server_;
+  static const std::string& target() { return server_->process->target(); }
+  static testing::ServerWithMetrics* server_;
 };
-testing::ServerProcess* SharedMemoryTest::server_ = nullptr;
+testing::ServerWithMetrics* SharedMemoryTest::server_ = nullptr;
 
 TEST_F(SharedMemoryTest, RegisterListUnregisterAndTheirStatusRows) {
   ShmObject object(1 * kMiB);
@@ -203,6 +204,14 @@ TEST_F(SharedMemoryTest, RegisterListUnregisterAndTheirStatusRows) {
     ASSERT_EQ(list.regions_size(), 2);
     EXPECT_EQ(list.regions(0).name(), "r1");
     EXPECT_EQ(list.regions(1).offset(), 1000);
+  }
+  {
+    auto scrape = testing::ScrapeMetrics(server_->metrics_port);
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    EXPECT_EQ(scrape->Sum("gpucompute_shared_memory_regions"), 2);
+    EXPECT_EQ(scrape->Sum("gpucompute_shared_memory_registered_bytes"), 64 * 1024 + 24);
+    EXPECT_EQ(scrape->Sum("gpucompute_shared_memory_pinned_bytes"),
+              Backend() == "cuda" ? 64 * 1024 + 24 : 0);
   }
   int64_t count = 0;
   EXPECT_CODE(Unregister("nope"), NOT_FOUND, "\"nope\"");
@@ -393,7 +402,7 @@ TEST_F(SharedMemoryTest, UnregisteredWhileOpsUseIt) {
   std::vector<std::thread> clients;
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&] {
-      auto stub = v1::Compute::NewStub(Connect(server_->target()));
+      auto stub = v1::Compute::NewStub(Connect(target()));
       while (!stop) {
         v1::TransposeRequest req;
         *req.mutable_input() = SliceMatrix(v1::DTYPE_FLOAT64, rows, cols, "busy", 0, bytes);
@@ -494,7 +503,7 @@ TEST_F(SharedMemoryTest, SixteenClientsEachWithTheirOwnRegion) {
       const int64_t rows = 100 + c, cols = 77 + 2 * c, bytes = rows * cols * 4;
       ShmObject object(2 * bytes);
       if (!object.ok()) return std::string("cannot make the object");
-      auto stub = v1::Compute::NewStub(Connect(server_->target()));
+      auto stub = v1::Compute::NewStub(Connect(target()));
       const std::string name = absl::StrCat("client-", c);
       {
         grpc::ClientContext ctx;
