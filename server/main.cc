@@ -30,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cpu/cpu_device.h"
 #include "server/cuda/open_devices.h"
@@ -395,6 +396,10 @@ int Run() {
     return 1;
   }
   KeepLargeAllocationsInHeap();
+  // absl::Mutex (ours and gRPC's) otherwise keeps a global lock-order graph
+  // on every lock and mutex destruction where abseil was built with it on:
+  // a global lock and graph work per request on the hot path.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
   sigset_t signals;
