@@ -19,8 +19,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "gpucompute/client.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
+#include "wire/compute_wire.h"
 
 namespace gpucompute {
 
@@ -56,28 +58,51 @@ struct ClientCore {
                                   v1::TensorInfo* info_out) const {
     v1::DownloadRequest request;
     request.set_tensor_id(id);
-    request.set_chunk_bytes(chunk_bytes);
+    request.set_chunk_bytes(chunk_bytes == 0 ? kDownloadChunkBytes : chunk_bytes);
     request.set_release(release);
     grpc::ClientContext context;
     Prepare(&context);
-    std::unique_ptr<grpc::ClientReader<v1::DownloadResponse>> reader =
-        stub->Download(&context, request);
-    v1::DownloadResponse response;
-    v1::TensorInfo info;
-    bool first = true;
-    std::string bytes;
-    while (reader->Read(&response)) {
-      if (first) {
-        info = response.info();
-        if (info.bytes() > 0) bytes.reserve(size_t(info.bytes()));
-        first = false;
-      }
-      bytes.append(response.data());
+    // Messages are read as raw bytes and each data field is copied once,
+    // from the received slices into the matrix: the generated stub would
+    // copy every chunk into a message first.
+    grpc::ByteBuffer request_bytes;
+    bool own_buffer = false;
+    if (!grpc::SerializationTraits<v1::DownloadRequest>::Serialize(request, &request_bytes,
+                                                                   &own_buffer)
+             .ok()) {
+      return absl::InternalError("Download: the request could not be serialized");
     }
-    if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
+    const grpc::internal::RpcMethod method("/gpucompute.v1.Compute/Download",
+                                           grpc::internal::RpcMethod::SERVER_STREAMING, channel);
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel.get(), method,
+                                                                      &context, request_bytes));
     auto malformed = [&](absl::string_view why) {
       return absl::InternalError(absl::StrCat("Download failed: the server sent ", why));
     };
+    grpc::ByteBuffer message;
+    std::vector<grpc::Slice> slices;
+    v1::TensorInfo info;
+    bool first = true;
+    std::string bytes;
+    absl::Status broken;
+    while (reader->Read(&message)) {
+      slices.clear();
+      auto parsed = message.Dump(&slices).ok() ? wire::ParseDownloadResponse(slices)
+                                               : absl::InternalError("an unreadable message");
+      if (!parsed.ok()) {
+        if (broken.ok()) broken = malformed(parsed.status().message());
+        continue;  // drain the stream; Finish says how it ended
+      }
+      if (first) {
+        info = parsed->info;
+        if (info.bytes() > 0) bytes.reserve(size_t(info.bytes()));
+        first = false;
+      }
+      for (const auto& piece : parsed->data) bytes.append(piece.data(), piece.size());
+    }
+    if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
+    if (!broken.ok()) return broken;
     if (first) return malformed("no message");
     DType dtype;
     switch (info.dtype()) {

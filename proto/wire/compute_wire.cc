@@ -447,6 +447,39 @@ absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Sli
   return resp;
 }
 
+absl::StatusOr<DownloadResponse> ParseDownloadResponse(const std::vector<grpc::Slice>& slices) {
+  SliceReader in(slices);
+  if (auto s = CheckSize(in); !s.ok()) return s;
+  DownloadResponse resp;
+  std::string infos;  // each TensorInfo, still wrapped as field 1, parsed at the end
+  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
+    if (type != kLengthDelimited || (number != 1 && number != 2)) return std::nullopt;
+    int64_t length = 0;
+    if (!in.ReadLength(&length)) return Malformed("bad length", at);
+    if (number == 1) {
+      resp.has_info = true;
+      AppendTag(infos, 1, kLengthDelimited);
+      AppendVarint(infos, uint64_t(length));
+      in.Consume(length, [&](const char* p, size_t n) { infos.append(p, n); });
+    } else {
+      resp.data.clear();
+      resp.data_bytes = length;
+      in.Consume(length, [&](const char* p, size_t n) { resp.data.emplace_back(p, n); });
+    }
+    return absl::OkStatus();
+  };
+  absl::Status status = ForEachField(in, kRecursionLimit, field);
+  if (!status.ok()) return status;
+  if (resp.has_info) {
+    v1::DownloadResponse holder;  // parsed as the field of a response: the same nesting limit
+    if (!holder.ParseFromString(infos)) {
+      return absl::InvalidArgumentError("info: not a valid TensorInfo");
+    }
+    resp.info = std::move(*holder.mutable_info());
+  }
+  return resp;
+}
+
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst) {
   for (const auto& p : pieces) {
     std::memcpy(dst, p.data(), p.size());
@@ -505,6 +538,14 @@ void MessageWriter::VarintField(int field, uint64_t value) {
 
 void MessageWriter::BytesField(int field, const std::string& value) {
   AppendLengthDelimited(pending_, field, value);
+}
+
+void MessageWriter::SliceField(int field, grpc::Slice payload) {
+  AppendTag(pending_, field, kLengthDelimited);
+  AppendVarint(pending_, payload.size());
+  slices_.emplace_back(pending_);
+  pending_.clear();
+  slices_.push_back(std::move(payload));
 }
 
 void MessageWriter::MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols,

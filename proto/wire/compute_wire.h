@@ -93,6 +93,17 @@ struct ComputeResponse {
 };
 absl::StatusOr<ComputeResponse> ParseComputeResponse(const std::vector<grpc::Slice>& slices);
 
+// A DownloadResponse read in place: the TensorInfo when the message has one
+// (field 1, merged as protobuf would), and the data bytes (field 2, the
+// later one winning) as pieces inside the slices.
+struct DownloadResponse {
+  bool has_info = false;
+  v1::TensorInfo info;
+  std::vector<absl::Span<const char>> data;
+  int64_t data_bytes = 0;
+};
+absl::StatusOr<DownloadResponse> ParseDownloadResponse(const std::vector<grpc::Slice>& slices);
+
 // Copies the pieces one after another into `dst`.
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst);
 
@@ -103,6 +114,8 @@ class MessageWriter {
  public:
   void VarintField(int field, uint64_t value);
   void BytesField(int field, const std::string& value);
+  // A bytes field whose value is `payload`, sent without a copy.
+  void SliceField(int field, grpc::Slice payload);
   // A Matrix with inline data: `payload`.
   void MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols, grpc::Slice payload);
   // A Matrix whose payload is a tensor held by the server (Matrix.tensor_id).

@@ -370,7 +370,7 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
 
 StreamContext ComputeService::stream_context() {
   return StreamContext{metrics_, calls_started_, calls_in_flight_,
-                       regions_.load(std::memory_order_acquire)};
+                       regions_.load(std::memory_order_acquire), &buffers_};
 }
 
 grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(grpc::CallbackServerContext* ctx,
@@ -379,10 +379,18 @@ grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(grpc::Callbac
   return StartUpload(ctx, response, transfers_.load(std::memory_order_acquire), stream_context());
 }
 
-grpc::ServerWriteReactor<v1::DownloadResponse>* ComputeService::Download(
-    grpc::CallbackServerContext* ctx, const v1::DownloadRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::Download(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
   if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseDownload(ctx, s, stream_context());
-  return StartDownload(ctx, *request, transfers_.load(std::memory_order_acquire), stream_context());
+  v1::DownloadRequest parsed;
+  grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes its copy
+  if (!request->Valid() ||
+      !grpc::SerializationTraits<v1::DownloadRequest>::Deserialize(&bytes, &parsed).ok()) {
+    return RefuseDownload(
+        ctx, absl::InvalidArgumentError("request: not a DownloadRequest (unparsable bytes)"),
+        stream_context());
+  }
+  return StartDownload(ctx, parsed, transfers_.load(std::memory_order_acquire), stream_context());
 }
 
 grpc::ServerUnaryReactor* ComputeService::ReleaseTensors(grpc::CallbackServerContext* ctx,

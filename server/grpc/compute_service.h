@@ -31,8 +31,9 @@ struct ServiceConfig {
 };
 
 class ComputeService final
-    : public v1::Compute::WithRawCallbackMethod_MatMul<v1::Compute::WithRawCallbackMethod_Transpose<
-          v1::Compute::WithRawCallbackMethod_Reduce<v1::Compute::CallbackService>>> {
+    : public v1::Compute::WithRawCallbackMethod_MatMul<
+          v1::Compute::WithRawCallbackMethod_Transpose<v1::Compute::WithRawCallbackMethod_Reduce<
+              v1::Compute::WithRawCallbackMethod_Download<v1::Compute::CallbackService>>>> {
  public:
   // `auth` (optional) must outlive the service. Until Activate, every call
   // gets UNAVAILABLE: the server listens while its devices are opened so
@@ -75,8 +76,10 @@ class ComputeService final
   // Tensors (server/grpc/tensor_upload.cc, tensor_download.cc).
   grpc::ServerReadReactor<v1::UploadRequest>* Upload(grpc::CallbackServerContext* ctx,
                                                      v1::TensorInfo* response) override;
-  grpc::ServerWriteReactor<v1::DownloadResponse>* Download(
-      grpc::CallbackServerContext* ctx, const v1::DownloadRequest* request) override;
+  // Download's messages are raw bytes too: each chunk is sent from the
+  // buffer it was read into.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Download(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ReleaseTensors(grpc::CallbackServerContext* ctx,
                                            const v1::ReleaseTensorsRequest* req,
                                            v1::ReleaseTensorsResponse* resp) override;

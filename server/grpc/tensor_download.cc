@@ -1,8 +1,10 @@
 // Download: the tensor's bytes leave in messages of chunk_bytes, read from
-// the device into one of two message buffers while the other is being sent,
-// so the device copy overlaps the network. The first message carries the
-// TensorInfo. With `release`, the tensor is released once the last message
-// has gone out.
+// the device into one of two message slots while the other is being sent,
+// so the device copy overlaps the network. Messages are written as raw
+// bytes: each chunk is read into a pooled buffer that the message's data
+// field points at, so no chunk is copied again to serialize it. The first
+// message carries the TensorInfo. With `release`, the tensor is released
+// once the last message has gone out.
 #include <algorithm>
 #include <deque>
 #include <memory>
@@ -14,16 +16,18 @@
 #include "server/grpc/call_record.h"
 #include "server/grpc/tensor_requests.h"
 #include "server/grpc/tensor_streams.h"
+#include "wire/compute_wire.h"
 
 namespace gpucompute::server {
 namespace {
 
-class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadResponse> {
+class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   DownloadReactor(grpc::CallbackServerContext* ctx, TensorTransfers* transfers,
                   const StreamContext& call)
       : transfers_(transfers),
         regions_(call.regions),
+        pool_(call.buffers),
         record_(ctx, call.metrics, RpcOp::kDownload, call.calls_started, call.calls_in_flight) {}
 
   void Refuse(absl::Status status) { Finish(ToGrpcStatus(record_.End(std::move(status)))); }
@@ -45,7 +49,9 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
     release_ = request.release();
     chunk_ = request.chunk_bytes() == 0 ? kDefaultDownloadChunkBytes
                                         : std::min(request.chunk_bytes(), kMaxDownloadChunkBytes);
-    ToProto(transfers_->store().InfoOf(*tensor_), buffers_[0].mutable_info());
+    v1::TensorInfo info;
+    ToProto(transfers_->store().InfoOf(*tensor_), &info);
+    info_ = info.SerializeAsString();
     if (request.has_shared_memory()) return StartToRegion(request.shared_memory());
     free_ = {0, 1};
     Pump();
@@ -60,7 +66,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
       writing_ = false;
       const int b = ready_.front();
       ready_.pop_front();
-      buffers_[b].Clear();
+      messages_[b].Clear();  // the chunk goes back to the pool once gRPC lets it go
       free_.push_back(b);
       if (!ok && status_.ok()) status_ = absl::CancelledError("download cancelled");
     }
@@ -98,7 +104,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
       }
     }
     if (read_into >= 0) Read(read_into, offset, length);
-    if (write_from >= 0) StartWrite(&buffers_[write_from]);
+    if (write_from >= 0) StartWrite(&messages_[write_from]);
     if (finish) End(status);
   }
 
@@ -118,6 +124,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
         absl::MutexLock lock(&mu_);
         reading_ = false;
         if (s.ok()) {
+          messages_[0] = Message(nullptr);  // the TensorInfo alone
           ready_.push_back(0);
         } else if (status_.ok()) {
           status_ = s;
@@ -128,13 +135,15 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
   }
 
   void Read(int b, int64_t offset, int64_t length) {
-    std::string* data = buffers_[b].mutable_data();
-    data->resize(size_t(length));
-    transfers_->Read(tensor_, offset, length, data->data(), [this, b](absl::Status s) {
+    chunks_[b] = pool_ != nullptr ? pool_->Acquire(size_t(length))
+                                  : std::make_unique<std::string>(size_t(length), '\0');
+    char* into = chunks_[b]->data();
+    transfers_->Read(tensor_, offset, length, into, [this, b](absl::Status s) {
       {
         absl::MutexLock lock(&mu_);
         reading_ = false;
         if (s.ok()) {
+          messages_[b] = Message(std::move(chunks_[b]));
           ready_.push_back(b);
         } else if (status_.ok()) {
           status_ = s;
@@ -142,6 +151,21 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
       }
       Pump();
     });
+  }
+
+  // A DownloadResponse: the TensorInfo (field 1) when it is the first
+  // message, then `chunk` as data (field 2), pointed at, not copied.
+  grpc::ByteBuffer Message(std::unique_ptr<std::string> chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    wire::MessageWriter out;
+    if (!info_sent_) out.BytesField(1, info_);
+    info_sent_ = true;
+    if (chunk != nullptr) {
+      ResponseBufferPool* pool = pool_;
+      out.SliceField(2, wire::SliceOwning(std::move(chunk), [pool](std::unique_ptr<std::string> b) {
+                       if (pool != nullptr) pool->Release(std::move(b));
+                     }));
+    }
+    return out.Finish();
   }
 
   void End(absl::Status status) {
@@ -157,12 +181,18 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
 
   TensorTransfers* const transfers_;
   const SharedMemoryRegistry* const regions_;
+  ResponseBufferPool* const pool_;  // chunk buffers; null: fresh ones
   CallRecord record_;
   std::shared_ptr<Tensor> tensor_;
   bool release_ = false;
   int64_t chunk_ = 0;
-  v1::DownloadResponse buffers_[2];
+  std::string info_;  // the serialized TensorInfo
+  // Two message slots: a chunk being read into chunks_[b], then sent as
+  // messages_[b].
+  std::unique_ptr<std::string> chunks_[2];
+  grpc::ByteBuffer messages_[2];
   absl::Mutex mu_;
+  bool info_sent_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<int> free_ ABSL_GUARDED_BY(mu_);
   std::deque<int> ready_ ABSL_GUARDED_BY(mu_);  // filled, in payload order; front is being sent
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
@@ -174,18 +204,18 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadRespon
 
 }  // namespace
 
-grpc::ServerWriteReactor<v1::DownloadResponse>* StartDownload(grpc::CallbackServerContext* ctx,
-                                                              const v1::DownloadRequest& request,
-                                                              TensorTransfers* transfers,
-                                                              const StreamContext& call) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartDownload(grpc::CallbackServerContext* ctx,
+                                                          const v1::DownloadRequest& request,
+                                                          TensorTransfers* transfers,
+                                                          const StreamContext& call) {
   auto* reactor = new DownloadReactor(ctx, transfers, call);
   reactor->Start(request);
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::DownloadResponse>* RefuseDownload(grpc::CallbackServerContext* ctx,
-                                                               absl::Status status,
-                                                               const StreamContext& call) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RefuseDownload(grpc::CallbackServerContext* ctx,
+                                                           absl::Status status,
+                                                           const StreamContext& call) {
   auto* reactor = new DownloadReactor(ctx, nullptr, call);
   reactor->Refuse(std::move(status));
   return reactor;

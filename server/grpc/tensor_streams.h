@@ -12,6 +12,7 @@
 #include "gpucompute/v1/compute.pb.h"
 #include "server/engine/shared_memory.h"
 #include "server/engine/tensor_transfers.h"
+#include "server/grpc/response_buffers.h"
 #include "server/ops/metrics.h"
 
 namespace gpucompute::server {
@@ -23,6 +24,7 @@ struct StreamContext {
   std::atomic<int64_t>& calls_started;
   std::atomic<int64_t>& calls_in_flight;
   const SharedMemoryRegistry* regions = nullptr;
+  ResponseBufferPool* buffers = nullptr;  // reused payload buffers (Download's chunks)
 };
 
 // Bytes of an Upload gathered from its messages before they go to the
@@ -44,18 +46,19 @@ grpc::ServerReadReactor<v1::UploadRequest>* StartUpload(grpc::CallbackServerCont
                                                         TensorTransfers* transfers,
                                                         const StreamContext& call);
 
-// Starts a Download of `request` (copied).
-grpc::ServerWriteReactor<v1::DownloadResponse>* StartDownload(grpc::CallbackServerContext* ctx,
-                                                              const v1::DownloadRequest& request,
-                                                              TensorTransfers* transfers,
-                                                              const StreamContext& call);
+// Starts a Download of `request` (copied); its messages are written as raw
+// DownloadResponse bytes.
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartDownload(grpc::CallbackServerContext* ctx,
+                                                          const v1::DownloadRequest& request,
+                                                          TensorTransfers* transfers,
+                                                          const StreamContext& call);
 
 // A stream refused before it began (not serving yet, or unauthenticated).
 grpc::ServerReadReactor<v1::UploadRequest>* RefuseUpload(grpc::CallbackServerContext* ctx,
                                                          absl::Status status,
                                                          const StreamContext& call);
-grpc::ServerWriteReactor<v1::DownloadResponse>* RefuseDownload(grpc::CallbackServerContext* ctx,
-                                                               absl::Status status,
-                                                               const StreamContext& call);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RefuseDownload(grpc::CallbackServerContext* ctx,
+                                                           absl::Status status,
+                                                           const StreamContext& call);
 
 }  // namespace gpucompute::server

@@ -2,8 +2,8 @@
 // generated classes: for any bytes, both must give the same verdict and the
 // same field values.
 //
-// Input: byte 0 picks the message (MatMul, Transpose or Reduce request, or a
-// compute response); byte 1 & 7 is a count k of cut points and the next k
+// Input: byte 0 picks the message (MatMul, Transpose or Reduce request, a
+// compute response, or a DownloadResponse); byte 1 & 7 is a count k of cut points and the next k
 // bytes are the lengths of the first k slices (0 gives an empty slice; the
 // last slice holds what is left); the rest is the message. Each slice is its
 // own heap allocation, so AddressSanitizer sees a read past any of them.
@@ -22,7 +22,7 @@
 namespace gpucompute::wire {
 namespace {
 
-enum class Kind { kMatMul, kTranspose, kReduce, kResponse };
+enum class Kind { kMatMul, kTranspose, kReduce, kResponse, kDownload };
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -30,6 +30,7 @@ const char* KindName(Kind k) {
     case Kind::kTranspose: return "TransposeRequest";
     case Kind::kReduce: return "ReduceRequest";
     case Kind::kResponse: return "TransposeResponse (any compute response)";
+    case Kind::kDownload: return "DownloadResponse";
   }
   return "?";
 }
@@ -155,6 +156,20 @@ void Verdicts(const Case& c, bool pb_ok, const absl::Status& ours) {
 }
 
 void Check(const Case& c) {
+  if (c.kind == Kind::kDownload) {
+    v1::DownloadResponse pb;
+    const bool pb_ok = ProtobufParses(c, &pb);
+    auto ours = ParseDownloadResponse(c.slices);
+    Verdicts(c, pb_ok, ours.status());
+    if (!pb_ok) return;
+    Expect(c, "has info", int(ours->has_info), int(pb.has_info()));
+    CompareString(c, "info", ours->info.SerializeAsString(), pb.info().SerializeAsString());
+    std::string data;
+    for (const auto& piece : ours->data) data.append(piece.data(), piece.size());
+    Expect(c, "data bytes", ours->data_bytes, int64_t(pb.data().size()));
+    CompareString(c, "data", data, pb.data());
+    return;
+  }
   if (c.kind == Kind::kResponse) {
     v1::TransposeResponse pb;
     const bool pb_ok = ProtobufParses(c, &pb);
@@ -226,7 +241,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpucompute::wire;
   if (size < 2) return 0;
   Case c;
-  c.kind = static_cast<Kind>(data[0] % 4);
+  c.kind = static_cast<Kind>(data[0] % 5);
   size_t at = 2;
   const size_t cuts = data[1] & 7;
   for (size_t i = 0; i < cuts && at < size; ++i) c.cuts.push_back(data[at++]);

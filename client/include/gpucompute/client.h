@@ -143,8 +143,8 @@ class Tensor {
   int64_t rows() const { return info_.rows(); }
   int64_t cols() const { return info_.cols(); }
 
-  // The matrix's bytes, streamed down in messages of `chunk_bytes` (0: the
-  // server's default). Renews the tensor's idle lifetime.
+  // The matrix's bytes, streamed down in messages of `chunk_bytes` (0:
+  // kDownloadChunkBytes). Renews the tensor's idle lifetime.
   absl::StatusOr<Matrix> Download(int64_t chunk_bytes = 0) const;
   // Releases it now; afterwards the handle is empty. NOT_FOUND when the
   // server no longer held it (expired); the handle is emptied either way.
@@ -258,6 +258,13 @@ struct MatrixView {
   const char* data;  // rows * cols elements, row-major, little-endian
 };
 
+// Download's data bytes per message when a call says 0: larger than the
+// server's own default (just under 4 MiB, for clients with gRPC's default
+// receive limit), since this client receives messages of any size, and each
+// message costs a round of the stream's flow: 32 MiB moved a 256 MiB tensor
+// 20-30% faster than 4 MiB on loopback.
+inline constexpr int64_t kDownloadChunkBytes = int64_t{32} << 20;
+
 struct UploadOptions {
   int64_t ttl_seconds = 0;        // idle lifetime; 0: the server's default (--tensor_ttl)
   int64_t chunk_bytes = 4 << 20;  // data bytes per stream message (> 0)
@@ -310,9 +317,9 @@ class Client {
   // the bytes were written.
   absl::Status Download(const std::string& id, const SharedMemoryView& into,
                         bool release = false) const;
-  // The matrix of tensor `id` (not owned: e.g. an id from the CLI);
-  // `release` releases it once sent. `info`, when given, receives its
-  // TensorInfo.
+  // The matrix of tensor `id` (not owned: e.g. an id from the CLI), in
+  // messages of `chunk_bytes` (0: kDownloadChunkBytes); `release` releases
+  // it once sent. `info`, when given, receives its TensorInfo.
   absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes = 0,
                                   bool release = false, v1::TensorInfo* info = nullptr) const;
   // Releases tensors by id, each on the replica holding it; ids the server
