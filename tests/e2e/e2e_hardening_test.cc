@@ -142,7 +142,7 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   v1::TransposeRequest req;
   *req.mutable_input() = RandomMatrix<float>(2048, 2049, rng);  // 16 MiB: tens of ms on a CPU
   constexpr int kEach = 12;
-  int client_deadline = 0, client_cancelled = 0;
+  int client_deadline = 0, client_cancelled = 0, client_ok = 0;
   std::vector<std::future<grpc::StatusCode>> calls;
   for (int i = 0; i < 2 * kEach; ++i) {
     const bool cancel = i % 2 == 1;
@@ -166,12 +166,16 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
     const grpc::StatusCode code = c.get();
     client_deadline += code == grpc::DEADLINE_EXCEEDED;
     client_cancelled += code == grpc::CANCELLED;
+    client_ok += code == grpc::OK;
   }
   EXPECT_EQ(client_deadline, kEach);
-  EXPECT_EQ(client_cancelled, kEach);
+  // A canceller thread starved past the end of its call (a loaded machine,
+  // a sanitizer build) lets that call finish: it counts as the OK it was.
+  EXPECT_EQ(client_cancelled + client_ok, kEach);
+  EXPECT_GT(client_cancelled, kEach / 2);
   // The server's count settles once every abandoned job has ended.
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_EQ(Count("transpose", "OK"), 0);
+  EXPECT_EQ(Count("transpose", "OK"), client_ok);
   EXPECT_EQ(Count("transpose", "INTERNAL"), 0);
   EXPECT_LE(Count("transpose", "DEADLINE_EXCEEDED"), kEach);
   EXPECT_LE(Count("transpose", "CANCELLED"), kEach);
@@ -180,7 +184,7 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   grpc::ClientContext ctx;
   v1::TransposeResponse resp;
   ASSERT_TRUE(stub_->Transpose(&ctx, req, &resp).ok());
-  EXPECT_EQ(Count("transpose", "OK"), 1);
+  EXPECT_EQ(Count("transpose", "OK"), client_ok + 1);
   std::ifstream log(access_log_);
   std::stringstream text;
   text << log.rdbuf();
