@@ -37,6 +37,7 @@
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/npy.h"
 #include "gpucompute/shared_memory.h"
+#include "support/run_command.h"
 #include "support/server_process.h"
 
 namespace gpucompute {
@@ -547,22 +548,10 @@ TEST_F(ClientSharedMemoryTest, ServerWithoutTheFlagRefusesAndNoObjectIsLeft) {
 
 // ----------------------------------------------------------------- CLI --
 
-struct CliRun {
-  int exit_code;
-  std::string output;
-};
+using CliRun = testing::CommandResult;
 
 CliRun RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(GPUCOMPUTE_CLI, " ", args, " 2>&1");
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  CliRun run{0, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(absl::StrCat(GPUCOMPUTE_CLI, " ", args));
 }
 
 // The output's lines but its timing lines ("time ..."), which differ per run.

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpucompute/client.h"
 #include "gpucompute/npy.h"
+#include "support/run_command.h"
 #include "support/server_process.h"
 
 namespace gpucompute {
@@ -215,22 +216,10 @@ TEST_F(ClientTensorTest, OpsTakeTensorsAndKeepResults) {
 
 // ----------------------------------------------------------------- CLI --
 
-struct CliRun {
-  int exit_code;
-  std::string output;
-};
+using CliRun = testing::CommandResult;
 
 CliRun RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(GPUCOMPUTE_CLI, " ", args, " 2>&1");
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  CliRun run{0, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(absl::StrCat(GPUCOMPUTE_CLI, " ", args));
 }
 
 // The value after `label` at the start of a line ("id        ID").

@@ -21,6 +21,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
+#include "support/run_command.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -32,22 +33,8 @@ using testing::Connect;
 using testing::FreshSeed;
 using testing::RandomMatrix;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs a shell command, stdout and stderr together.
-CommandResult RunCommand(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using testing::CommandResult;
+using testing::RunCommand;
 
 TEST(ServerCommandLine, HelpListsTheServersFlagsAndExitsZero) {
   const CommandResult help = RunCommand(absl::StrCat(GPUCOMPUTE_SERVER_PATH, " --help"));

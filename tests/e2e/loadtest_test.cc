@@ -16,6 +16,7 @@
 #include "loadtest/load.h"
 #include "loadtest/report.h"
 #include "loadtest/tcp_echo.h"
+#include "support/run_command.h"
 #include "support/server_process.h"
 
 namespace gpucompute::loadtest {
@@ -36,21 +37,10 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-struct RunResult {
-  int exit_code;
-  std::string output;
-};
+using RunResult = testing::CommandResult;
 
 RunResult RunLoadtest(const std::string& args) {
-  const std::string command = absl::StrCat(GPUCOMPUTE_LOADTEST_PATH, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  RunResult result{-1, ""};
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return testing::RunCommand(absl::StrCat(GPUCOMPUTE_LOADTEST_PATH, " ", args));
 }
 
 TEST(LoadtestCommandLine, HelpListsTheFlagsAndExitsZeroVersionPrintsTheVersion) {

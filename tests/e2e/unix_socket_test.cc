@@ -29,6 +29,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
+#include "support/run_command.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -39,24 +40,8 @@ namespace v1 = ::gpucompute::v1;
 using testing::Connect;
 using testing::ServerProcess;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs a shell command, stdout and stderr together.
-CommandResult RunCommand(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) {
-    result.output.append(buffer.data(), n);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using testing::CommandResult;
+using testing::RunCommand;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

@@ -14,16 +14,14 @@
 #include "gpucompute/matrix.h"
 #include "gpucompute/npy.h"
 #include "support/fake_compute_service.h"
+#include "support/run_command.h"
 
 namespace gpucompute {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
+using CliRun = testing::CommandResult;
 
 // A 1-D float64 .npy file, as numpy.save writes one.
 void WriteNpy1D(const std::string& path, const std::vector<double>& values) {
@@ -42,16 +40,7 @@ void WriteNpy1D(const std::string& path, const std::vector<double>& values) {
 }
 
 CliRun RunCli(const std::string& args) {
-  const std::string command = std::string(GPUCOMPUTE_CLI) + " " + args + " 2>&1";
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  CliRun run{0, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return testing::RunCommand(std::string(GPUCOMPUTE_CLI) + " " + args);
 }
 
 class CliTest : public ::testing::Test {
