@@ -201,8 +201,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   }
   call.output_pinned = state->out_slice && state->out_slice->region->pinned();
   // A reused buffer: a fresh one would page-fault and zero-fill every byte.
-  call.output = [this, state](size_t bytes) {
-    if (state->out_slice && state->out_slice->region->pinned()) {
+  call.output = [this, state, pinned = call.output_pinned](size_t bytes) {
+    if (pinned) {
       return static_cast<void*>(state->out_slice->region->pinned_data(state->out_slice->offset));
     }
     state->out = buffers_.Acquire(bytes);

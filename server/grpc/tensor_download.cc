@@ -111,8 +111,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   // The payload goes into a shared-memory slice in one transfer (DMA when
   // the region is pinned); then one message carries the TensorInfo alone.
   void StartToRegion(const v1::SharedMemorySlice& s) {
-    auto slice = ResolveSlice(wire::SharedMemorySlice{s.region(), s.offset(), s.byte_size()},
-                              tensor_->bytes(), "shared_memory", regions_);
+    auto slice = ResolveSlice(s, tensor_->bytes(), "shared_memory", regions_);
     if (!slice.ok()) return Refuse(slice.status());
     {
       absl::MutexLock lock(&mu_);

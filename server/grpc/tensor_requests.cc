@@ -42,6 +42,13 @@ absl::StatusOr<RegionSlice> ResolveSlice(const wire::SharedMemorySlice& slice, i
   return RegionSlice{std::move(*region), slice.offset, slice.byte_size};
 }
 
+absl::StatusOr<RegionSlice> ResolveSlice(const v1::SharedMemorySlice& slice, int64_t want_bytes,
+                                         const std::string& field,
+                                         const SharedMemoryRegistry* regions) {
+  return ResolveSlice(wire::SharedMemorySlice{slice.region(), slice.offset(), slice.byte_size()},
+                      want_bytes, field, regions);
+}
+
 absl::StatusOr<Operand> ResolveOperand(const wire::Matrix& m, const std::string& name,
                                        TensorStore* store, const SharedMemoryRegistry* regions) {
   using Payload = wire::Matrix::Payload;

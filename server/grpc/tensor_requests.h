@@ -38,6 +38,10 @@ struct RegionSlice {
 absl::StatusOr<RegionSlice> ResolveSlice(const wire::SharedMemorySlice& slice, int64_t want_bytes,
                                          const std::string& field,
                                          const SharedMemoryRegistry* regions);
+// The same for a slice in a protobuf message (Upload, Download).
+absl::StatusOr<RegionSlice> ResolveSlice(const v1::SharedMemorySlice& slice, int64_t want_bytes,
+                                         const std::string& field,
+                                         const SharedMemoryRegistry* regions);
 
 // One input of a compute request: its shape for validation and, when it
 // names a tensor, the tensor (its lifetime renewed), or, when it lies in

@@ -89,8 +89,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
       invalid = absl::FailedPreconditionError("this server holds no tensors");
     } else if (first->has_shared_memory()) {
       const v1::SharedMemorySlice& s = first->shared_memory();
-      auto resolved = ResolveSlice(wire::SharedMemorySlice{s.region(), s.offset(), s.byte_size()},
-                                   shape->bytes(), "shared_memory", regions_);
+      auto resolved = ResolveSlice(s, shape->bytes(), "shared_memory", regions_);
       if (resolved.ok()) {
         slice = std::move(*resolved);
       } else {
