@@ -221,7 +221,10 @@ TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
     const double admitted = scrape->Sum("gpucompute_requests_in_flight") +
                             scrape->Sum("gpucompute_requests_total", {{"op", "transpose"}});
     if (admitted >= kCalls) {
-      EXPECT_GT(scrape->Sum("gpucompute_requests_in_flight"), kCalls / 2)
+      // How many are still queued depends on how fast this machine uploads
+      // versus transposes (a sanitizer build on a busy runner had 8 of 16);
+      // a few are enough to test the drain.
+      EXPECT_GE(scrape->Sum("gpucompute_requests_in_flight"), 3)
           << "too few calls still in flight to test the drain";
       break;
     }
