@@ -54,11 +54,12 @@ class Report:
     compute_us: int
     download_us: int
     total_us: int
+    batch_size: int = 1  # requests that ran together as one batch, this one included
 
     @classmethod
     def from_proto(cls, r: pb.ExecutionReport) -> "Report":
         return cls(r.variant, r.device, r.queue_us, r.upload_us, r.compute_us, r.download_us,
-                   r.total_us)
+                   r.total_us, max(1, r.batch_size))
 
 
 @dataclasses.dataclass(frozen=True)
