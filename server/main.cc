@@ -64,6 +64,12 @@ ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
           "largest single matrix (input or result) accepted, in bytes");
 ABSL_FLAG(int32_t, max_queue_depth, 256,
           "requests waiting per device before new ones get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, max_batch_size, 16,
+          "small requests (1 MiB or less) of one op, dtype, shape and variant that wait together "
+          "run as one batch of at most this many; 1 turns batching off");
+ABSL_FLAG(int32_t, batch_delay_us, 0,
+          "how long the first request of a batch waits for company, in microseconds; 0 batches "
+          "only requests already waiting and adds no delay");
 ABSL_FLAG(int32_t, cpu_workers, 0, "CPU backend: requests run at once (0: one per core)");
 ABSL_FLAG(std::string, devices, "all", "CUDA backend: GPUs to use, \"all\" or a list like 0,1");
 ABSL_FLAG(int32_t, streams_per_device, 4, "CUDA backend: requests each GPU runs at once");
@@ -130,6 +136,9 @@ constexpr char kDefaultMetricsListen[] = "0.0.0.0:8002";
 // Threads moving tensor bytes to and from the devices: enough for a few
 // uploads and downloads at once (each waits on its copies).
 constexpr int kTensorTransferThreads = 8;
+// Bounds of the batching flags: the metric's largest bucket, and a second.
+constexpr int32_t kMaxBatchSizeFlag = 256;
+constexpr int32_t kMaxBatchDelayUs = 1000000;
 
 struct Backend {
   kernels::Backend kind = kernels::Backend::kCpu;
@@ -440,6 +449,18 @@ int Run() {
                      absl::GetFlag(FLAGS_tensor_memory_bytes)));
     return 1;
   }
+  const int32_t max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  if (max_batch_size < 1 || max_batch_size > kMaxBatchSizeFlag) {
+    LogError(absl::StrCat("--max_batch_size: must be 1 to ", kMaxBatchSizeFlag, ", got ",
+                          max_batch_size));
+    return 1;
+  }
+  const int32_t batch_delay_us = absl::GetFlag(FLAGS_batch_delay_us);
+  if (batch_delay_us < 0 || batch_delay_us > kMaxBatchDelayUs) {
+    LogError(absl::StrCat("--batch_delay_us: must be 0 to ", kMaxBatchDelayUs, ", got ",
+                          batch_delay_us));
+    return 1;
+  }
   const int32_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   if (max_streams < 0) {
     LogError(absl::StrCat("--max_concurrent_streams: must be >= 0, got ", max_streams));
@@ -556,7 +577,17 @@ int Run() {
                          static_cast<int64_t>(d->ceilings().gflops), " GFLOP/s"));
   }
   const kernels::Backend kind = backend->kind;
-  Scheduler scheduler(std::move(backend->devices), absl::GetFlag(FLAGS_max_queue_depth));
+  BatchingOptions batching;
+  batching.max_batch_size = max_batch_size;
+  batching.delay = absl::Microseconds(batch_delay_us);
+  LogInfo(
+      max_batch_size == 1
+          ? std::string("batching: off (--max_batch_size=1)")
+          : absl::StrCat("batching: up to ", max_batch_size, " small requests, ",
+                         batch_delay_us == 0
+                             ? std::string("only those already waiting (no delay)")
+                             : absl::StrCat("waiting up to ", batch_delay_us, " us for company")));
+  Scheduler scheduler(std::move(backend->devices), absl::GetFlag(FLAGS_max_queue_depth), batching);
   VariantSelector selector(kernels::DefaultRegistry(), kind);
   if (const std::string cache = absl::GetFlag(FLAGS_autotune_cache); !cache.empty()) {
     if (auto s = selector.UseCacheFile(cache); !s.ok()) {

@@ -109,6 +109,7 @@ void ComputeEngine::Compute(ComputeCall call,
     if (kept && !stop()) outcome->kept = tensors_->Add(std::move(kept), c.keep_ttl);
     return absl::OkStatus();
   };
+  if (!choice.calibrate) task.batch = BatchPartOf(shared_call, choice.variant, outcome);
   task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,
                                                 int64_t queue_us) {
     outcome->device = device;
@@ -116,6 +117,42 @@ void ComputeEngine::Compute(ComputeCall call,
     done(status, *outcome);
   };
   scheduler_.Submit(std::move(task));
+}
+
+std::optional<BatchPart> ComputeEngine::BatchPartOf(
+    const std::shared_ptr<ComputeCall>& call, const kernels::Variant* variant,
+    const std::shared_ptr<ComputeOutcome>& outcome) const {
+  const ComputeCall& c = *call;
+  const kernels::Problem& p = c.problem;
+  if (scheduler_.batching().max_batch_size <= 1 || c.keep_output || c.a_tensor || c.b_tensor ||
+      c.a_pinned || c.b_pinned || c.output_pinned) {
+    return std::nullopt;
+  }
+  const int64_t out_bytes = kernels::OutputElements(p) * kernels::ElementSize(p.dtype);
+  const int64_t bytes =
+      (kernels::InputAElements(p) + kernels::InputBElements(p)) * kernels::ElementSize(p.dtype) +
+      out_bytes;
+  if (bytes > kMaxBatchedRequestBytes) return std::nullopt;
+  BatchPart part;
+  part.key = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ", p.m, "x",
+                          p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",
+                          kernels::ReduceAxisName(p.reduce_axis), " ", variant->name);
+  part.prepare = [call, variant, out_bytes](Device&) -> absl::StatusOr<ComputeJob> {
+    ComputeJob job;
+    job.problem = call->problem;
+    job.variant = variant;
+    job.a = call->a;
+    job.b = call->b;
+    job.out = call->output(size_t(out_bytes));
+    return job;
+  };
+  part.finish = [outcome](absl::StatusOr<StageTimes> result, int batch_size) {
+    if (!result.ok()) return result.status();
+    outcome->times = std::move(*result);
+    outcome->batch_size = batch_size;
+    return absl::OkStatus();
+  };
+  return part;
 }
 
 void ComputeEngine::Profile(ProfileCall call,

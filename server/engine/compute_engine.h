@@ -63,6 +63,7 @@ struct ComputeOutcome {
   int64_t queue_us = 0;
   StageTimes times;
   std::optional<TensorInfo> kept;  // the result's tensor, when kept
+  int batch_size = 1;              // requests that ran together, this one included
 };
 
 struct ProfileCall {
@@ -76,6 +77,10 @@ struct ProfileOutcome {
   int64_t queue_us = 0;
   const kernels::Variant* selected = nullptr;  // what "auto" now picks for the shape
 };
+
+// Requests batched at most this large (inputs and result): larger ones spend
+// their time moving bytes, which a batch does not save.
+inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
 
 class ComputeEngine {
  public:
@@ -98,6 +103,12 @@ class ComputeEngine {
   void Profile(ProfileCall call, std::function<void(absl::Status, const ProfileOutcome&)> done);
 
  private:
+  // How the call runs in a batch, when it can: host inputs and result, no
+  // tensors or shared memory, a small problem, and a variant already known.
+  std::optional<BatchPart> BatchPartOf(const std::shared_ptr<ComputeCall>& call,
+                                       const kernels::Variant* variant,
+                                       const std::shared_ptr<ComputeOutcome>& outcome) const;
+
   const kernels::Registry& registry_;
   Scheduler& scheduler_;
   VariantSelector& selector_;

@@ -1,11 +1,35 @@
 #include "server/engine/scheduler.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace gpucompute::server {
+namespace {
 
-Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth)
-    : devices_(std::move(devices)), max_queue_depth_(max_queue_depth) {
+// Why a task that waited `queue_us` must not run now, or OK.
+absl::Status NotWantedAnyMore(const Task& task, absl::Time now, int64_t queue_us) {
+  if (task.cancelled && task.cancelled->load()) {
+    return absl::CancelledError("request cancelled by the client before it ran");
+  }
+  if (now > task.deadline) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("deadline passed after ", queue_us, " us in the queue, before the work ran"));
+  }
+  return absl::OkStatus();
+}
+
+StopRequested StopOf(const Task& task) {
+  return [cancelled = task.cancelled, deadline = task.deadline] {
+    return (cancelled && cancelled->load()) || absl::Now() > deadline;
+  };
+}
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
+                     BatchingOptions batching)
+    : devices_(std::move(devices)), max_queue_depth_(max_queue_depth), batching_(batching) {
   for (const auto& device : devices_) {
     auto lane = std::make_unique<Lane>();
     lane->device = device.get();
@@ -53,6 +77,15 @@ void Scheduler::Submit(Task task) {
   {
     absl::MutexLock lock(&best->mu);
     stopping = best->stopping;
+    OpenBatch* open = best->open;
+    if (!stopping && open != nullptr && task.batch && task.batch->key == *open->key &&
+        int(open->entries->size()) < batching_.max_batch_size) {
+      // A worker holds a batch of this kind open: join it.
+      open->entries->push_back(Entry{std::move(task), absl::Now()});
+      ++best->running;
+      open->joined.Signal();
+      return;
+    }
     if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
       best->queue.push_back(Entry{std::move(task), absl::Now()});
       best->ready.Signal();
@@ -73,32 +106,105 @@ void Scheduler::RunEntry(Lane& lane, Entry& entry) {
   Task& task = entry.task;
   const absl::Time now = absl::Now();
   const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
-  absl::Status status;
-  if (task.cancelled && task.cancelled->load()) {
-    status = absl::CancelledError("request cancelled by the client before it ran");
-  } else if (now > task.deadline) {
-    status = absl::DeadlineExceededError(
-        absl::StrCat("deadline passed after ", queue_us, " us in the queue, before the work ran"));
-  } else {
-    status = task.run(*lane.device);
-  }
+  absl::Status status = NotWantedAnyMore(task, now, queue_us);
+  if (status.ok()) status = task.run(*lane.device);
   task.done(status, lane.device, queue_us);
+}
+
+void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch) {
+  const std::string key = batch.front().task.batch->key;  // `batch` may reallocate below
+  const size_t max = size_t(batching_.max_batch_size);
+  for (auto it = lane.queue.begin(); it != lane.queue.end() && batch.size() < max;) {
+    if (it->task.batch && it->task.batch->key == key) {
+      batch.push_back(std::move(*it));
+      it = lane.queue.erase(it);
+      ++lane.running;
+    } else {
+      ++it;
+    }
+  }
+  // Hold the batch open for company: one open batch per device at a time.
+  if (batching_.delay <= absl::ZeroDuration() || batch.size() >= max || lane.open != nullptr) {
+    return;
+  }
+  const absl::Time until =
+      std::min(batch.front().enqueued + batching_.delay, batch.front().task.deadline);
+  OpenBatch open;
+  open.key = &key;
+  open.entries = &batch;
+  lane.open = &open;
+  while (batch.size() < max && !lane.stopping) {
+    if (open.joined.WaitWithDeadline(&lane.mu, until)) break;  // the delay has passed
+  }
+  lane.open = nullptr;
+}
+
+void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
+  if (batch.size() == 1) {
+    RunEntry(lane, batch.front());
+    return;
+  }
+  Device& device = *lane.device;
+  const absl::Time now = absl::Now();
+  struct Member {
+    Entry* entry;
+    int64_t queue_us;
+  };
+  std::vector<Member> live;
+  for (Entry& entry : batch) {
+    const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
+    if (absl::Status s = NotWantedAnyMore(entry.task, now, queue_us); !s.ok()) {
+      entry.task.done(s, &device, queue_us);
+    } else {
+      live.push_back({&entry, queue_us});
+    }
+  }
+  if (live.size() == 1) {
+    Task& task = live.front().entry->task;
+    task.done(task.run(device), &device, live.front().queue_us);
+    return;
+  }
+  std::vector<ComputeJob> jobs;
+  std::vector<StopRequested> stops;
+  std::vector<Member> members;
+  for (const Member& m : live) {
+    Task& task = m.entry->task;
+    auto job = task.batch->prepare(device);
+    if (!job.ok()) {
+      task.done(job.status(), &device, m.queue_us);
+      continue;
+    }
+    jobs.push_back(std::move(*job));
+    stops.push_back(StopOf(task));
+    members.push_back(m);
+  }
+  if (jobs.empty()) return;
+  std::vector<absl::StatusOr<StageTimes>> results = device.ExecuteBatch(jobs, stops);
+  for (size_t i = 0; i < members.size(); ++i) {
+    Task& task = members[i].entry->task;
+    absl::StatusOr<StageTimes> result =
+        i < results.size() ? std::move(results[i])
+                           : absl::InternalError("the device returned fewer results than jobs");
+    const absl::Status status = task.batch->finish(std::move(result), int(jobs.size()));
+    task.done(status, &device, members[i].queue_us);
+  }
 }
 
 void Scheduler::WorkerLoop(Lane& lane) {
   for (;;) {
-    Entry entry;
+    std::vector<Entry> batch;
     {
       absl::MutexLock lock(&lane.mu);
       while (lane.queue.empty() && !lane.stopping) lane.ready.Wait(&lane.mu);
       if (lane.queue.empty()) return;  // stopping and drained
-      entry = std::move(lane.queue.front());
+      batch.push_back(std::move(lane.queue.front()));
       lane.queue.pop_front();
       ++lane.running;
+      if (batch.front().task.batch && batching_.max_batch_size > 1) GatherBatch(lane, batch);
     }
-    RunEntry(lane, entry);
+    RunBatch(lane, batch);
     absl::MutexLock lock(&lane.mu);
-    --lane.running;
+    lane.running -= int(batch.size());
   }
 }
 
@@ -109,6 +215,7 @@ void Scheduler::Shutdown() {
     absl::MutexLock lock(&lane->mu);
     lane->stopping = true;
     lane->ready.SignalAll();
+    if (lane->open != nullptr) lane->open->joined.SignalAll();
   }
   for (auto& lane : lanes_) {
     for (std::thread& t : lane->workers) {

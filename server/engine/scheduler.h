@@ -1,6 +1,7 @@
 // Admission and dispatch: a bounded queue per device, worker threads that
-// run tasks on it, least-loaded placement, and deadline/cancellation checks
-// before work starts.
+// run tasks on it, least-loaded placement, deadline/cancellation checks
+// before work starts, and dynamic batching: batchable tasks queued together
+// run as one batch.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +20,18 @@
 #include "server/engine/device.h"
 
 namespace gpucompute::server {
+
+// How a task runs as part of a batch. Tasks with equal keys (same op, dtype,
+// shape, variant and placement) can share one Device::ExecuteBatch.
+struct BatchPart {
+  std::string key;
+  // On the worker, before the batch runs: this task's job (its output memory
+  // chosen), or why it cannot run (its own failure, not the batch's).
+  std::function<absl::StatusOr<ComputeJob>(Device&)> prepare;
+  // This task's own result and the number of jobs that ran together; returns
+  // the task's status.
+  std::function<absl::Status(absl::StatusOr<StageTimes> result, int batch_size)> finish;
+};
 
 struct Task {
   // Runs on one of the chosen device's workers.
@@ -30,11 +45,22 @@ struct Task {
   // Runs on this device (one holding a tensor the task reads) instead of the
   // least-loaded one; null: any.
   Device* device = nullptr;
+  // Set when the task may run in a batch; `run` is used when it runs alone.
+  std::optional<BatchPart> batch;
+};
+
+struct BatchingOptions {
+  // Tasks run together at most; 1 turns batching off.
+  int max_batch_size = 1;
+  // How long the first task of a batch waits for company when fewer than
+  // max_batch_size are queued; zero batches only what is already waiting.
+  absl::Duration delay = absl::ZeroDuration();
 };
 
 class Scheduler {
  public:
-  Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth);
+  Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
+            BatchingOptions batching = {});
   ~Scheduler();
 
   // Queues the task on its device, or else on the least-loaded one.
@@ -44,6 +70,7 @@ class Scheduler {
   void Shutdown();
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
+  const BatchingOptions& batching() const { return batching_; }
   int64_t queued() const;
   int64_t running() const;
 
@@ -52,6 +79,13 @@ class Scheduler {
     Task task;
     absl::Time enqueued;
   };
+  // A batch a worker holds open for company (BatchingOptions::delay): new
+  // tasks with its key join it instead of queueing.
+  struct OpenBatch {
+    const std::string* key = nullptr;
+    std::vector<Entry>* entries = nullptr;
+    absl::CondVar joined;
+  };
   struct Lane {
     Device* device = nullptr;
     mutable absl::Mutex mu;
@@ -59,14 +93,20 @@ class Scheduler {
     std::deque<Entry> queue ABSL_GUARDED_BY(mu);
     int running ABSL_GUARDED_BY(mu) = 0;
     bool stopping ABSL_GUARDED_BY(mu) = false;
+    OpenBatch* open ABSL_GUARDED_BY(mu) = nullptr;
     std::vector<std::thread> workers;
   };
 
   void WorkerLoop(Lane& lane);
+  // Moves queued tasks with the first one's key into `batch`, then, with a
+  // delay, holds the batch open until it is full or the delay has passed.
+  void GatherBatch(Lane& lane, std::vector<Entry>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  void RunBatch(Lane& lane, std::vector<Entry>& batch);
   static void RunEntry(Lane& lane, Entry& entry);
 
   const std::vector<std::unique_ptr<Device>> devices_;
   const int max_queue_depth_;
+  const BatchingOptions batching_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<bool> accepting_{true};
   absl::Mutex shutdown_mu_;

@@ -45,7 +45,8 @@ absl::Status CallRecord::End(absl::Status status, const std::string& variant,
   if (AccessLogEnabled()) {
     LogAccess(absl::StrCat(
         ctx_->peer(), " ", RpcOpName(op_), " ", absl::StatusCodeToString(status.code()),
-        " variant=", variant.empty() ? "none" : variant, " total_us=", latencies.total_us));
+        " variant=", variant.empty() ? "none" : variant, " total_us=", latencies.total_us,
+        latencies.batch_size > 1 ? absl::StrCat(" batch=", latencies.batch_size) : ""));
   }
   return status;
 }

@@ -133,6 +133,7 @@ v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies
   report.set_compute_us(latencies.compute_us);
   report.set_download_us(latencies.download_us);
   report.set_total_us(latencies.total_us);
+  report.set_batch_size(outcome.batch_size);
   return report;
 }
 
@@ -214,8 +215,12 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     StageLatencies latencies;
     if (status.ok()) {
       const StageTimes& t = outcome.times;
-      latencies = {outcome.queue_us, t.upload_us, t.compute_us, t.download_us,
-                   absl::ToInt64Microseconds(absl::Now() - reactor->received())};
+      latencies = {outcome.queue_us,
+                   t.upload_us,
+                   t.compute_us,
+                   t.download_us,
+                   absl::ToInt64Microseconds(absl::Now() - reactor->received()),
+                   outcome.batch_size};
       const kernels::Problem& p = state->problem;
       if (state->out_slice && !state->out_slice->region->pinned()) {
         // Unpinned: the result goes into the region through its file.

@@ -37,6 +37,11 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
           0.05, 0.1,    0.25, 0.5,  1,      2.5,  5,    10,     30,   60,   120};
 }
 
+// Powers of two up to the largest batch worth allowing.
+prometheus::Histogram::BucketBoundaries BatchSizeBuckets() {
+  return {1, 2, 4, 8, 16, 32, 64, 128, 256};
+}
+
 prometheus::ClientMetric Sample(double value, std::vector<prometheus::ClientMetric::Label> labels,
                                 prometheus::MetricType type) {
   prometheus::ClientMetric m;
@@ -268,6 +273,16 @@ Metrics::Metrics()
                        LatencyBuckets());
     }
   }
+  auto& batch_size = prometheus::BuildHistogram()
+                         .Name("gpucompute_request_batch_size")
+                         .Help(
+                             "Successful compute requests by the size of the batch they ran in "
+                             "(1: alone); see --max_batch_size and --batch_delay_us.")
+                         .Register(*registry_);
+  for (RpcOp op : {RpcOp::kMatMul, RpcOp::kTranspose, RpcOp::kReduce}) {
+    batch_size_[static_cast<int>(op)] =
+        &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
+  }
   collectable_ = std::make_shared<Combined>(
       registry_,
       std::make_shared<Combined>(scheduler_collector_,
@@ -291,6 +306,9 @@ void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::Status
     if (stages[stage] >= 0 && latency_[static_cast<int>(op)][stage] != nullptr) {
       latency_[static_cast<int>(op)][stage]->Observe(double(stages[stage]) * 1e-6);
     }
+  }
+  if (latencies.batch_size > 0 && batch_size_[static_cast<int>(op)] != nullptr) {
+    batch_size_[static_cast<int>(op)]->Observe(double(latencies.batch_size));
   }
 }
 

@@ -52,6 +52,9 @@ struct StageLatencies {
   int64_t compute_us = -1;
   int64_t download_us = -1;
   int64_t total_us = -1;
+  // Compute requests: how many ran together as one batch, this one included
+  // (0: not a compute request; not observed).
+  int batch_size = 0;
 };
 
 class Metrics {
@@ -93,6 +96,8 @@ class Metrics {
   prometheus::Gauge& in_flight_;
   // [op][stage], created up front so recording takes no lock.
   std::array<std::array<prometheus::Histogram*, kStages>, kRpcOpCount> latency_{};
+  // [op]: the batch size each successful compute request ran in.
+  std::array<prometheus::Histogram*, kRpcOpCount> batch_size_{};
   std::shared_ptr<SchedulerCollector> scheduler_collector_;
   std::shared_ptr<TensorCollector> tensor_collector_;
   std::shared_ptr<SharedMemoryCollector> shm_collector_;

@@ -1,13 +1,15 @@
 // The scheduler's dispatch: tasks run on the device's workers, wait in the
-// queue while every worker is busy, and a full queue refuses with
-// RESOURCE_EXHAUSTED.
+// queue while every worker is busy, a full queue refuses with
+// RESOURCE_EXHAUSTED, and batchable tasks queued together run as one batch.
 #include "server/engine/scheduler.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
 namespace gpucompute::server {
@@ -22,6 +24,29 @@ class FakeDevice final : public Device {
   absl::StatusOr<StageTimes> Execute(const ComputeJob&, const StopRequested&) override {
     return StageTimes{};
   }
+  // Records each batch's size; a job whose problem has m == kFailingRows fails.
+  std::vector<absl::StatusOr<StageTimes>> ExecuteBatch(
+      absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) override {
+    {
+      absl::MutexLock lock(&mu_);
+      batches_.push_back(int(jobs.size()));
+    }
+    std::vector<absl::StatusOr<StageTimes>> results;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].problem.m == kFailingRows) {
+        results.push_back(absl::InternalError("this job fails"));
+      } else {
+        results.push_back(StageTimes{});
+      }
+    }
+    EXPECT_EQ(stops.size(), jobs.size());
+    return results;
+  }
+  std::vector<int> batches() const {
+    absl::MutexLock lock(&mu_);
+    return batches_;
+  }
+  static constexpr int64_t kFailingRows = 13;
   absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob&,
                                                           const StopRequested&) override {
     return std::vector<VariantMeasurement>{};
@@ -31,12 +56,19 @@ class FakeDevice final : public Device {
   const int concurrency_;
   DeviceDescription description_;
   Ceilings ceilings_;
+  mutable absl::Mutex mu_;
+  std::vector<int> batches_ ABSL_GUARDED_BY(mu_);
 };
 
-std::unique_ptr<Scheduler> MakeScheduler(int concurrency, int max_queue_depth) {
+std::unique_ptr<Scheduler> MakeScheduler(int concurrency, int max_queue_depth,
+                                         BatchingOptions batching = {}) {
   std::vector<std::unique_ptr<Device>> devices;
   devices.push_back(std::make_unique<FakeDevice>(concurrency));
-  return std::make_unique<Scheduler>(std::move(devices), max_queue_depth);
+  return std::make_unique<Scheduler>(std::move(devices), max_queue_depth, batching);
+}
+
+FakeDevice& DeviceOf(const Scheduler& scheduler) {
+  return static_cast<FakeDevice&>(*scheduler.devices().front());
 }
 
 // Submits a task that records the thread it ran on and its final status.
@@ -99,6 +131,179 @@ TEST(SchedulerTest, FullQueueRefusesWithResourceExhausted) {
   release.Notify();
   queued.done.WaitForNotification();
   EXPECT_TRUE(queued.status.ok());
+}
+
+// A batchable task: its status, and the batch size its part was finished with.
+struct BatchProbe {
+  absl::Status status = absl::UnknownError("not done");
+  int batch_size = 0;
+  bool ran_alone = false;
+  absl::Notification done;
+};
+
+Task BatchTask(BatchProbe& probe, const std::string& key, int64_t rows = 1) {
+  Task task;
+  task.run = [&probe](Device&) {
+    probe.ran_alone = true;
+    return absl::OkStatus();
+  };
+  task.done = [&probe](absl::Status status, Device*, int64_t) {
+    probe.status = status;
+    probe.done.Notify();
+  };
+  BatchPart part;
+  part.key = key;
+  part.prepare = [rows](Device&) -> absl::StatusOr<ComputeJob> {
+    if (rows < 0) return absl::ResourceExhaustedError("no buffer for this job");
+    ComputeJob job;
+    job.problem.m = rows;
+    return job;
+  };
+  part.finish = [&probe](absl::StatusOr<StageTimes> result, int batch_size) {
+    probe.batch_size = batch_size;
+    return result.status();
+  };
+  task.batch = std::move(part);
+  return task;
+}
+
+// Holds the only worker until `release`, so that what is submitted next queues.
+struct BusyWorker {
+  Probe probe;
+  absl::Notification release;
+  explicit BusyWorker(Scheduler& scheduler) {
+    scheduler.Submit(ProbeTask(probe, &release));
+    while (scheduler.running() == 0) std::this_thread::yield();
+  }
+  ~BusyWorker() {
+    release.Notify();
+    probe.done.WaitForNotification();
+  }
+};
+
+TEST(SchedulerBatching, TasksQueuedTogetherRunAsOneBatchPerKey) {
+  auto scheduler = MakeScheduler(1, 64, {8, absl::ZeroDuration()});
+  std::vector<BatchProbe> k(5), l(2);
+  Probe lone;
+  {
+    BusyWorker busy(*scheduler);
+    for (auto& p : k) scheduler->Submit(BatchTask(p, "k"));
+    scheduler->Submit(ProbeTask(lone));
+    for (auto& p : l) scheduler->Submit(BatchTask(p, "l"));
+  }
+  for (auto* group : {&k, &l}) {
+    for (auto& p : *group) {
+      p.done.WaitForNotification();
+      EXPECT_TRUE(p.status.ok()) << p.status;
+      EXPECT_EQ(p.batch_size, int(group->size()));
+      EXPECT_FALSE(p.ran_alone);
+    }
+  }
+  lone.done.WaitForNotification();
+  EXPECT_TRUE(lone.status.ok());
+  EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{5, 2}));
+}
+
+TEST(SchedulerBatching, MaxBatchSizeCapsEachBatch) {
+  auto scheduler = MakeScheduler(1, 64, {3, absl::ZeroDuration()});
+  std::vector<BatchProbe> probes(7);
+  {
+    BusyWorker busy(*scheduler);
+    for (auto& p : probes) scheduler->Submit(BatchTask(p, "k"));
+  }
+  for (auto& p : probes) p.done.WaitForNotification();
+  EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{3, 3}));
+  EXPECT_TRUE(probes.back().ran_alone);  // the seventh found no company
+}
+
+TEST(SchedulerBatching, BatchingOffRunsEveryTaskAlone) {
+  auto scheduler = MakeScheduler(1, 64);  // max_batch_size 1
+  std::vector<BatchProbe> probes(4);
+  {
+    BusyWorker busy(*scheduler);
+    for (auto& p : probes) scheduler->Submit(BatchTask(p, "k"));
+  }
+  for (auto& p : probes) {
+    p.done.WaitForNotification();
+    EXPECT_TRUE(p.ran_alone);
+  }
+  EXPECT_TRUE(DeviceOf(*scheduler).batches().empty());
+}
+
+// A cancelled member, one past its deadline, one that cannot get its buffer
+// and one whose job fails each end with their own status; the rest succeed
+// together.
+TEST(SchedulerBatching, OneBadMemberNeverFailsItsBatchMates) {
+  auto scheduler = MakeScheduler(1, 64, {16, absl::ZeroDuration()});
+  std::vector<BatchProbe> good(3);
+  BatchProbe cancelled, late, no_buffer, failing;
+  {
+    BusyWorker busy(*scheduler);
+    scheduler->Submit(BatchTask(good[0], "k"));
+    Task c = BatchTask(cancelled, "k");
+    c.cancelled = std::make_shared<std::atomic<bool>>(true);
+    scheduler->Submit(std::move(c));
+    scheduler->Submit(BatchTask(good[1], "k"));
+    Task d = BatchTask(late, "k");
+    d.deadline = absl::Now() - absl::Seconds(1);
+    scheduler->Submit(std::move(d));
+    scheduler->Submit(BatchTask(no_buffer, "k", -1));
+    scheduler->Submit(BatchTask(failing, "k", FakeDevice::kFailingRows));
+    scheduler->Submit(BatchTask(good[2], "k"));
+  }
+  for (auto& p : good) {
+    p.done.WaitForNotification();
+    EXPECT_TRUE(p.status.ok()) << p.status;
+    EXPECT_EQ(p.batch_size, 4);  // the three and the failing job ran together
+  }
+  for (auto* p : {&cancelled, &late, &no_buffer, &failing}) p->done.WaitForNotification();
+  EXPECT_EQ(cancelled.status.code(), absl::StatusCode::kCancelled) << cancelled.status;
+  EXPECT_EQ(late.status.code(), absl::StatusCode::kDeadlineExceeded) << late.status;
+  EXPECT_EQ(no_buffer.status.code(), absl::StatusCode::kResourceExhausted) << no_buffer.status;
+  EXPECT_EQ(failing.status.code(), absl::StatusCode::kInternal) << failing.status;
+  EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{4}));
+}
+
+TEST(SchedulerBatching, ADelayHoldsTheFirstTaskForCompany) {
+  auto scheduler = MakeScheduler(1, 64, {4, absl::Seconds(30)});
+  std::vector<BatchProbe> probes(4);
+  const absl::Time start = absl::Now();
+  for (auto& p : probes) {
+    scheduler->Submit(BatchTask(p, "k"));
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  for (auto& p : probes) {
+    p.done.WaitForNotification();
+    EXPECT_EQ(p.batch_size, 4);
+  }
+  // Full before the delay ran out: it ran at once.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{4}));
+}
+
+TEST(SchedulerBatching, ALoneTaskRunsOnceTheDelayHasPassed) {
+  const absl::Duration delay = absl::Milliseconds(50);
+  auto scheduler = MakeScheduler(1, 64, {4, delay});
+  BatchProbe probe;
+  const absl::Time start = absl::Now();
+  scheduler->Submit(BatchTask(probe, "k"));
+  probe.done.WaitForNotification();
+  EXPECT_GE(absl::Now() - start, delay);
+  EXPECT_TRUE(probe.status.ok());
+  EXPECT_TRUE(probe.ran_alone);
+}
+
+TEST(SchedulerBatching, ShutdownEndsAnOpenBatchAndRunsIt) {
+  auto scheduler = MakeScheduler(1, 64, {4, absl::Hours(1)});
+  std::vector<BatchProbe> probes(2);
+  for (auto& p : probes) scheduler->Submit(BatchTask(p, "k"));
+  while (scheduler->running() < 2) std::this_thread::yield();
+  scheduler->Shutdown();
+  for (auto& p : probes) {
+    ASSERT_TRUE(p.done.HasBeenNotified());
+    EXPECT_TRUE(p.status.ok()) << p.status;
+    EXPECT_EQ(p.batch_size, 2);
+  }
 }
 
 }  // namespace
