@@ -214,7 +214,8 @@ void PrintReport(const v1::ExecutionReport& r, double round_trip_us) {
       " (server); round trip %.0f us (client)\n",
       Micros(r.queue_us()).c_str(), Micros(r.upload_us()).c_str(), Micros(r.compute_us()).c_str(),
       Micros(r.download_us()).c_str(), Micros(r.total_us()).c_str(), round_trip_us);
-  if (r.batch_size() > 1) std::printf("batch     ran with %d requests as one batch\n", r.batch_size());
+  if (r.batch_size() > 1)
+    std::printf("batch     ran with %d requests as one batch\n", r.batch_size());
 }
 
 void PrintSummary(const Matrix& m) {
