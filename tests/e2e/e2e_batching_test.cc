@@ -1,0 +1,351 @@
+// Dynamic batching over gRPC: small requests of one op, dtype, shape and
+// variant that wait together run as one batch. A batched result equals the
+// same variant's unbatched result bit for bit; one bad member never fails
+// its batch mates; ExecutionReport.batch_size and the batch-size histogram
+// say what ran; 64 clients with mixed shapes all get correct answers.
+//
+// CPU backend by default; GPUCOMPUTE_BATCH_TEST_BACKEND=cuda runs the same
+// tests on a GPU.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpucompute/v1/compute.grpc.pb.h"
+#include "support/e2e_util.h"
+#include "support/metrics_scrape.h"
+#include "support/server_process.h"
+#include "support/test_util.h"
+
+namespace gpucompute {
+namespace {
+
+namespace v1 = ::gpucompute::v1;
+using testing::Connect;
+using testing::FreshSeed;
+using testing::RandomMatrix;
+
+std::string Backend() {
+  const char* env = std::getenv("GPUCOMPUTE_BATCH_TEST_BACKEND");
+  return env != nullptr && *env != 0 ? env : "cpu";
+}
+
+// Concurrent requests of one kind: the batched server runs them as one batch
+// once this many are waiting, or after a second.
+constexpr int kGroup = 6;
+
+// One compute request of any op, and what came back.
+struct Request {
+  kernels::Op op = kernels::Op::kMatMul;
+  v1::Matrix a, b;
+  v1::ReduceOp reduce_op = v1::REDUCE_OP_SUM;
+  v1::ReduceAxis axis = v1::REDUCE_AXIS_ALL;
+  std::string variant;
+};
+struct Answer {
+  grpc::Status status;
+  v1::Matrix output;
+  v1::ExecutionReport report;
+};
+
+Answer Send(v1::Compute::Stub& stub, const Request& r,
+            std::chrono::milliseconds deadline = std::chrono::seconds(60),
+            std::chrono::milliseconds cancel_after = std::chrono::milliseconds(0)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  std::future<void> canceller;
+  if (cancel_after.count() > 0) {
+    canceller = std::async(std::launch::async, [&ctx, cancel_after] {
+      std::this_thread::sleep_for(cancel_after);
+      ctx.TryCancel();
+    });
+  }
+  Answer answer;
+  if (r.op == kernels::Op::kMatMul) {
+    v1::MatMulRequest req;
+    *req.mutable_a() = r.a;
+    *req.mutable_b() = r.b;
+    req.set_variant(r.variant);
+    v1::MatMulResponse resp;
+    answer.status = stub.MatMul(&ctx, req, &resp);
+    answer.output = resp.c();
+    answer.report = resp.report();
+  } else if (r.op == kernels::Op::kTranspose) {
+    v1::TransposeRequest req;
+    *req.mutable_input() = r.a;
+    req.set_variant(r.variant);
+    v1::TransposeResponse resp;
+    answer.status = stub.Transpose(&ctx, req, &resp);
+    answer.output = resp.output();
+    answer.report = resp.report();
+  } else {
+    v1::ReduceRequest req;
+    *req.mutable_input() = r.a;
+    req.set_op(r.reduce_op);
+    req.set_axis(r.axis);
+    req.set_variant(r.variant);
+    v1::ReduceResponse resp;
+    answer.status = stub.Reduce(&ctx, req, &resp);
+    answer.output = resp.output();
+    answer.report = resp.report();
+  }
+  return answer;
+}
+
+// Sends every request at once, each on its own thread.
+std::vector<Answer> SendTogether(v1::Compute::Stub& stub, const std::vector<Request>& requests) {
+  std::vector<std::future<Answer>> pending;
+  for (const Request& r : requests) {
+    pending.push_back(std::async(std::launch::async, [&stub, &r] { return Send(stub, r); }));
+  }
+  std::vector<Answer> answers;
+  for (auto& p : pending) answers.push_back(p.get());
+  return answers;
+}
+
+// A request of `op` on fresh random data at odd small shapes.
+template <typename T>
+Request RandomRequest(kernels::Op op, std::mt19937_64& rng, int64_t m = 37, int64_t k = 19,
+                      int64_t n = 23) {
+  Request r;
+  r.op = op;
+  r.a = RandomMatrix<T>(m, k, rng);
+  if (op == kernels::Op::kMatMul) r.b = RandomMatrix<T>(k, n, rng);
+  return r;
+}
+
+std::vector<double> Reference(const Request& r) {
+  kernels::Problem p = testing::ProblemOf(r.op, r.a, r.op == kernels::Op::kMatMul ? &r.b : nullptr);
+  p.reduce_op = *server::FromProto(r.reduce_op);
+  p.reduce_axis = *server::FromProto(r.axis);
+  return kernels::ReferenceResult(p, r.a.data().data(),
+                                  r.op == kernels::Op::kMatMul ? r.b.data().data() : nullptr);
+}
+
+class BatchingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    batched_ = new testing::ServerWithMetrics(testing::StartServerWithMetrics(
+        GPUCOMPUTE_SERVER_PATH,
+        {"--backend=" + Backend(), "--cpu_workers=1", absl::StrCat("--max_batch_size=", kGroup),
+         "--batch_delay_us=1000000"}));
+    alone_ = new testing::ServerProcess(
+        GPUCOMPUTE_SERVER_PATH,
+        {"--backend=" + Backend(), "--max_batch_size=1", "--metrics_listen="});
+  }
+  static void TearDownTestSuite() {
+    delete batched_;
+    delete alone_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(batched_->started());
+    ASSERT_TRUE(alone_->started());
+    batched_stub_ = v1::Compute::NewStub(Connect(batched_->process->target()));
+    alone_stub_ = v1::Compute::NewStub(Connect(alone_->target()));
+  }
+
+  static testing::ServerWithMetrics* batched_;
+  static testing::ServerProcess* alone_;
+  std::unique_ptr<v1::Compute::Stub> batched_stub_, alone_stub_;
+  std::mt19937_64 rng_{FreshSeed()};
+};
+testing::ServerWithMetrics* BatchingTest::batched_ = nullptr;
+testing::ServerProcess* BatchingTest::alone_ = nullptr;
+
+// Every op and dtype and every variant that takes them: kGroup requests sent
+// together to the batching server equal, byte for byte, what the same
+// variant returns for each alone.
+TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(batched_stub_->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
+  struct Kind {
+    kernels::Op op;
+    v1::Op proto_op;
+    v1::ReduceOp reduce_op;
+    v1::ReduceAxis axis;
+  };
+  const std::vector<Kind> kinds = {
+      {kernels::Op::kMatMul, v1::OP_MATMUL, v1::REDUCE_OP_SUM, v1::REDUCE_AXIS_ALL},
+      {kernels::Op::kTranspose, v1::OP_TRANSPOSE, v1::REDUCE_OP_SUM, v1::REDUCE_AXIS_ALL},
+      {kernels::Op::kReduce, v1::OP_REDUCE, v1::REDUCE_OP_SUM, v1::REDUCE_AXIS_ALL},
+      {kernels::Op::kReduce, v1::OP_REDUCE, v1::REDUCE_OP_MEAN, v1::REDUCE_AXIS_PER_ROW},
+      {kernels::Op::kReduce, v1::OP_REDUCE, v1::REDUCE_OP_MAX, v1::REDUCE_AXIS_PER_COLUMN},
+  };
+  int combinations = 0;
+  for (const Kind& kind : kinds) {
+    for (const v1::VariantInfo& variant : info.variants()) {
+      if (variant.op() != kind.proto_op) continue;
+      for (int dtype_number : variant.dtypes()) {
+        const auto dtype = static_cast<v1::DType>(dtype_number);
+        SCOPED_TRACE(absl::StrCat(variant.name(), " ", v1::DType_Name(dtype), " ",
+                                  v1::ReduceOp_Name(kind.reduce_op), " ",
+                                  v1::ReduceAxis_Name(kind.axis)));
+        std::vector<Request> group;
+        for (int i = 0; i < kGroup; ++i) {
+          Request r = dtype == v1::DTYPE_FLOAT32 ? RandomRequest<float>(kind.op, rng_)
+                                                 : RandomRequest<double>(kind.op, rng_);
+          r.reduce_op = kind.reduce_op;
+          r.axis = kind.axis;
+          r.variant = variant.name();
+          group.push_back(std::move(r));
+        }
+        const std::vector<Answer> batched = SendTogether(*batched_stub_, group);
+        int largest = 0;
+        for (int i = 0; i < kGroup; ++i) {
+          ASSERT_TRUE(batched[i].status.ok()) << batched[i].status.error_message();
+          const Answer alone = Send(*alone_stub_, group[i]);
+          ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
+          EXPECT_EQ(alone.report.batch_size(), 1);
+          EXPECT_EQ(batched[i].report.variant(), variant.name());
+          EXPECT_EQ(batched[i].output.rows(), alone.output.rows());
+          EXPECT_EQ(batched[i].output.cols(), alone.output.cols());
+          EXPECT_TRUE(batched[i].output.data() == alone.output.data()) << "request " << i;
+          EXPECT_LE(testing::MaxError(batched[i].output, Reference(group[i])), 1e-3);
+          largest = std::max(largest, batched[i].report.batch_size());
+        }
+        EXPECT_GT(largest, 1) << "no request of the group ran in a batch";
+        ++combinations;
+      }
+    }
+  }
+  EXPECT_GE(combinations, 10);
+}
+
+// In one batch: a member whose deadline passes while it waits, one the client
+// cancels, and, beside them, a request naming no variant the server has. The
+// others succeed, together and correctly.
+TEST_F(BatchingTest, ABadMemberNeverFailsItsBatchMates) {
+  std::vector<Request> good;
+  for (int i = 0; i < 3; ++i) {
+    good.push_back(RandomRequest<float>(kernels::Op::kTranspose, rng_));
+    good.back().variant = "cpu_reference";
+  }
+  if (Backend() != "cpu") {
+    for (Request& r : good) r.variant = "";  // auto: one variant for all of them
+  }
+  Request late = RandomRequest<float>(kernels::Op::kTranspose, rng_);
+  late.variant = good.front().variant;
+  Request cancelled = late;
+  Request unknown = late;
+  unknown.variant = "no_such_variant";
+
+  std::vector<std::future<Answer>> pending;
+  for (const Request& r : good) {
+    pending.push_back(std::async(std::launch::async, [&] { return Send(*batched_stub_, r); }));
+  }
+  auto late_answer = std::async(std::launch::async, [&] {
+    return Send(*batched_stub_, late, std::chrono::milliseconds(150));
+  });
+  auto cancelled_answer = std::async(std::launch::async, [&] {
+    return Send(*batched_stub_, cancelled, std::chrono::seconds(60),
+                std::chrono::milliseconds(100));
+  });
+  const Answer refused = Send(*batched_stub_, unknown);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.status.error_message().find("no_such_variant"), std::string::npos)
+      << refused.status.error_message();
+  EXPECT_EQ(late_answer.get().status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(cancelled_answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
+  int largest = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    const Answer a = pending[i].get();
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+    EXPECT_EQ(testing::MaxError(a.output, Reference(good[i])), 0.0);
+    largest = std::max(largest, a.report.batch_size());
+  }
+  EXPECT_GT(largest, 1);
+}
+
+// The histogram counts each successful compute request once, at the batch
+// size its report gave.
+TEST_F(BatchingTest, HistogramAndReportsAgree) {
+  auto before = testing::ScrapeMetrics(batched_->metrics_port);
+  ASSERT_TRUE(before.ok()) << before.status();
+  std::vector<Request> requests;
+  for (int i = 0; i < 2 * kGroup; ++i) {
+    requests.push_back(RandomRequest<double>(kernels::Op::kReduce, rng_, 5, 9));
+  }
+  int64_t reported = 0;
+  for (const Answer& a : SendTogether(*batched_stub_, requests)) {
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+    EXPECT_GE(a.report.batch_size(), 1);
+    reported += a.report.batch_size();
+  }
+  auto after = testing::ScrapeMetrics(batched_->metrics_port);
+  ASSERT_TRUE(after.ok()) << after.status();
+  const std::map<std::string, std::string> reduce = {{"op", "reduce"}};
+  EXPECT_EQ(after->Sum("gpucompute_request_batch_size_count", reduce) -
+                before->Sum("gpucompute_request_batch_size_count", reduce),
+            double(requests.size()));
+  EXPECT_EQ(after->Sum("gpucompute_request_batch_size_sum", reduce) -
+                before->Sum("gpucompute_request_batch_size_sum", reduce),
+            double(reported));
+  EXPECT_GT(reported, int64_t(requests.size())) << "nothing ran in a batch";
+}
+
+// 64 clients, each sending requests of mixed ops and shapes (few enough
+// shapes that batches form) to a server batching without delay: every
+// answer is right, and batches did form.
+TEST(BatchingLoad, SixtyFourClientsWithMixedShapes) {
+  testing::ServerWithMetrics server = testing::StartServerWithMetrics(
+      GPUCOMPUTE_SERVER_PATH, {"--backend=" + Backend(), "--max_batch_size=16"});
+  ASSERT_TRUE(server.started());
+  constexpr int kClients = 64, kEach = 8;
+  const uint64_t seed = FreshSeed();
+  std::atomic<int> wrong{0};
+  std::vector<std::future<std::string>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(std::async(std::launch::async, [&, c]() -> std::string {
+      auto stub = v1::Compute::NewStub(Connect(server.process->target()));
+      std::mt19937_64 rng(seed + c);
+      for (int i = 0; i < kEach; ++i) {
+        const int shape = int(rng() % 2);
+        Request r;
+        switch (rng() % 3) {
+          case 0: r = RandomRequest<float>(kernels::Op::kMatMul, rng, 9 + shape, 7, 5); break;
+          case 1: r = RandomRequest<double>(kernels::Op::kTranspose, rng, 11, 3 + shape); break;
+          default:
+            r = RandomRequest<float>(kernels::Op::kReduce, rng, 13 + shape, 17);
+            r.axis = v1::REDUCE_AXIS_PER_ROW;
+        }
+        const Answer a = Send(*stub, r);
+        if (!a.status.ok()) return a.status.error_message();
+        const double err = testing::MaxError(a.output, Reference(r));
+        if (err > 1e-4) {
+          ++wrong;
+          return absl::StrCat("client ", c, " request ", i, ": error ", err);
+        }
+      }
+      return "";
+    }));
+  }
+  for (auto& c : clients) EXPECT_EQ(c.get(), "");
+  EXPECT_EQ(wrong.load(), 0);
+  auto scrape = testing::ScrapeMetrics(server.metrics_port);
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  const double count = scrape->Sum("gpucompute_request_batch_size_count");
+  EXPECT_EQ(count, double(kClients * kEach));
+  EXPECT_GT(scrape->Sum("gpucompute_request_batch_size_sum"), count)
+      << "64 clients and no request ever ran in a batch";
+}
+
+TEST(BatchingCommandLine, BadBatchFlagsStopStartUp) {
+  for (const std::string flag : {"--max_batch_size=0", "--max_batch_size=257",
+                                 "--batch_delay_us=-1", "--batch_delay_us=2000000"}) {
+    testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                  {"--backend=cpu", "--metrics_listen=", flag});
+    EXPECT_FALSE(server.started()) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace gpucompute
