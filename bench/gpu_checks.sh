@@ -18,6 +18,12 @@ for t in cuda_kernels_test cuda_device_fault_test host_copy_test memory_resource
   timeout 300 "$bin/$t" > "$out/$t.log" 2>&1
   echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/$t.log" | tr '\n' ' ')" >> "$summary"
 done
+if [ -x "$bin/e2e_batching_test" ]; then
+  GPUCOMPUTE_BATCH_TEST_BACKEND=cuda timeout 300 "$bin/e2e_batching_test" \
+    > "$out/e2e_batching_test.log" 2>&1
+  echo "e2e_batching_test (cuda) rc=$? $(grep -E '^\[  (PASSED|FAILED)' \
+    "$out/e2e_batching_test.log" | tr '\n' ' ')" >> "$summary"
+fi
 timeout 300 "$bin/gpucompute-bench" --json "$out/bench.json" > "$out/bench.log" 2>&1
 echo "bench rc=$?" >> "$summary"
 
@@ -33,11 +39,25 @@ lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0
   --max_time=10s > "$out/lt_transpose64mib.log" 2>&1
 "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=1 --baseline=tcp,grpc \
   --max_time=4s > "$out/lt_1x1.log" 2>&1
-"${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,64 --baseline=grpc \
-  --max_time=4s > "$out/lt_matmul64.log" 2>&1
+small_rows() {  # 64^3 MatMul beside the no-op gRPC floor, 1 and 8 connections
+  for conns in 1 8; do
+    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 --baseline=grpc \
+      --connections=$conns --max_time=4s > "$out/lt_matmul64_$1_conn$conns.log" 2>&1
+  done
+}
+small_rows batched
 kill -TERM "$server"
 wait "$server"
 echo "server exit rc=$?" >> "$summary"
+
+# The same small rows without batching, to see what it buys.
+"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= --max_batch_size=1 \
+  > "$out/server_unbatched.log" 2>&1 &
+server=$!
+for _ in $(seq 1 120); do grep -q "listening on" "$out/server_unbatched.log" && break; sleep 0.5; done
+small_rows unbatched
+kill -TERM "$server"
+wait "$server"
 
 tail -n 14 "$out/bench.log" >> "$summary"
 for f in "$out"/lt_*.log; do

@@ -21,6 +21,7 @@
 #include "server/cuda/resident_memory.h"
 #include "server/cuda/slot.h"
 #include "server/cuda/slot_pool.h"
+#include "server/cuda/small_batch.h"
 #include "server/cuda/transfer_lanes.h"
 
 namespace gpucompute::server::cuda {
@@ -172,6 +173,38 @@ class CudaDevice final : public Device {
                      : ExecuteLarge(job, stop, *slot, plan);
     if (!times.ok()) return health_.AfterError(times.status());
     return times;
+  }
+
+  // Small jobs that fit one slot together go up in one copy, run a kernel
+  // each and come down in one copy, with one host wait; larger ones run one
+  // by one.
+  std::vector<absl::StatusOr<StageTimes>> ExecuteBatch(
+      absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) override {
+    const int capacity = jobs.empty() ? 0 : SmallBatchCapacity(jobs.front());
+    if (jobs.size() < 2 || capacity < 2) return Device::ExecuteBatch(jobs, stops);
+    std::vector<absl::StatusOr<StageTimes>> results;
+    results.reserve(jobs.size());
+    if (cudaSetDevice(ordinal_) != cudaSuccess) {
+      const absl::Status s = health_.TakeOutOfService("cudaSetDevice failed");
+      results.assign(jobs.size(), s);
+      return results;
+    }
+    SlotPool::Lease slot = slots_->Acquire();
+    for (size_t start = 0; start < jobs.size(); start += size_t(capacity)) {
+      const size_t n = std::min(jobs.size() - start, size_t(capacity));
+      auto group =
+          ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), *slot, copier_);
+      if (!group.ok()) {
+        const absl::Status s = health_.AfterError(group.status());
+        for (size_t i = 0; i < n; ++i) results.push_back(s);
+        continue;
+      }
+      for (auto& r : *group) {
+        results.push_back(r.ok() ? std::move(r)
+                                 : absl::StatusOr<StageTimes>(health_.AfterError(r.status())));
+      }
+    }
+    return results;
   }
 
   int64_t memory_budget_bytes() const override { return memory_->limit_bytes(); }

@@ -1,0 +1,128 @@
+#include "server/cuda/small_batch.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "gpucompute/kernels/cuda_status.h"
+#include "server/cuda/device_memory.h"
+
+namespace gpucompute::server::cuda {
+namespace {
+
+using Mark = Slot::Mark;
+
+// Where each job's buffers lie: inputs of job i at i * in_stride (b after
+// a), all results after the inputs at i * out_stride, and one workspace the
+// kernels share (they run one after another on the slot's stream).
+struct Layout {
+  int64_t a = 0, b = 0, out = 0, workspace = 0;  // bytes of one job
+  int64_t in_stride = 0, out_stride = 0;
+  explicit Layout(const ComputeJob& job) {
+    const kernels::Problem& p = job.problem;
+    const int64_t es = kernels::ElementSize(p.dtype);
+    a = kernels::InputAElements(p) * es;
+    b = kernels::InputBElements(p) * es;
+    out = kernels::OutputElements(p) * es;
+    workspace = int64_t(job.variant->WorkspaceBytes(p));
+    in_stride = AlignedBytes(a) + AlignedBytes(b);
+    out_stride = AlignedBytes(out);
+  }
+  int64_t outputs_at(int n) const { return n * in_stride; }
+  int64_t workspace_at(int n) const { return n * (in_stride + out_stride); }
+};
+
+bool HostOnly(const ComputeJob& job) {
+  return job.a_resident == nullptr && job.b_resident == nullptr && job.out_resident == nullptr &&
+         !job.a_pinned && !job.b_pinned && !job.out_pinned && job.out != nullptr;
+}
+
+}  // namespace
+
+int SmallBatchCapacity(const ComputeJob& job) {
+  if (!HostOnly(job) || job.variant == nullptr) return 0;
+  const Layout l(job);
+  const int64_t room = Slot::kScratchBytes - AlignedBytes(l.workspace);
+  if (room <= 0) return 0;
+  int64_t n = room / (l.in_stride + l.out_stride);
+  if (l.in_stride > 0) n = std::min<int64_t>(n, StagingBuffers::kChunkBytes / l.in_stride);
+  n = std::min<int64_t>(n, StagingBuffers::kChunkBytes / l.out_stride);
+  return int(n);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
+    absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, Slot& slot,
+    HostCopyPool& copier) {
+  const int n = int(jobs.size());
+  if (n == 0) return std::vector<absl::StatusOr<StageTimes>>{};
+  if (n > SmallBatchCapacity(jobs.front())) {
+    return absl::InternalError(absl::StrCat("a batch of ", n, " does not fit one slot (holds ",
+                                            SmallBatchCapacity(jobs.front()), ")"));
+  }
+  const Layout l(jobs.front());
+  StagingBuffers& staging = slot.staging();
+  if (auto s = staging.WaitIdle(); !s.ok()) return s;
+  char* up = staging.chunk(0);
+  char* down = staging.chunk(1);
+  char* dev = slot.scratch();
+
+  std::vector<absl::StatusOr<StageTimes>> results(
+      size_t(n), absl::CancelledError("request abandoned before its kernel ran"));
+  std::vector<bool> live(size_t(n), false);
+  for (int i = 0; i < n; ++i) {
+    if (stops[i]()) continue;
+    live[i] = true;
+    copier.Gather(up + i * l.in_stride, jobs[i].a);  // small: on this thread
+    if (l.b > 0) copier.Gather(up + i * l.in_stride + AlignedBytes(l.a), jobs[i].b);
+  }
+  if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(dev, up, size_t(n * l.in_stride), cudaMemcpyHostToDevice, slot.stream()),
+      "batch upload cudaMemcpyAsync");
+  if (auto s = slot.Record(Mark::kKernelStart); !s.ok()) return s;
+  char* outputs = dev + l.outputs_at(n);
+  void* workspace = l.workspace > 0 ? dev + l.workspace_at(n) : nullptr;
+  for (int i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    if (stops[i]()) {
+      live[i] = false;
+      continue;
+    }
+    char* in = dev + i * l.in_stride;
+    const kernels::Buffers buffers{in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
+                                   outputs + i * l.out_stride, workspace, size_t(l.workspace)};
+    if (auto s = jobs[i].variant->launch(jobs[i].problem, buffers, slot.launch_context());
+        !s.ok()) {
+      results[i] = s;
+      live[i] = false;
+    }
+  }
+  if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, outputs, size_t(n * l.out_stride),
+                                                  cudaMemcpyDeviceToHost, slot.stream()),
+                                  "batch download cudaMemcpyAsync");
+  if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
+  if (auto s = slot.WaitFor(Mark::kDownloaded, "batch download wait"); !s.ok()) return s;
+
+  auto upload_us = slot.MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
+  auto compute_us = slot.MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
+  auto download_us = slot.MicrosBetween(Mark::kKernelEnd, Mark::kDownloaded);
+  for (const auto* t : {&upload_us, &compute_us, &download_us}) {
+    if (!t->ok()) return t->status();
+  }
+  // Each member reports the batch's stages: the time it spent in them.
+  StageTimes times;
+  times.upload_us = *upload_us;
+  times.compute_us = *compute_us;
+  times.download_us = *download_us;
+  for (int i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    std::memcpy(jobs[i].out, down + i * l.out_stride, size_t(l.out));
+    results[i] = times;
+  }
+  return results;
+}
+
+}  // namespace gpucompute::server::cuda
