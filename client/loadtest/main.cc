@@ -105,9 +105,11 @@ ABSL_FLAG(bool, grpc_defaults, false,
           "(to measure what the tuning buys)");
 ABSL_FLAG(std::string, lb, "",
           "round_robin: spread requests over every address a dns:/// target resolves to");
-ABSL_FLAG(int32_t, connections, 1,
+ABSL_FLAG(std::string, connections, "1",
           "gRPC channels, each with its own TCP connection, that the requests are spread "
-          "over (one HTTP/2 connection is read by one thread at a time on each side)");
+          "over (one HTTP/2 connection is read by one thread at a time on each side); "
+          "comma-separated, e.g. 1,8, runs each variant's (and the grpc baseline's) sweep once "
+          "per value, rows in the conn column (upload and download stream over one)");
 
 namespace gpucompute::loadtest {
 namespace {
@@ -275,6 +277,7 @@ struct Plan {
   int concurrency = 0;
   double rate = 0;
   std::string placement = "inline";
+  int connections = 0;  // the client whose channels carry the row; 0: the echo
 };
 
 const char* TransferName(Transfer t) { return t == Transfer::kUpload ? "upload" : "download"; }
@@ -293,6 +296,16 @@ int Run() {
   const bool transfer = w.transfer != Transfer::kNone;
   if (transfer && !rates->empty()) {
     return Fail("--rate: upload and download rows run closed loop only (--concurrency)");
+  }
+  const std::string connections_text = absl::GetFlag(FLAGS_connections);
+  auto connections = ParseList<int>("connections", connections_text);
+  if (!connections.ok()) return Fail(std::string(connections.status().message()));
+  if (connections->empty()) return Fail("--connections: name at least one count, e.g. 1 or 1,8");
+  if (transfer && connections->size() > 1) {
+    return Fail(
+        absl::StrCat("--connections: upload and download rows stream over the client's "
+                     "first channel whatever the count; give one value, not \"",
+                     connections_text, "\""));
   }
   std::vector<std::string> placements;
   for (absl::string_view p :
@@ -338,12 +351,18 @@ int Run() {
   options.bearer_token_file = absl::GetFlag(FLAGS_token_file);
   options.lb_policy = absl::GetFlag(FLAGS_lb);
   options.large_message_transport = !absl::GetFlag(FLAGS_grpc_defaults);
-  const int connections = absl::GetFlag(FLAGS_connections);
-  if (connections < 1) return Fail("--connections: must be at least 1");
-  options.connections = connections;
-  auto client = Client::Create(options);
-  if (!client.ok()) return Fail(std::string(client.status().message()));
-  const Channels& channels = client->channels();
+  // One client per --connections value, each with that many channels; the
+  // first value's client does everything else (server info, uploads,
+  // releases, shared memory, the upload and download rows).
+  std::map<int, Client> clients;
+  for (int n : *connections) {
+    if (clients.contains(n)) continue;
+    options.connections = n;
+    auto created = Client::Create(options);
+    if (!created.ok()) return Fail(std::string(created.status().message()));
+    clients.emplace(n, std::move(*created));
+  }
+  Client* const client = &clients.at(connections->front());
   auto info = client->GetServerInfo();
   if (!info.ok()) return Fail(std::string(info.status().message()));
   auto variants = transfer ? absl::StatusOr<std::vector<std::string>>(
@@ -382,11 +401,11 @@ int Run() {
   run.started = NowRfc3339();
   run.settings = absl::StrFormat(
       "warm-up %s, windows of %s and >= %d requests until %d in a row agree within %.0f%% on "
-      "throughput and p95 (at most %s per row); deadline %s; %d connection%s; %s",
+      "throughput and p95 (at most %s per row); deadline %s; %s connection%s; %s",
       absl::FormatDuration(measure.warmup), absl::FormatDuration(measure.window),
       measure.min_requests_per_window, measure.stable_windows, measure.stability * 100,
       absl::FormatDuration(measure.max_time), absl::FormatDuration(call_settings.deadline),
-      connections, connections == 1 ? "" : "s",
+      absl::StrJoin(*connections, ","), *connections == std::vector<int>{1} ? "" : "s",
       options.large_message_transport ? "client transport sized for large messages"
                                       : "client transport: gRPC defaults");
   const int64_t payload = w.RequestPayloadBytes() + w.ResponsePayloadBytes();
@@ -482,14 +501,24 @@ int Run() {
        {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth}}) {
     if (!wanted) continue;
     const char* row = name == kTcpEcho && unix_target ? kUnixEcho : name;
-    for (int c : levels->empty() ? std::vector<int>{1} : *levels) plan.push_back({row, c, 0});
+    // The echo opens its own sockets: one row per concurrency.
+    for (int n : name == kTcpEcho ? std::vector<int>{0} : *connections) {
+      for (int c : levels->empty() ? std::vector<int>{1} : *levels) {
+        plan.push_back({row, c, 0, "inline", n});
+      }
+    }
   }
   for (const std::string& placement : placements) {
     for (const std::string& v : *variants) {
-      for (int c : *levels) plan.push_back({v, c, 0, placement});
-      for (double r : *rates) plan.push_back({v, 0, r, placement});
+      for (int n : *connections) {
+        // Upload and download stream over the first channel: 1 connection.
+        const int used = transfer ? 1 : n;
+        for (int c : *levels) plan.push_back({v, c, 0, placement, used});
+        for (double r : *rates) plan.push_back({v, 0, r, placement, used});
+      }
     }
   }
+  const bool several_connections = connections->size() > 1;
 
   std::unique_ptr<TcpEchoServer> echo;
   if (tcp_baseline) {
@@ -516,6 +545,9 @@ int Run() {
   int64_t failed_rows = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const Plan& p = plan[i];
+    // The row's channels: those of the client with its --connections value.
+    const Channels& channels =
+        p.connections > 0 && !transfer ? clients.at(p.connections).channels() : client->channels();
     std::unique_ptr<Driver> driver;
     if (IsEcho(p.variant)) {
       driver =
@@ -523,8 +555,7 @@ int Run() {
     } else if (p.variant == kGrpcHealth) {
       driver = MakeClosedLoop(channels, &health_check, call_settings, p.concurrency);
     } else if (transfer) {
-      driver =
-          MakeTransferLoop(&*client, w.transfer, &*transfer_matrix, download_id, p.concurrency);
+      driver = MakeTransferLoop(client, w.transfer, &*transfer_matrix, download_id, p.concurrency);
     } else {
       const bool tensor = p.placement == "tensor";
       const bool shm = p.placement == "shm";
@@ -542,7 +573,8 @@ int Run() {
     }
     const std::string what = absl::StrCat(
         p.variant, p.placement == "inline" ? " " : absl::StrCat(" [", p.placement, "] "),
-        p.concurrency > 0 ? absl::StrCat("c=", p.concurrency) : absl::StrFormat("r=%g/s", p.rate));
+        p.concurrency > 0 ? absl::StrCat("c=", p.concurrency) : absl::StrFormat("r=%g/s", p.rate),
+        several_connections && p.connections > 0 ? absl::StrCat(" conn=", p.connections) : "");
     Measurement m = Measure(*driver, measure,
                             [&](absl::Duration elapsed, int windows, const WindowStats* last) {
                               progress.Show(static_cast<int>(i), static_cast<int>(plan.size()),
@@ -553,6 +585,7 @@ int Run() {
     Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
                       p.variant == kGrpcHealth || p.placement == "tensor" ? 0 : payload, m);
     row.placement = p.placement;
+    row.connections = p.connections;
     if (IsEcho(p.variant)) {
       tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
     } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
@@ -572,7 +605,9 @@ int Run() {
     if (IsBaseline(r.variant)) continue;
     std::string codes = absl::StrCat("OK ", r.answered_ok);
     for (const auto& [code, n] : r.answered_errors) absl::StrAppend(&codes, ", ", code, " ", n);
-    std::printf("  %-16s %-8s %s\n", r.Label().c_str(), r.LoadText().c_str(), codes.c_str());
+    std::string load = r.LoadText();
+    if (several_connections) absl::StrAppend(&load, " conn=", r.connections);
+    std::printf("  %-16s %-8s %s\n", r.Label().c_str(), load.c_str(), codes.c_str());
   }
   if (releaser != nullptr) {
     releaser->Flush();

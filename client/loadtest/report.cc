@@ -190,6 +190,7 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
     if (r.requests > 0) shown.push_back(&r);
   }
   if (shown.empty()) return "";
+  const bool several_connections = SeveralConnections(rows);
   constexpr double kW = 900, kLeft = 210, kRight = 20, kBar = 16, kGap = 6, kTop = 54;
   const double height = kTop + shown.size() * (kBar + kGap) + 40;
   struct Part {
@@ -228,8 +229,10 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
     }
     double total = 0;
     for (double v : values) total += v;
+    std::string load = r->LoadText();
+    if (several_connections && r->connections > 0) absl::StrAppend(&load, " conn=", r->connections);
     absl::StrAppendFormat(&svg, R"(<text x="%g" y="%g" text-anchor="end">%s %s (%s)</text>)",
-                          kLeft - 6, y + 12, Html(r->Label()), Html(r->LoadText()),
+                          kLeft - 6, y + 12, Html(r->Label()), Html(load),
                           Html(FormatMicros(r->avg_us)));
     double x = kLeft;
     for (int i = 0; i < 6; ++i) {
@@ -257,6 +260,10 @@ std::string FormatMicros(double us) {
 
 std::string Row::LoadText() const {
   return mode == "open" ? absl::StrFormat("r=%g/s", rate) : absl::StrCat("c=", concurrency);
+}
+
+std::string Row::ConnectionsText() const {
+  return connections > 0 ? absl::StrCat(connections) : "-";
 }
 
 std::string Row::ErrorsText() const {
@@ -313,11 +320,19 @@ Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
   return r;
 }
 
+bool SeveralConnections(const std::vector<Row>& rows) {
+  std::set<int> seen;
+  for (const Row& r : rows) {
+    if (r.connections > 0) seen.insert(r.connections);
+  }
+  return seen.size() > 1;
+}
+
 std::string FormatTableHeader() {
   return absl::StrFormat(
-      "%-16s %-9s %9s %7s %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s", "variant",
-      "load", "req/s", "GB/s", "avg", "p50", "p90", "p95", "p99", "max", "queue", "upload",
-      "compute", "download", "srv total", "transport", "stable", "errors");
+      "%-16s %-9s %4s %9s %7s %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s",
+      "variant", "load", "conn", "req/s", "GB/s", "avg", "p50", "p90", "p95", "p99", "max", "queue",
+      "upload", "compute", "download", "srv total", "transport", "stable", "errors");
 }
 
 std::string FormatTableRow(const Row& r) {
@@ -325,12 +340,12 @@ std::string FormatTableRow(const Row& r) {
   std::string transport = r.has_server_report ? FormatMicros(r.client_other_us) : "-";
   if (r.vs_tcp > 0) transport += absl::StrFormat(" (%.2fxTCP)", r.vs_tcp);
   return absl::StrFormat(
-      "%-16s %-9s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s",
-      r.Label(), r.LoadText(), r.requests_per_s, r.gbytes_per_s, FormatMicros(r.avg_us),
-      FormatMicros(r.p50_us), FormatMicros(r.p90_us), FormatMicros(r.p95_us),
-      FormatMicros(r.p99_us), FormatMicros(r.max_us), server(r.queue_us), server(r.upload_us),
-      server(r.compute_us), server(r.download_us), server(r.server_total_us), transport,
-      r.stable ? "yes" : "no", r.ErrorsText());
+      "%-16s %-9s %4s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s",
+      r.Label(), r.LoadText(), r.ConnectionsText(), r.requests_per_s, r.gbytes_per_s,
+      FormatMicros(r.avg_us), FormatMicros(r.p50_us), FormatMicros(r.p90_us),
+      FormatMicros(r.p95_us), FormatMicros(r.p99_us), FormatMicros(r.max_us), server(r.queue_us),
+      server(r.upload_us), server(r.compute_us), server(r.download_us), server(r.server_total_us),
+      transport, r.stable ? "yes" : "no", r.ErrorsText());
 }
 
 std::string ToCsv(const std::vector<Row>& rows) {
@@ -338,7 +353,7 @@ std::string ToCsv(const std::vector<Row>& rows) {
       "variant,mode,concurrency,rate,payload_bytes,requests,seconds,requests_per_s,gbytes_per_s,"
       "avg_us,p50_us,p90_us,p95_us,p99_us,max_us,server_queue_us,server_upload_us,"
       "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,errors,dropped,"
-      "windows,stable,placement\n";
+      "windows,stable,placement,connections\n";
   for (const Row& r : rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
     std::vector<std::string> errors;  // joined with ';' to stay one CSV field
@@ -369,7 +384,8 @@ std::string ToCsv(const std::vector<Row>& rows) {
                                              absl::StrCat(r.dropped),
                                              absl::StrCat(r.windows),
                                              r.stable ? "true" : "false",
-                                             r.placement};
+                                             r.placement,
+                                             absl::StrCat(r.connections)};
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;
@@ -395,6 +411,7 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
     tools::v1::LoadtestReport::Row* out = report.add_rows();
     out->set_variant(r.variant);
     out->set_placement(r.placement);
+    out->set_connections(r.connections);
     out->set_mode(r.mode);
     out->set_concurrency(r.concurrency);
     out->set_rate(r.rate);
@@ -447,11 +464,15 @@ absl::StatusOr<std::string> ToJson(const RunInfo& info, const std::vector<Row>& 
 }
 
 std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
-  // One series per variant and mode, in the order the rows ran.
+  // One series per variant and mode (and connections, when the rows ran at
+  // several), in the order the rows ran.
+  const bool several_connections = SeveralConnections(rows);
   std::vector<std::string> order;
   std::map<std::string, std::vector<const Row*>> by_series;
   for (const Row& r : rows) {
-    const std::string key = r.mode == "open" ? r.Label() + " (open loop)" : r.Label();
+    std::string key = r.Label();
+    if (several_connections && r.connections > 0) absl::StrAppend(&key, " conn=", r.connections);
+    if (r.mode == "open") key += " (open loop)";
     if (!by_series.contains(key)) order.push_back(key);
     by_series[key].push_back(&r);
   }
@@ -507,9 +528,9 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       "it with the loopback echo at the same concurrency (TCP; a unix socket, row unix_echo, "
       "when the target is one).</p>\n<table>\n<tr>";
   for (const char* h :
-       {"variant",      "load",      "req/s", "GB/s",     "avg",    "p50",     "p90",
-        "p95",          "p99",       "max",   "queue",    "upload", "compute", "download",
-        "server total", "transport", "xTCP",  "requests", "errors", "stable"}) {
+       {"variant",  "load",         "conn",      "req/s", "GB/s",     "avg",    "p50",
+        "p90",      "p95",          "p99",       "max",   "queue",    "upload", "compute",
+        "download", "server total", "transport", "xTCP",  "requests", "errors", "stable"}) {
     absl::StrAppend(&html, "<th>", h, "</th>");
   }
   html += "</tr>\n";
@@ -521,6 +542,7 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
     for (const std::string& cell :
          {r.Label(),
           r.LoadText(),
+          r.ConnectionsText(),
           absl::StrFormat("%.1f", r.requests_per_s),
           absl::StrFormat("%.3f", r.gbytes_per_s),
           FormatMicros(r.avg_us),

@@ -50,12 +50,17 @@ struct Row {
   bool stable = false;
   double vs_tcp = 0;  // gbytes_per_s / the echo's (TCP or unix) at the same concurrency; 0: none
   std::string placement = "inline";  // or "tensor": operands held, outputs kept
+  // gRPC channels, each with its own connection, that the row's requests were
+  // spread over (--connections); 0: none, the echo baselines (one socket per
+  // request in flight), or a --json written before the field.
+  int connections = 0;
 
   // The variant as tables and charts name the row: "auto", or "auto [tensor]".
   std::string Label() const;
 
-  std::string LoadText() const;    // "c=16" or "r=200/s"
-  std::string ErrorsText() const;  // "UNAVAILABLE:3 DEADLINE_EXCEEDED:1" or "0"
+  std::string LoadText() const;         // "c=16" or "r=200/s"
+  std::string ConnectionsText() const;  // "8", or "-" for 0
+  std::string ErrorsText() const;       // "UNAVAILABLE:3 DEADLINE_EXCEEDED:1" or "0"
 };
 
 Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
@@ -73,7 +78,11 @@ struct RunInfo {
   std::string placement = "inline";  // --placement, e.g. "inline,tensor"
 };
 
-// One aligned line per row (with a header line when `header`).
+// Whether the rows ran at more than one --connections value: labels then
+// name each row's count.
+bool SeveralConnections(const std::vector<Row>& rows);
+
+// The table: a header line, then one aligned line per row.
 std::string FormatTableHeader();
 std::string FormatTableRow(const Row& row);
 

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -331,11 +334,70 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
   EXPECT_EQ(r.output.find("grpc_health      c=1      OK"), std::string::npos)
       << "health calls are not compute requests the server counts";
 
+  // One --connections value: every gRPC row carries it, the echo none, and
+  // the chart's series are named as before.
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+    EXPECT_EQ(cells.back(), i <= 2 ? "0" : "3") << lines[i];
+  }
+  EXPECT_EQ(ReadFile(csv).find("conn="), std::string::npos);
+
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --baseline=udp"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("\"udp\" is not tcp or grpc"), std::string::npos) << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=0"));
   EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--connections: \"0\" is not a positive number"), std::string::npos)
+      << r.output;
+}
+
+// --connections=1,2: the grpc baseline and every variant swept at each count
+// in turn (the echo once: it opens its own sockets), each row with its count
+// in the table, CSV, JSON and the HTML's series names.
+TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
+  const std::string csv = dir_ / "c.csv", json = dir_ / "c.json", html = dir_ / "c.html";
+  RunResult r = RunLoadtest(absl::StrCat(
+      Fast(), " --op=transpose --shape=3x2 --variants=auto --concurrency=1,2 --connections=1,2",
+      " --baseline=grpc,tcp --csv=", csv, " --json=", json, " --html=", html));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1,2 connections"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" conn "), std::string::npos) << "the table's column: " << r.output;
+  EXPECT_NE(r.output.find("c=2 conn=2 OK"), std::string::npos) << r.output;
+  const std::vector<std::tuple<std::string, int, int>> expected = {
+      {"tcp_echo", 1, 0},    {"tcp_echo", 2, 0},    {"grpc_health", 1, 1}, {"grpc_health", 2, 1},
+      {"grpc_health", 1, 2}, {"grpc_health", 2, 2}, {"auto", 1, 1},        {"auto", 2, 1},
+      {"auto", 1, 2},        {"auto", 2, 2}};
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1 + expected.size()) << ReadFile(csv);
+  EXPECT_TRUE(lines[0].ends_with(",connections")) << lines[0];
+  const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+  ASSERT_EQ(report.rows_size(), static_cast<int>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [variant, concurrency, connections] = expected[i];
+    const std::vector<std::string> cells = absl::StrSplit(lines[i + 1], ',');
+    EXPECT_EQ(cells[0], variant) << lines[i + 1];
+    EXPECT_EQ(cells[2], absl::StrCat(concurrency)) << lines[i + 1];
+    EXPECT_EQ(cells.back(), absl::StrCat(connections)) << lines[i + 1];
+    const auto& row = report.rows(static_cast<int>(i));
+    EXPECT_EQ(row.variant(), variant);
+    EXPECT_EQ(row.concurrency(), concurrency);
+    EXPECT_EQ(row.connections(), connections);
+    EXPECT_GT(row.requests(), 0) << variant;
+  }
+  const std::string h = ReadFile(html);
+  for (const char* series : {"auto conn=1", "auto conn=2", "grpc_health conn=2"}) {
+    EXPECT_NE(h.find(absl::StrCat(">", series, "</text>")), std::string::npos) << series;
+  }
+  EXPECT_EQ(h.find("tcp_echo conn="), std::string::npos);
+
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=1,x"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--connections: \"x\" is not a positive number"), std::string::npos)
+      << r.output;
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=upload --shape=2x2 --connections=1,4"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--connections: upload and download rows stream over"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
@@ -423,6 +485,7 @@ TEST_F(LoadtestBinaryTest, UploadAndDownloadRowsBesideTcp) {
       EXPECT_GT(row.requests(), 0) << row.variant();
       EXPECT_EQ(row.payload_bytes(), bytes);
       EXPECT_GT(row.gbytes_per_s(), 0);
+      EXPECT_EQ(row.connections(), i < 2 ? 0 : 1);  // a stream uses the first channel
       if (i >= 2) {
         EXPECT_TRUE(row.has_vs_tcp());
       }
