@@ -12,6 +12,12 @@ StopRequested StopOf(const RequestLifetime& lifetime) {
   return [lifetime] { return lifetime.Stopped(); };
 }
 
+// Inputs and result, in bytes.
+int64_t RequestBytes(const kernels::Problem& p) {
+  return (kernels::InputAElements(p) + kernels::InputBElements(p) + kernels::OutputElements(p)) *
+         kernels::ElementSize(p.dtype);
+}
+
 }  // namespace
 
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
@@ -109,7 +115,13 @@ void ComputeEngine::Compute(ComputeCall call,
     if (kept && !stop()) outcome->kept = tensors_->Add(std::move(kept), c.keep_ttl);
     return absl::OkStatus();
   };
-  if (!choice.calibrate) task.batch = BatchPartOf(shared_call, choice.variant, outcome);
+  if (!choice.calibrate) {
+    task.batch = BatchPartOf(shared_call, choice.variant, outcome);
+    // Waiting for company is the point of a delay: such tasks always queue.
+    task.may_run_inline = !shared_call->keep_output &&
+                          RequestBytes(shared_call->problem) <= kInlineRequestBytes &&
+                          !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());
+  }
   task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,
                                                 int64_t queue_us) {
     outcome->device = device;
@@ -129,10 +141,7 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
     return std::nullopt;
   }
   const int64_t out_bytes = kernels::OutputElements(p) * kernels::ElementSize(p.dtype);
-  const int64_t bytes =
-      (kernels::InputAElements(p) + kernels::InputBElements(p)) * kernels::ElementSize(p.dtype) +
-      out_bytes;
-  if (bytes > kMaxBatchedRequestBytes) return std::nullopt;
+  if (RequestBytes(p) > kMaxBatchedRequestBytes) return std::nullopt;
   BatchPart part;
   part.key = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ", p.m, "x",
                           p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",

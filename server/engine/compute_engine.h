@@ -81,6 +81,10 @@ struct ProfileOutcome {
 // Requests batched at most this large (inputs and result): larger ones spend
 // their time moving bytes, which a batch does not save.
 inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
+// Requests this small run on the thread that submits them when their device
+// has a worker free and nothing waits: a hand-off to a worker thread and
+// back costs more than their work.
+inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
 class ComputeEngine {
  public:
@@ -94,8 +98,8 @@ class ComputeEngine {
   const std::vector<std::unique_ptr<Device>>& devices() const { return scheduler_.devices(); }
   TensorStore* tensors() const { return tensors_; }
 
-  // Runs `call`; `done` is called exactly once, on a device worker or (when
-  // the work is refused) on the calling thread.
+  // Runs `call`; `done` is called exactly once, on a device worker or on the
+  // calling thread (work refused, or small work run there).
   void Compute(ComputeCall call, std::function<void(absl::Status, const ComputeOutcome&)> done);
 
   // Measures the job's variants (all that apply when it lists none) and

@@ -74,6 +74,7 @@ void Scheduler::Submit(Task task) {
     return;
   }
   bool stopping = false;
+  bool run_here = false;
   {
     absl::MutexLock lock(&best->mu);
     stopping = best->stopping;
@@ -86,11 +87,23 @@ void Scheduler::Submit(Task task) {
       open->joined.Signal();
       return;
     }
-    if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
+    if (!stopping && task.may_run_inline && best->queue.empty() && best->open == nullptr &&
+        best->running < best->device->concurrency()) {
+      ++best->running;  // a worker's turn, taken on this thread
+      run_here = true;
+    } else if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
       best->queue.push_back(Entry{std::move(task), absl::Now()});
       best->ready.Signal();
       return;
     }
+  }
+  if (run_here) {
+    Entry entry{std::move(task), absl::Now()};
+    RunEntry(*best, entry);
+    absl::MutexLock lock(&best->mu);
+    --best->running;
+    best->ready.Signal();  // a worker held back by the count may go on
+    return;
   }
   if (stopping) {
     task.done(absl::UnavailableError("server shutting down: not accepting new work"), nullptr, 0);
@@ -195,7 +208,11 @@ void Scheduler::WorkerLoop(Lane& lane) {
     std::vector<Entry> batch;
     {
       absl::MutexLock lock(&lane.mu);
-      while (lane.queue.empty() && !lane.stopping) lane.ready.Wait(&lane.mu);
+      // Tasks run on the submitting thread count against the device's
+      // concurrency too; a draining scheduler runs what is left regardless.
+      while (!lane.stopping && (lane.queue.empty() || lane.running >= lane.device->concurrency())) {
+        lane.ready.Wait(&lane.mu);
+      }
       if (lane.queue.empty()) return;  // stopping and drained
       batch.push_back(std::move(lane.queue.front()));
       lane.queue.pop_front();
@@ -221,6 +238,10 @@ void Scheduler::Shutdown() {
     for (std::thread& t : lane->workers) {
       if (t.joinable()) t.join();
     }
+    // And the tasks running on the threads that submitted them.
+    absl::MutexLock lock(&lane->mu);
+    lane->mu.Await(absl::Condition(
+        +[](Lane* l) ABSL_NO_THREAD_SAFETY_ANALYSIS { return l->running == 0; }, lane.get()));
   }
 }
 

@@ -47,6 +47,9 @@ struct Task {
   Device* device = nullptr;
   // Set when the task may run in a batch; `run` is used when it runs alone.
   std::optional<BatchPart> batch;
+  // Small enough to run on the submitting thread when its device has a
+  // worker free and nothing waits: no hand-off to a worker and back.
+  bool may_run_inline = false;
 };
 
 struct BatchingOptions {

@@ -92,6 +92,20 @@ Task ProbeTask(Probe& probe, absl::Notification* hold = nullptr) {
   return task;
 }
 
+// Holds the only worker until `release`, so that what is submitted next queues.
+struct BusyWorker {
+  Probe probe;
+  absl::Notification release;
+  explicit BusyWorker(Scheduler& scheduler) {
+    scheduler.Submit(ProbeTask(probe, &release));
+    while (scheduler.running() == 0) std::this_thread::yield();
+  }
+  ~BusyWorker() {
+    release.Notify();
+    probe.done.WaitForNotification();
+  }
+};
+
 TEST(SchedulerTest, QueuedTaskRunsOnAWorker) {
   auto scheduler = MakeScheduler(1, 4);
   Probe probe;
@@ -133,6 +147,52 @@ TEST(SchedulerTest, FullQueueRefusesWithResourceExhausted) {
   EXPECT_TRUE(queued.status.ok());
 }
 
+TEST(SchedulerTest, SmallTaskRunsOnTheSubmittingThreadWhenAWorkerIsFree) {
+  auto scheduler = MakeScheduler(1, 4);
+  Probe probe;
+  Task task = ProbeTask(probe);
+  task.may_run_inline = true;
+  scheduler->Submit(std::move(task));
+  ASSERT_TRUE(probe.done.HasBeenNotified());
+  EXPECT_EQ(probe.ran_on, std::this_thread::get_id());
+}
+
+TEST(SchedulerTest, SmallTaskQueuesWhileEveryWorkerIsBusy) {
+  auto scheduler = MakeScheduler(1, 4);
+  Probe probe;
+  {
+    BusyWorker busy(*scheduler);
+    Task task = ProbeTask(probe);
+    task.may_run_inline = true;
+    scheduler->Submit(std::move(task));
+    EXPECT_FALSE(probe.done.HasBeenNotified());
+    EXPECT_EQ(scheduler->queued(), 1);
+  }
+  probe.done.WaitForNotification();
+  EXPECT_NE(probe.ran_on, std::this_thread::get_id());
+}
+
+// A task running on its submitter's thread takes a worker's turn: with
+// concurrency 1, the next task waits for it.
+TEST(SchedulerTest, TasksRunOnSubmittersCountAgainstConcurrency) {
+  auto scheduler = MakeScheduler(1, 4);
+  absl::Notification release;
+  Probe first, second;
+  std::thread submitter([&] {
+    Task task = ProbeTask(first, &release);
+    task.may_run_inline = true;
+    scheduler->Submit(std::move(task));
+  });
+  while (scheduler->running() == 0) std::this_thread::yield();
+  scheduler->Submit(ProbeTask(second));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(second.done.HasBeenNotified());
+  release.Notify();
+  submitter.join();
+  second.done.WaitForNotification();
+  EXPECT_TRUE(first.status.ok() && second.status.ok());
+}
+
 // A batchable task: its status, and the batch size its part was finished with.
 struct BatchProbe {
   absl::Status status = absl::UnknownError("not done");
@@ -166,20 +226,6 @@ Task BatchTask(BatchProbe& probe, const std::string& key, int64_t rows = 1) {
   task.batch = std::move(part);
   return task;
 }
-
-// Holds the only worker until `release`, so that what is submitted next queues.
-struct BusyWorker {
-  Probe probe;
-  absl::Notification release;
-  explicit BusyWorker(Scheduler& scheduler) {
-    scheduler.Submit(ProbeTask(probe, &release));
-    while (scheduler.running() == 0) std::this_thread::yield();
-  }
-  ~BusyWorker() {
-    release.Notify();
-    probe.done.WaitForNotification();
-  }
-};
 
 TEST(SchedulerBatching, TasksQueuedTogetherRunAsOneBatchPerKey) {
   auto scheduler = MakeScheduler(1, 64, {8, absl::ZeroDuration()});
