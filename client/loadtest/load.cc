@@ -529,6 +529,7 @@ void WindowStats::Merge(const WindowStats& other) {
   compute_us += other.compute_us;
   download_us += other.download_us;
   server_total_us += other.server_total_us;
+  batch_sum += other.batch_sum;
 }
 
 double WindowStats::Throughput() const {
@@ -556,6 +557,7 @@ void Recorder::Ok(Clock::duration latency, const v1::ExecutionReport* report) {
     current_.compute_us += report->compute_us();
     current_.download_us += report->download_us();
     current_.server_total_us += report->total_us();
+    current_.batch_sum += std::max(1, report->batch_size());
   }
 }
 

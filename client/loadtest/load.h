@@ -134,6 +134,9 @@ struct WindowStats {
   int64_t dropped = 0;                    // open loop: arrivals over --max_outstanding
   bool has_server_report = false;
   int64_t queue_us = 0, upload_us = 0, compute_us = 0, download_us = 0, server_total_us = 0;
+  // ExecutionReport.batch_size summed over the reports, 0 (alone, or a server
+  // from before batching) counted as 1.
+  int64_t batch_sum = 0;
 
   void Merge(const WindowStats& other);
   double Throughput() const;           // successful requests per second

@@ -30,6 +30,11 @@ std::string Html(const std::string& s) {
 
 std::string Num(double v) { return absl::StrFormat("%.6g", v); }
 
+// The mean server batch, "1.00"; "-" without a server report.
+std::string BatchText(const Row& r) {
+  return r.has_server_report ? absl::StrFormat("%.2f", r.batch) : std::string("-");
+}
+
 // ---- SVG charts ----------------------------------------------------------
 
 const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -309,6 +314,7 @@ Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
       r.download_us = s.download_us / n;
       r.server_total_us = s.server_total_us / n;
       r.client_other_us = r.avg_us - r.server_total_us;
+      r.batch = s.batch_sum / n;
     }
   }
   r.errors = s.errors;
@@ -330,9 +336,9 @@ bool SeveralConnections(const std::vector<Row>& rows) {
 
 std::string FormatTableHeader() {
   return absl::StrFormat(
-      "%-16s %-9s %4s %9s %7s %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s",
+      "%-16s %-9s %4s %9s %7s %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
       "variant", "load", "conn", "req/s", "GB/s", "avg", "p50", "p90", "p95", "p99", "max", "queue",
-      "upload", "compute", "download", "srv total", "transport", "stable", "errors");
+      "upload", "compute", "download", "srv total", "batch", "transport", "stable", "errors");
 }
 
 std::string FormatTableRow(const Row& r) {
@@ -340,12 +346,12 @@ std::string FormatTableRow(const Row& r) {
   std::string transport = r.has_server_report ? FormatMicros(r.client_other_us) : "-";
   if (r.vs_tcp > 0) transport += absl::StrFormat(" (%.2fxTCP)", r.vs_tcp);
   return absl::StrFormat(
-      "%-16s %-9s %4s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %10s | %6s %s",
+      "%-16s %-9s %4s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
       r.Label(), r.LoadText(), r.ConnectionsText(), r.requests_per_s, r.gbytes_per_s,
       FormatMicros(r.avg_us), FormatMicros(r.p50_us), FormatMicros(r.p90_us),
       FormatMicros(r.p95_us), FormatMicros(r.p99_us), FormatMicros(r.max_us), server(r.queue_us),
       server(r.upload_us), server(r.compute_us), server(r.download_us), server(r.server_total_us),
-      transport, r.stable ? "yes" : "no", r.ErrorsText());
+      BatchText(r), transport, r.stable ? "yes" : "no", r.ErrorsText());
 }
 
 std::string ToCsv(const std::vector<Row>& rows) {
@@ -353,7 +359,7 @@ std::string ToCsv(const std::vector<Row>& rows) {
       "variant,mode,concurrency,rate,payload_bytes,requests,seconds,requests_per_s,gbytes_per_s,"
       "avg_us,p50_us,p90_us,p95_us,p99_us,max_us,server_queue_us,server_upload_us,"
       "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,errors,dropped,"
-      "windows,stable,placement,connections\n";
+      "windows,stable,placement,connections,batch\n";
   for (const Row& r : rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
     std::vector<std::string> errors;  // joined with ';' to stay one CSV field
@@ -385,7 +391,8 @@ std::string ToCsv(const std::vector<Row>& rows) {
                                              absl::StrCat(r.windows),
                                              r.stable ? "true" : "false",
                                              r.placement,
-                                             absl::StrCat(r.connections)};
+                                             absl::StrCat(r.connections),
+                                             r.has_server_report ? Num(r.batch) : ""};
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;
@@ -435,6 +442,7 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
       server->set_download(r.download_us);
       server->set_total(r.server_total_us);
       out->set_client_other_us(r.client_other_us);
+      out->set_batch(r.batch);
     }
     if (r.vs_tcp > 0) out->set_vs_tcp(r.vs_tcp);
     for (const auto& [code, count] : r.errors) (*out->mutable_errors())[code] = int32_t(count);
@@ -522,15 +530,16 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
   html += "</div>\n<div class=\"charts\">\n" + BreakdownChart(rows) + "</div>\n";
   html +=
       "<h2>Rows</h2>\n<p>Latency is client-seen, from issue (open loop: the scheduled arrival) "
-      "to the parsed response. Server columns are averages of the server's ExecutionReport; "
+      "to the parsed response. Server columns are averages of the server's ExecutionReport "
+      "(<em>batch</em>: how many requests ran as one batch with each, 1 when alone); "
       "<em>transport</em> is the client-seen average minus the server's total: the network, "
       "serialization and the client. GB/s counts the matrix payload both ways; xTCP compares "
       "it with the loopback echo at the same concurrency (TCP; a unix socket, row unix_echo, "
       "when the target is one).</p>\n<table>\n<tr>";
   for (const char* h :
-       {"variant",  "load",         "conn",      "req/s", "GB/s",     "avg",    "p50",
-        "p90",      "p95",          "p99",       "max",   "queue",    "upload", "compute",
-        "download", "server total", "transport", "xTCP",  "requests", "errors", "stable"}) {
+       {"variant", "load",      "conn", "req/s",    "GB/s",   "avg",     "p50",      "p90",
+        "p95",     "p99",       "max",  "queue",    "upload", "compute", "download", "server total",
+        "batch",   "transport", "xTCP", "requests", "errors", "stable"}) {
     absl::StrAppend(&html, "<th>", h, "</th>");
   }
   html += "</tr>\n";
@@ -556,6 +565,7 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
           server(r.compute_us),
           server(r.download_us),
           server(r.server_total_us),
+          BatchText(r),
           server(r.client_other_us),
           r.vs_tcp > 0 ? absl::StrFormat("%.2f", r.vs_tcp) : std::string("-"),
           absl::StrCat(r.requests),

@@ -41,6 +41,9 @@ struct Row {
   // transport, serialization and client work.
   double queue_us = 0, upload_us = 0, compute_us = 0, download_us = 0, server_total_us = 0;
   double client_other_us = 0;
+  // Mean ExecutionReport.batch_size (0 read as 1): how many requests ran as
+  // one batch with each of the row's; with the server report only.
+  double batch = 0;
   std::map<std::string, int64_t> errors;
   int64_t dropped = 0;
   // All answers of the row, warm-up included (compare with server metrics).

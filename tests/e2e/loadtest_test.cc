@@ -2,6 +2,7 @@
 // the real server on the CPU backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,45 @@ TEST(WorkloadTest, ShapesAndPayloads) {
   EXPECT_EQ(reduce.ResponsePayloadBytes(), 4);
 }
 
+// The mean server batch: ExecutionReport.batch_size over the row's reports,
+// 0 (alone, or a server from before batching) read as 1.
+TEST(ReportTest, MeanBatchSizeCountsZeroAsOne) {
+  Recorder recorder;
+  for (int batch : {0, 1, 4, 3}) {
+    v1::ExecutionReport report;
+    report.set_batch_size(batch);
+    report.set_total_us(10);
+    recorder.Ok(std::chrono::microseconds(100), &report);
+  }
+  Measurement m;
+  m.stats = recorder.Take();
+  EXPECT_EQ(m.stats.batch_sum, 1 + 1 + 4 + 3);
+  WindowStats other;
+  other.has_server_report = true;
+  other.latencies_ns = {1000};
+  other.batch_sum = 7;
+  m.stats.Merge(other);
+  std::sort(m.stats.latencies_ns.begin(), m.stats.latencies_ns.end());
+  Row r = MakeRow("auto", "closed", 8, 0, 0, m);
+  EXPECT_DOUBLE_EQ(r.batch, 16.0 / 5);
+  EXPECT_NE(FormatTableRow(r).find(" 3.20 "), std::string::npos) << FormatTableRow(r);
+  EXPECT_NE(FormatTableHeader().find(" batch "), std::string::npos);
+  const std::vector<std::string> csv = absl::StrSplit(ToCsv({r}), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_TRUE(csv[0].ends_with(",batch")) << csv[0];
+  EXPECT_TRUE(csv[1].ends_with(",3.2")) << csv[1];
+  EXPECT_NE(ToHtml(RunInfo{}, {r}).find("<td>3.20</td>"), std::string::npos);
+
+  // No server report (a baseline): no batch anywhere.
+  Measurement echo_m;
+  echo_m.stats.duration = std::chrono::seconds(1);
+  echo_m.stats.latencies_ns = {1000};
+  Row echo = MakeRow(kTcpEcho, "closed", 8, 0, 0, echo_m);
+  EXPECT_EQ(echo.batch, 0);
+  const std::vector<std::string> echo_csv = absl::StrSplit(ToCsv({echo}), '\n', absl::SkipEmpty());
+  EXPECT_TRUE(echo_csv[1].ends_with(",0,")) << echo_csv[1];  // connections 0, batch empty
+}
+
 TEST(ReportTest, RowSeparatesServerTimeFromTransport) {
   Measurement m;
   m.stats.duration = std::chrono::seconds(2);
@@ -130,6 +170,7 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   m.stats.has_server_report = true;
   m.stats.queue_us = 2 * 100;
   m.stats.server_total_us = 2 * 1500;
+  m.stats.batch_sum = 2 + 1;
   m.stats.errors["UNAVAILABLE"] = 2;
   m.answered_ok = 7;
   m.answered_errors["DEADLINE_EXCEEDED"] = 1;
@@ -173,6 +214,8 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   ASSERT_TRUE(c.has_client_other_us());
   EXPECT_DOUBLE_EQ(c.client_other_us(), 500);
   EXPECT_DOUBLE_EQ(c.vs_tcp(), 0.5);
+  ASSERT_TRUE(c.has_batch());
+  EXPECT_DOUBLE_EQ(c.batch(), 1.5);
   EXPECT_EQ(c.errors().at("UNAVAILABLE"), 2);
   EXPECT_EQ(c.answered().ok(), 7);
   EXPECT_EQ(c.answered().errors().at("DEADLINE_EXCEEDED"), 1);
@@ -184,6 +227,7 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   EXPECT_FALSE(e.has_server_us());
   EXPECT_FALSE(e.has_client_other_us());
   EXPECT_FALSE(e.has_vs_tcp());
+  EXPECT_FALSE(e.has_batch());
 }
 
 class EchoTest : public ::testing::TestWithParam<EchoTransport> {};
@@ -278,9 +322,11 @@ TEST_F(LoadtestBinaryTest, SweepsVariantsWithBaselineAndWritesReports) {
   ASSERT_EQ(report.rows_size(), 2 + 2 * 3) << j;
   EXPECT_EQ(report.rows(0).variant(), "tcp_echo");
   EXPECT_FALSE(report.rows(0).has_server_us());
+  EXPECT_FALSE(report.rows(0).has_batch());
   for (int i = 2; i < report.rows_size(); ++i) {
     const auto& row = report.rows(i);
     EXPECT_TRUE(row.has_server_us()) << row.variant();
+    EXPECT_GE(row.batch(), 1) << row.variant();  // 1: alone
     EXPECT_GT(row.requests(), 0) << row.variant();
     EXPECT_GE(row.latency_us().p95(), row.latency_us().p50()) << row.variant();
     EXPECT_GT(row.answered().ok(), 0) << row.variant();
@@ -338,7 +384,7 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
   // the chart's series are named as before.
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
-    EXPECT_EQ(cells.back(), i <= 2 ? "0" : "3") << lines[i];
+    EXPECT_EQ(cells[cells.size() - 2], i <= 2 ? "0" : "3") << lines[i];  // connections
   }
   EXPECT_EQ(ReadFile(csv).find("conn="), std::string::npos);
 
@@ -369,7 +415,7 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
       {"auto", 1, 2},        {"auto", 2, 2}};
   std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1 + expected.size()) << ReadFile(csv);
-  EXPECT_TRUE(lines[0].ends_with(",connections")) << lines[0];
+  EXPECT_TRUE(lines[0].ends_with(",connections,batch")) << lines[0];
   const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
   ASSERT_EQ(report.rows_size(), static_cast<int>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -377,12 +423,18 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
     const std::vector<std::string> cells = absl::StrSplit(lines[i + 1], ',');
     EXPECT_EQ(cells[0], variant) << lines[i + 1];
     EXPECT_EQ(cells[2], absl::StrCat(concurrency)) << lines[i + 1];
-    EXPECT_EQ(cells.back(), absl::StrCat(connections)) << lines[i + 1];
+    EXPECT_EQ(cells[cells.size() - 2], absl::StrCat(connections)) << lines[i + 1];
     const auto& row = report.rows(static_cast<int>(i));
     EXPECT_EQ(row.variant(), variant);
     EXPECT_EQ(row.concurrency(), concurrency);
     EXPECT_EQ(row.connections(), connections);
     EXPECT_GT(row.requests(), 0) << variant;
+    // The server's mean batch: compute rows only; one request in flight runs alone.
+    EXPECT_EQ(row.has_batch(), variant == "auto") << variant;
+    EXPECT_EQ(cells.back() != "", variant == "auto") << lines[i + 1];
+    if (variant == "auto" && concurrency == 1) {
+      EXPECT_DOUBLE_EQ(row.batch(), 1);
+    }
   }
   const std::string h = ReadFile(html);
   for (const char* series : {"auto conn=1", "auto conn=2", "grpc_health conn=2"}) {
