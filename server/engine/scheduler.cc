@@ -102,7 +102,9 @@ void Scheduler::Submit(Task task) {
     RunEntry(*best, entry);
     absl::MutexLock lock(&best->mu);
     --best->running;
-    best->ready.Signal();  // a worker held back by the count may go on
+    // A worker held back by the count may go on; waking one for an empty
+    // queue would cost a futex call each way.
+    if (!best->queue.empty()) best->ready.Signal();
     return;
   }
   if (stopping) {
