@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -85,6 +86,15 @@ ABSL_FLAG(std::string, baseline, "",
           "of socket); grpc sends the standard health "
           "Check to the server over the same channel, the round trip of a gRPC call that "
           "does no work");
+ABSL_FLAG(std::string, label, "",
+          "free text added to every row, e.g. delay=100us: in its name in the table and the "
+          "HTML (\"auto delay=100us\"), and as label in the CSV and JSON; names the server's "
+          "configuration when runs are merged with --merge_json");
+ABSL_FLAG(std::string, merge_json, "",
+          "comma-separated --json files of earlier runs of one workload (e.g. against "
+          "differently configured servers): instead of running, render their rows together "
+          "into the table and --csv, --json and --html; with several files, rows without a "
+          "--label take their file's name");
 ABSL_FLAG(std::string, csv, "", "write the rows as CSV to this file");
 ABSL_FLAG(std::string, json, "", "write the run and its rows as JSON to this file");
 ABSL_FLAG(std::string, html, "",
@@ -282,7 +292,65 @@ struct Plan {
 
 const char* TransferName(Transfer t) { return t == Transfer::kUpload ? "upload" : "download"; }
 
+// --csv, --json and --html, each when given.
+absl::Status WriteReports(const RunInfo& run, const std::vector<Row>& rows) {
+  for (const auto& [flag, render] :
+       std::vector<std::pair<std::string, std::function<absl::StatusOr<std::string>()>>>{
+           {absl::GetFlag(FLAGS_csv), [&] { return ToCsv(rows); }},
+           {absl::GetFlag(FLAGS_json), [&] { return ToJson(run, rows); }},
+           {absl::GetFlag(FLAGS_html), [&] { return ToHtml(run, rows); }}}) {
+    if (flag.empty()) continue;
+    absl::StatusOr<std::string> contents = render();
+    if (!contents.ok()) return contents.status();
+    if (absl::Status st = WriteFile(flag, *contents); !st.ok()) return st;
+    std::printf("wrote %s\n", flag.c_str());
+  }
+  return absl::OkStatus();
+}
+
+// --merge_json: earlier runs' rows rendered together; nothing is measured.
+int Merge() {
+  if (!absl::GetFlag(FLAGS_label).empty()) {
+    return Fail(
+        "--label: tags the rows of a run; --merge_json keeps the labels the runs were given");
+  }
+  const std::vector<std::string> files =
+      absl::StrSplit(absl::GetFlag(FLAGS_merge_json), ',', absl::SkipEmpty());
+  std::vector<RunReport> runs;
+  for (const std::string& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    if (!in) return Fail(absl::StrCat("--merge_json: cannot read ", file));
+    absl::StatusOr<RunReport> run = FromJson(contents.str());
+    if (!run.ok()) return Fail(absl::StrCat("--merge_json: ", file, ": ", run.status().message()));
+    runs.push_back(std::move(*run));
+  }
+  absl::StatusOr<RunReport> merged = MergeRuns(files, std::move(runs));
+  if (!merged.ok()) return Fail(std::string(merged.status().message()));
+  const RunInfo& run = merged->info;
+  std::printf(
+      "gpucompute-loadtest: %zu run%s merged: %s %s %s (%s%s) against %s (%s, %s backend)\n\n",
+      files.size(), files.size() == 1 ? "" : "s", run.op.c_str(), run.shape.c_str(),
+      run.dtype.c_str(), run.shape_meaning.c_str(),
+      run.reduce.empty() ? "" : (", " + run.reduce).c_str(), run.server.c_str(),
+      run.server_version.c_str(), run.backend.c_str());
+  const int width = LabelWidth(merged->rows);
+  std::printf("%s\n", FormatTableHeader(width).c_str());
+  for (const Row& row : merged->rows) std::printf("%s\n", FormatTableRow(row, width).c_str());
+  std::printf("\n");
+  if (absl::Status st = WriteReports(run, merged->rows); !st.ok()) {
+    return Fail(std::string(st.message()));
+  }
+  return 0;
+}
+
 int Run() {
+  if (!absl::GetFlag(FLAGS_merge_json).empty()) return Merge();
+  const std::string label = absl::GetFlag(FLAGS_label);
+  if (label.find_first_of("\r\n") != std::string::npos) {
+    return Fail("--label: one line of text, without line breaks");
+  }
   auto workload = WorkloadFromFlags();
   if (!workload.ok()) return Fail(std::string(workload.status().message()));
   const Workload& w = *workload;
@@ -535,7 +603,16 @@ int Run() {
 
   Progress progress(progress_flag == "always" ||
                     (progress_flag == "auto" && isatty(STDERR_FILENO)));
-  std::printf("%s\n", FormatTableHeader().c_str());
+  // The first column fits the labels the rows will have.
+  std::vector<Row> named;
+  for (const Plan& p : plan) {
+    named.emplace_back();
+    named.back().variant = p.variant;
+    named.back().placement = p.placement;
+    named.back().label = label;
+  }
+  const int width = LabelWidth(named);
+  std::printf("%s\n", FormatTableHeader(width).c_str());
   std::fflush(stdout);
   std::vector<Row> rows;
   std::map<int, double> tcp_gbytes_per_s;  // concurrency -> GB/s
@@ -586,13 +663,14 @@ int Run() {
                       p.variant == kGrpcHealth || p.placement == "tensor" ? 0 : payload, m);
     row.placement = p.placement;
     row.connections = p.connections;
+    row.label = label;
     if (IsEcho(p.variant)) {
       tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
     } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
       row.vs_tcp = row.gbytes_per_s / tcp_gbytes_per_s[p.concurrency];
     }
     if (row.requests == 0) ++failed_rows;
-    std::printf("%s\n", FormatTableRow(row).c_str());
+    std::printf("%s\n", FormatTableRow(row, width).c_str());
     std::fflush(stdout);
     rows.push_back(std::move(row));
   }
@@ -607,7 +685,7 @@ int Run() {
     for (const auto& [code, n] : r.answered_errors) absl::StrAppend(&codes, ", ", code, " ", n);
     std::string load = r.LoadText();
     if (several_connections) absl::StrAppend(&load, " conn=", r.connections);
-    std::printf("  %-16s %-8s %s\n", r.Label().c_str(), load.c_str(), codes.c_str());
+    std::printf("  %-*s %-8s %s\n", width, r.Label().c_str(), load.c_str(), codes.c_str());
   }
   if (releaser != nullptr) {
     releaser->Flush();
@@ -618,18 +696,7 @@ int Run() {
     std::printf("\n");
   }
 
-  for (const auto& [flag, render] :
-       std::vector<std::pair<std::string, std::function<absl::StatusOr<std::string>()>>>{
-           {absl::GetFlag(FLAGS_csv), [&] { return ToCsv(rows); }},
-           {absl::GetFlag(FLAGS_json), [&] { return ToJson(run, rows); }},
-           {absl::GetFlag(FLAGS_html), [&] { return ToHtml(run, rows); }}}) {
-    if (flag.empty()) continue;
-    absl::StatusOr<std::string> contents = render();
-    if (!contents.ok()) return Fail(std::string(contents.status().message()));
-    if (absl::Status st = WriteFile(flag, *contents); !st.ok())
-      return Fail(std::string(st.message()));
-    std::printf("wrote %s\n", flag.c_str());
-  }
+  if (absl::Status st = WriteReports(run, rows); !st.ok()) return Fail(std::string(st.message()));
   // A row without a single successful request means the comparison is void.
   return failed_rows > 0 ? 1 : 0;
 }

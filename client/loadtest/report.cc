@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <set>
 
 #include <google/protobuf/util/json_util.h>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace gpucompute::loadtest {
 namespace {
@@ -30,9 +33,20 @@ std::string Html(const std::string& s) {
 
 std::string Num(double v) { return absl::StrFormat("%.6g", v); }
 
+// Free text as one CSV field: quoted when it holds a comma, quote or line break.
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
+
 // The mean server batch, "1.00"; "-" without a server report.
 std::string BatchText(const Row& r) {
-  return r.has_server_report ? absl::StrFormat("%.2f", r.batch) : std::string("-");
+  return r.has_server_report && r.batch > 0 ? absl::StrFormat("%.2f", r.batch) : std::string("-");
 }
 
 // ---- SVG charts ----------------------------------------------------------
@@ -110,7 +124,12 @@ class Axis {
 
 std::string LineChart(const std::string& title, const std::string& x_label,
                       const std::string& y_label, const std::vector<Series>& series) {
-  constexpr double kW = 760, kH = 430, kLeft = 80, kRight = 190, kTop = 36, kBottom = 56;
+  // The legend on the right widens for long series names (about 7 px a
+  // character), the plot keeping its size.
+  size_t longest = 0;
+  for (const Series& s : series) longest = std::max(longest, s.name.size());
+  const double kRight = std::max(190.0, 54 + 7.0 * longest), kW = 570 + kRight;
+  constexpr double kH = 430, kLeft = 80, kTop = 36, kBottom = 56;
   double xmin = INFINITY, xmax = 0, ymin = INFINITY, ymax = 0;
   for (const Series& s : series) {
     for (const Point& p : s.points) {
@@ -196,7 +215,17 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
   }
   if (shown.empty()) return "";
   const bool several_connections = SeveralConnections(rows);
-  constexpr double kW = 900, kLeft = 210, kRight = 20, kBar = 16, kGap = 6, kTop = 54;
+  // Each bar's name, on the left, widens that margin when long.
+  std::vector<std::string> names;
+  size_t longest = 0;
+  for (const Row* r : shown) {
+    std::string load = r->LoadText();
+    if (several_connections && r->connections > 0) absl::StrAppend(&load, " conn=", r->connections);
+    names.push_back(absl::StrCat(r->Label(), " ", load, " (", FormatMicros(r->avg_us), ")"));
+    longest = std::max(longest, names.back().size());
+  }
+  const double kLeft = std::max(210.0, 16 + 7.0 * longest), kW = 690 + kLeft;
+  constexpr double kRight = 20, kBar = 16, kGap = 6, kTop = 54;
   const double height = kTop + shown.size() * (kBar + kGap) + 40;
   struct Part {
     const char* name;
@@ -221,7 +250,8 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
   }
   svg += "\n";
   double y = kTop;
-  for (const Row* r : shown) {
+  for (size_t row = 0; row < shown.size(); ++row) {
+    const Row* r = shown[row];
     double values[6] = {0, 0, 0, 0, 0, r->avg_us};
     if (r->has_server_report) {
       values[0] = r->queue_us;
@@ -234,11 +264,8 @@ std::string BreakdownChart(const std::vector<Row>& rows) {
     }
     double total = 0;
     for (double v : values) total += v;
-    std::string load = r->LoadText();
-    if (several_connections && r->connections > 0) absl::StrAppend(&load, " conn=", r->connections);
-    absl::StrAppendFormat(&svg, R"(<text x="%g" y="%g" text-anchor="end">%s %s (%s)</text>)",
-                          kLeft - 6, y + 12, Html(r->Label()), Html(load),
-                          Html(FormatMicros(r->avg_us)));
+    absl::StrAppendFormat(&svg, R"(<text x="%g" y="%g" text-anchor="end">%s</text>)", kLeft - 6,
+                          y + 12, Html(names[row]));
     double x = kLeft;
     for (int i = 0; i < 6; ++i) {
       if (total <= 0 || values[i] <= 0) continue;
@@ -279,8 +306,11 @@ std::string Row::ErrorsText() const {
 }
 
 std::string Row::Label() const {
-  return placement == "inline" || placement.empty() ? variant
-                                                    : absl::StrCat(variant, " [", placement, "]");
+  std::string text = placement == "inline" || placement.empty()
+                         ? variant
+                         : absl::StrCat(variant, " [", placement, "]");
+  if (!label.empty()) absl::StrAppend(&text, " ", label);
+  return text;
 }
 
 Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
@@ -334,20 +364,31 @@ bool SeveralConnections(const std::vector<Row>& rows) {
   return seen.size() > 1;
 }
 
-std::string FormatTableHeader() {
-  return absl::StrFormat(
-      "%-16s %-9s %4s %9s %7s %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
-      "variant", "load", "conn", "req/s", "GB/s", "avg", "p50", "p90", "p95", "p99", "max", "queue",
-      "upload", "compute", "download", "srv total", "batch", "transport", "stable", "errors");
+int LabelWidth(const std::vector<Row>& rows) {
+  size_t width = 16;
+  bool labelled = false;
+  for (const Row& r : rows) {
+    labelled = labelled || !r.label.empty();
+    width = std::max(width, r.Label().size());
+  }
+  return labelled ? static_cast<int>(width) : 16;
 }
 
-std::string FormatTableRow(const Row& r) {
+std::string FormatTableHeader(int label_width) {
+  return absl::StrFormat(
+      "%-*s %-9s %4s %9s %7s %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
+      label_width, "variant", "load", "conn", "req/s", "GB/s", "avg", "p50", "p90", "p95", "p99",
+      "max", "queue", "upload", "compute", "download", "srv total", "batch", "transport", "stable",
+      "errors");
+}
+
+std::string FormatTableRow(const Row& r, int label_width) {
   auto server = [&](double v) { return r.has_server_report ? FormatMicros(v) : std::string("-"); };
   std::string transport = r.has_server_report ? FormatMicros(r.client_other_us) : "-";
   if (r.vs_tcp > 0) transport += absl::StrFormat(" (%.2fxTCP)", r.vs_tcp);
   return absl::StrFormat(
-      "%-16s %-9s %4s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
-      r.Label(), r.LoadText(), r.ConnectionsText(), r.requests_per_s, r.gbytes_per_s,
+      "%-*s %-9s %4s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
+      label_width, r.Label(), r.LoadText(), r.ConnectionsText(), r.requests_per_s, r.gbytes_per_s,
       FormatMicros(r.avg_us), FormatMicros(r.p50_us), FormatMicros(r.p90_us),
       FormatMicros(r.p95_us), FormatMicros(r.p99_us), FormatMicros(r.max_us), server(r.queue_us),
       server(r.upload_us), server(r.compute_us), server(r.download_us), server(r.server_total_us),
@@ -359,7 +400,7 @@ std::string ToCsv(const std::vector<Row>& rows) {
       "variant,mode,concurrency,rate,payload_bytes,requests,seconds,requests_per_s,gbytes_per_s,"
       "avg_us,p50_us,p90_us,p95_us,p99_us,max_us,server_queue_us,server_upload_us,"
       "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,errors,dropped,"
-      "windows,stable,placement,connections,batch\n";
+      "windows,stable,placement,connections,batch,label\n";
   for (const Row& r : rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
     std::vector<std::string> errors;  // joined with ';' to stay one CSV field
@@ -392,7 +433,8 @@ std::string ToCsv(const std::vector<Row>& rows) {
                                              r.stable ? "true" : "false",
                                              r.placement,
                                              absl::StrCat(r.connections),
-                                             r.has_server_report ? Num(r.batch) : ""};
+                                             r.has_server_report && r.batch > 0 ? Num(r.batch) : "",
+                                             CsvField(r.label)};
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;
@@ -414,11 +456,13 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
   report.set_started(info.started);
   report.set_settings(info.settings);
   report.set_placement(info.placement);
+  for (const RunInfo::Source& source : info.merged) report.add_merged_from(source.file);
   for (const Row& r : rows) {
     tools::v1::LoadtestReport::Row* out = report.add_rows();
     out->set_variant(r.variant);
     out->set_placement(r.placement);
     out->set_connections(r.connections);
+    out->set_label(r.label);
     out->set_mode(r.mode);
     out->set_concurrency(r.concurrency);
     out->set_rate(r.rate);
@@ -442,7 +486,7 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
       server->set_download(r.download_us);
       server->set_total(r.server_total_us);
       out->set_client_other_us(r.client_other_us);
-      out->set_batch(r.batch);
+      if (r.batch > 0) out->set_batch(r.batch);
     }
     if (r.vs_tcp > 0) out->set_vs_tcp(r.vs_tcp);
     for (const auto& [code, count] : r.errors) (*out->mutable_errors())[code] = int32_t(count);
@@ -522,6 +566,21 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       info.request_payload_bytes, info.response_payload_bytes, Html(info.server),
       Html(info.server_version), Html(info.backend), Html(absl::StrJoin(info.devices, "; ")),
       Html(info.started), Html(info.settings));
+  if (!info.merged.empty()) {
+    html +=
+        "<h2>Runs merged</h2>\n<table>\n<tr><th>file</th><th>labels</th><th>server</th>"
+        "<th>version, backend</th><th>started</th><th>measurement</th></tr>\n";
+    for (const RunInfo::Source& s : info.merged) {
+      html += "<tr>";
+      for (const std::string& cell :
+           {s.file, s.labels, s.server, absl::StrCat(s.server_version, ", ", s.backend), s.started,
+            s.settings}) {
+        absl::StrAppend(&html, "<td style=\"text-align:left\">", Html(cell), "</td>");
+      }
+      html += "</tr>\n";
+    }
+    html += "</table>\n";
+  }
   html += "<div class=\"charts\">\n";
   html += LineChart("p95 latency vs throughput", "throughput (requests/s)", "p95 latency (ms)",
                     curves(&Row::p95_us));
@@ -579,6 +638,139 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       "</table>\n<p>Rows in red did not reach stable throughput and p95 within the time "
       "limit.</p>\n</body></html>\n";
   return html;
+}
+
+absl::StatusOr<RunReport> FromJson(const std::string& json) {
+  tools::v1::LoadtestReport report;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // a report from a later version
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, &report, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a load-test JSON report: ", parsed.ToString()));
+  }
+  RunReport run;
+  RunInfo& info = run.info;
+  info.server = report.server();
+  info.server_version = report.server_version();
+  info.backend = report.backend();
+  info.devices.assign(report.devices().begin(), report.devices().end());
+  info.op = report.op();
+  info.dtype = report.dtype();
+  info.shape = report.shape();
+  info.shape_meaning = report.shape_meaning();
+  info.reduce = report.reduce();
+  info.request_payload_bytes = static_cast<int64_t>(report.request_payload_bytes());
+  info.response_payload_bytes = static_cast<int64_t>(report.response_payload_bytes());
+  info.started = report.started();
+  info.settings = report.settings();
+  info.placement = report.placement().empty() ? "inline" : report.placement();
+  for (const tools::v1::LoadtestReport::Row& in : report.rows()) {
+    Row r;
+    r.variant = in.variant();
+    r.mode = in.mode();
+    r.concurrency = in.concurrency();
+    r.rate = in.rate();
+    r.payload_bytes = static_cast<int64_t>(in.payload_bytes());
+    r.requests = in.requests();
+    r.seconds = in.seconds();
+    r.requests_per_s = in.requests_per_s();
+    r.gbytes_per_s = in.gbytes_per_s();
+    r.avg_us = in.latency_us().avg();
+    r.p50_us = in.latency_us().p50();
+    r.p90_us = in.latency_us().p90();
+    r.p95_us = in.latency_us().p95();
+    r.p99_us = in.latency_us().p99();
+    r.max_us = in.latency_us().max();
+    r.has_server_report = in.has_server_us();
+    r.queue_us = in.server_us().queue();
+    r.upload_us = in.server_us().upload();
+    r.compute_us = in.server_us().compute();
+    r.download_us = in.server_us().download();
+    r.server_total_us = in.server_us().total();
+    r.client_other_us = in.client_other_us();
+    r.batch = in.batch();
+    r.errors.insert(in.errors().begin(), in.errors().end());
+    r.dropped = in.dropped();
+    r.answered_ok = in.answered().ok();
+    r.answered_errors.insert(in.answered().errors().begin(), in.answered().errors().end());
+    r.windows = in.windows();
+    r.stable = in.stable();
+    r.vs_tcp = in.vs_tcp();
+    r.placement = in.placement().empty() ? "inline" : in.placement();
+    r.connections = in.connections();
+    r.label = in.label();
+    run.rows.push_back(std::move(r));
+  }
+  return run;
+}
+
+absl::StatusOr<RunReport> MergeRuns(const std::vector<std::string>& files,
+                                    std::vector<RunReport> runs) {
+  if (runs.empty() || runs.size() != files.size()) {
+    return absl::InvalidArgumentError("--merge_json: name at least one --json file");
+  }
+  auto workload = [](const RunInfo& i) {
+    return absl::StrCat(i.op, " ", i.shape, " ", i.dtype, i.reduce.empty() ? "" : " ", i.reduce);
+  };
+  // Distinct values in the order met, joined.
+  auto distinct = [&runs](const std::function<std::string(const RunInfo&)>& field,
+                          const std::string& separator) {
+    std::vector<std::string> values;
+    for (const RunReport& run : runs) {
+      const std::string v = field(run.info);
+      if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    }
+    return absl::StrJoin(values, separator);
+  };
+  RunReport merged;
+  merged.info = runs.front().info;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    if (workload(runs[i].info) != workload(merged.info)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--merge_json: ", files[i], " measured ", workload(runs[i].info), ", ",
+                       files[0], " ", workload(merged.info), "; merge runs of one workload"));
+    }
+  }
+  merged.info.server = distinct([](const RunInfo& i) { return i.server; }, ", ");
+  merged.info.server_version = distinct([](const RunInfo& i) { return i.server_version; }, ", ");
+  merged.info.backend = distinct([](const RunInfo& i) { return i.backend; }, ", ");
+  merged.info.settings = distinct([](const RunInfo& i) { return i.settings; }, " | ");
+  merged.info.devices.clear();
+  std::vector<std::string> placements;
+  for (const RunReport& run : runs) {
+    for (const std::string& d : run.info.devices) {
+      if (std::find(merged.info.devices.begin(), merged.info.devices.end(), d) ==
+          merged.info.devices.end()) {
+        merged.info.devices.push_back(d);
+      }
+    }
+    for (absl::string_view p : absl::StrSplit(run.info.placement, ',', absl::SkipEmpty())) {
+      if (std::find(placements.begin(), placements.end(), p) == placements.end()) {
+        placements.emplace_back(p);
+      }
+    }
+  }
+  merged.info.placement = absl::StrJoin(placements, ",");
+  merged.info.merged.clear();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::string name = std::filesystem::path(files[i]).stem().string();
+    for (size_t j = 0; j < files.size(); ++j) {
+      if (j != i && std::filesystem::path(files[j]).stem().string() == name) name = files[i];
+    }
+    std::vector<std::string> labels;
+    for (Row& r : runs[i].rows) {
+      if (r.label.empty() && runs.size() > 1) r.label = name;
+      if (!r.label.empty() && std::find(labels.begin(), labels.end(), r.label) == labels.end()) {
+        labels.push_back(r.label);
+      }
+      merged.rows.push_back(std::move(r));
+    }
+    const RunInfo& in = runs[i].info;
+    merged.info.merged.push_back({files[i], absl::StrJoin(labels, ", "), in.server,
+                                  in.server_version, in.backend, in.started, in.settings});
+  }
+  return merged;
 }
 
 }  // namespace gpucompute::loadtest

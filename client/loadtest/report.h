@@ -57,8 +57,11 @@ struct Row {
   // spread over (--connections); 0: none, the echo baselines (one socket per
   // request in flight), or a --json written before the field.
   int connections = 0;
+  // --label: free text naming the run's configuration, e.g. "delay=100us"; "": none.
+  std::string label;
 
-  // The variant as tables and charts name the row: "auto", or "auto [tensor]".
+  // The variant as tables and charts name the row: "auto", "auto [tensor]",
+  // or with a --label "auto [tensor] delay=100us".
   std::string Label() const;
 
   std::string LoadText() const;         // "c=16" or "r=200/s"
@@ -79,15 +82,40 @@ struct RunInfo {
   std::string started;               // RFC 3339
   std::string settings;              // the measurement settings in words
   std::string placement = "inline";  // --placement, e.g. "inline,tensor"
+  // --merge_json: the runs read, in order (empty for a run measured here).
+  struct Source {
+    std::string file;
+    std::string labels;  // their rows' labels, comma-separated
+    std::string server, server_version, backend, started, settings;
+  };
+  std::vector<Source> merged;
 };
+
+// A run as --json writes it, read back.
+struct RunReport {
+  RunInfo info;
+  std::vector<Row> rows;
+};
+// Reads a --json report (keys it does not know are skipped).
+absl::StatusOr<RunReport> FromJson(const std::string& json);
+// Earlier runs of one workload (op, dtype, shape, reduce) as one: their rows
+// in order, each run's info under RunInfo::merged. With several files, rows
+// without a label take their file's name (its stem, or the path as given
+// when two stems agree), so that the runs' series stay apart.
+absl::StatusOr<RunReport> MergeRuns(const std::vector<std::string>& files,
+                                    std::vector<RunReport> runs);
 
 // Whether the rows ran at more than one --connections value: labels then
 // name each row's count.
 bool SeveralConnections(const std::vector<Row>& rows);
 
+// The width of the table's first column: 16, or the longest label when
+// rows carry a --label.
+int LabelWidth(const std::vector<Row>& rows);
+
 // The table: a header line, then one aligned line per row.
-std::string FormatTableHeader();
-std::string FormatTableRow(const Row& row);
+std::string FormatTableHeader(int label_width = 16);
+std::string FormatTableRow(const Row& row, int label_width = 16);
 
 std::string ToCsv(const std::vector<Row>& rows);
 // The run as the message --json prints (proto/gpucompute/tools/v1/loadtest_report.proto).

@@ -41,6 +41,15 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// The cell of `column` in a CSV line (unquoted fields), found by the header's names.
+std::string CsvCell(const std::string& header, const std::string& line, const std::string& column) {
+  const std::vector<std::string> names = absl::StrSplit(header, ',');
+  const std::vector<std::string> cells = absl::StrSplit(line, ',');
+  const auto it = std::find(names.begin(), names.end(), column);
+  if (it == names.end() || cells.size() != names.size()) return "<no " + column + ">";
+  return cells[it - names.begin()];
+}
+
 using RunResult = testing::CommandResult;
 
 RunResult RunLoadtest(const std::string& args) {
@@ -121,8 +130,8 @@ TEST(ReportTest, MeanBatchSizeCountsZeroAsOne) {
   EXPECT_NE(FormatTableHeader().find(" batch "), std::string::npos);
   const std::vector<std::string> csv = absl::StrSplit(ToCsv({r}), '\n', absl::SkipEmpty());
   ASSERT_EQ(csv.size(), 2u);
-  EXPECT_TRUE(csv[0].ends_with(",batch")) << csv[0];
-  EXPECT_TRUE(csv[1].ends_with(",3.2")) << csv[1];
+  EXPECT_TRUE(csv[0].ends_with(",batch,label")) << csv[0];
+  EXPECT_TRUE(csv[1].ends_with(",3.2,")) << csv[1];
   EXPECT_NE(ToHtml(RunInfo{}, {r}).find("<td>3.20</td>"), std::string::npos);
 
   // No server report (a baseline): no batch anywhere.
@@ -132,7 +141,7 @@ TEST(ReportTest, MeanBatchSizeCountsZeroAsOne) {
   Row echo = MakeRow(kTcpEcho, "closed", 8, 0, 0, echo_m);
   EXPECT_EQ(echo.batch, 0);
   const std::vector<std::string> echo_csv = absl::StrSplit(ToCsv({echo}), '\n', absl::SkipEmpty());
-  EXPECT_TRUE(echo_csv[1].ends_with(",0,")) << echo_csv[1];  // connections 0, batch empty
+  EXPECT_TRUE(echo_csv[1].ends_with(",0,,")) << echo_csv[1];  // connections 0, no batch
 }
 
 TEST(ReportTest, RowSeparatesServerTimeFromTransport) {
@@ -228,6 +237,98 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   EXPECT_FALSE(e.has_client_other_us());
   EXPECT_FALSE(e.has_vs_tcp());
   EXPECT_FALSE(e.has_batch());
+}
+
+// --json read back (what --merge_json does) gives the rows that were written,
+// and runs of one workload merge in order, unlabelled rows named after their file.
+TEST(ReportTest, JsonReadsBackAndRunsMerge) {
+  Measurement m;
+  m.stats.duration = std::chrono::seconds(1);
+  m.stats.latencies_ns = {1'000'000, 3'000'000};
+  m.stats.has_server_report = true;
+  m.stats.server_total_us = 2 * 1500;
+  m.stats.batch_sum = 3;
+  m.stats.errors["UNAVAILABLE"] = 2;
+  m.answered_ok = 7;
+  m.windows = 3;
+  m.stable = true;
+  Row compute = MakeRow("tiled32", "closed", 4, 0, 3000, m);
+  compute.vs_tcp = 0.5;
+  compute.connections = 8;
+  compute.placement = "tensor";
+  compute.label = "delay=100us, \"max\" 4";
+  EXPECT_EQ(compute.Label(), "tiled32 [tensor] delay=100us, \"max\" 4");
+  Measurement echo_m;
+  echo_m.stats.duration = std::chrono::seconds(1);
+  echo_m.stats.latencies_ns = {1000};
+  Row echo = MakeRow(kTcpEcho, "closed", 4, 0, 3000, echo_m);
+  RunInfo info;
+  info.server = "127.0.0.1:1";
+  info.op = "matmul";
+  info.dtype = "float32";
+  info.shape = "64x32x16";
+  info.settings = "warm-up 1s";
+  info.placement = "inline,tensor";
+
+  // The label is one CSV field, quoted.
+  const std::vector<std::string> csv = absl::StrSplit(ToCsv({compute}), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_TRUE(csv[0].ends_with(",connections,batch,label")) << csv[0];
+  EXPECT_TRUE(csv[1].ends_with(",8,1.5,\"delay=100us, \"\"max\"\" 4\"")) << csv[1];
+
+  absl::StatusOr<std::string> json = ToJson(info, {compute, echo});
+  ASSERT_TRUE(json.ok()) << json.status();
+  absl::StatusOr<RunReport> read = FromJson(*json);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->info.server, "127.0.0.1:1");
+  EXPECT_EQ(read->info.shape, "64x32x16");
+  EXPECT_EQ(read->info.placement, "inline,tensor");
+  ASSERT_EQ(read->rows.size(), 2u);
+  // Written again, the rows read back print as they did.
+  EXPECT_EQ(ToCsv(read->rows), ToCsv({compute, echo}));
+  EXPECT_EQ(FormatTableRow(read->rows[0]), FormatTableRow(compute));
+  EXPECT_EQ(FormatTableRow(read->rows[1]), FormatTableRow(echo));
+  EXPECT_EQ(read->rows[0].answered_ok, 7);
+  EXPECT_FALSE(read->rows[1].has_server_report);
+  EXPECT_FALSE(FromJson("{\"rows\": 3}").ok());
+
+  RunReport plain = *read;
+  for (Row& r : plain.rows) r.label.clear();
+  plain.info.server = "127.0.0.1:2";
+  absl::StatusOr<RunReport> merged =
+      MergeRuns({"out/delay100.json", "out/plain.json"}, {*read, plain});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->rows.size(), 4u);
+  EXPECT_EQ(merged->rows[0].label, compute.label);
+  EXPECT_EQ(merged->rows[1].label, "delay100");  // had none: its file's name
+  EXPECT_EQ(merged->rows[2].label, "plain");
+  EXPECT_EQ(merged->info.server, "127.0.0.1:1, 127.0.0.1:2");
+  ASSERT_EQ(merged->info.merged.size(), 2u);
+  EXPECT_EQ(merged->info.merged[1].file, "out/plain.json");
+  EXPECT_EQ(merged->info.merged[1].server, "127.0.0.1:2");
+  EXPECT_EQ(merged->info.merged[1].labels, "plain");
+  EXPECT_EQ(LabelWidth(merged->rows), static_cast<int>(compute.Label().size()));
+  const tools::v1::LoadtestReport report = ParseReport(*ToJson(merged->info, merged->rows));
+  ASSERT_EQ(report.merged_from_size(), 2);
+  EXPECT_EQ(report.merged_from(0), "out/delay100.json");
+  EXPECT_EQ(report.rows(3).label(), "plain");
+  // Equal stems: the paths as given.
+  merged = MergeRuns({"a/run.json", "b/run.json"}, {plain, plain});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->rows[0].label, "a/run.json");
+  EXPECT_EQ(merged->rows[2].label, "b/run.json");
+  // One file: re-rendered as it was.
+  merged = MergeRuns({"plain.json"}, {plain});
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->rows[0].label, "");
+
+  RunReport other = plain;
+  other.info.shape = "8x8x8";
+  merged = MergeRuns({"a.json", "b.json"}, {plain, other});
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.status().message(),
+            "--merge_json: b.json measured matmul 8x8x8 float32, a.json matmul 64x32x16 float32; "
+            "merge runs of one workload");
 }
 
 class EchoTest : public ::testing::TestWithParam<EchoTransport> {};
@@ -380,13 +481,10 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
   EXPECT_EQ(r.output.find("grpc_health      c=1      OK"), std::string::npos)
       << "health calls are not compute requests the server counts";
 
-  // One --connections value: every gRPC row carries it, the echo none, and
-  // the chart's series are named as before.
+  // One --connections value: every gRPC row carries it, the echo none.
   for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
-    EXPECT_EQ(cells[cells.size() - 2], i <= 2 ? "0" : "3") << lines[i];  // connections
+    EXPECT_EQ(CsvCell(lines[0], lines[i], "connections"), i <= 2 ? "0" : "3") << lines[i];
   }
-  EXPECT_EQ(ReadFile(csv).find("conn="), std::string::npos);
 
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --baseline=udp"));
   EXPECT_EQ(r.exit_code, 2);
@@ -415,7 +513,7 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
       {"auto", 1, 2},        {"auto", 2, 2}};
   std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1 + expected.size()) << ReadFile(csv);
-  EXPECT_TRUE(lines[0].ends_with(",connections,batch")) << lines[0];
+  EXPECT_TRUE(lines[0].ends_with(",connections,batch,label")) << lines[0];
   const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
   ASSERT_EQ(report.rows_size(), static_cast<int>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -423,7 +521,7 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
     const std::vector<std::string> cells = absl::StrSplit(lines[i + 1], ',');
     EXPECT_EQ(cells[0], variant) << lines[i + 1];
     EXPECT_EQ(cells[2], absl::StrCat(concurrency)) << lines[i + 1];
-    EXPECT_EQ(cells[cells.size() - 2], absl::StrCat(connections)) << lines[i + 1];
+    EXPECT_EQ(CsvCell(lines[0], lines[i + 1], "connections"), absl::StrCat(connections));
     const auto& row = report.rows(static_cast<int>(i));
     EXPECT_EQ(row.variant(), variant);
     EXPECT_EQ(row.concurrency(), concurrency);
@@ -431,7 +529,7 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
     EXPECT_GT(row.requests(), 0) << variant;
     // The server's mean batch: compute rows only; one request in flight runs alone.
     EXPECT_EQ(row.has_batch(), variant == "auto") << variant;
-    EXPECT_EQ(cells.back() != "", variant == "auto") << lines[i + 1];
+    EXPECT_EQ(CsvCell(lines[0], lines[i + 1], "batch") != "", variant == "auto") << lines[i + 1];
     if (variant == "auto" && concurrency == 1) {
       EXPECT_DOUBLE_EQ(row.batch(), 1);
     }
@@ -450,6 +548,80 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--connections: upload and download rows stream over"), std::string::npos)
       << r.output;
+}
+
+// --label tags every row; --merge_json renders earlier runs' --json files
+// together (as bench/batching_sweep.sh does for servers with different
+// --batch_delay_us), running nothing.
+TEST_F(LoadtestBinaryTest, LabelledRunsMergeIntoOneReport) {
+  const std::string a = dir_ / "delay0.json", b = dir_ / "delay50.json", c = dir_ / "plain.json";
+  const std::string b_csv = dir_ / "b.csv", missing = dir_ / "missing.json";
+  const std::string run = absl::StrCat(
+      Fast(), " --op=matmul --shape=8x8x8 --variants=auto --concurrency=1,2 --baseline=grpc");
+  RunResult r = RunLoadtest(absl::StrCat(run, " --label=delay=0us --connections=1,2 --json=", a));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\nauto delay=0us        c=1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  auto delay=0us        c=2 conn=2 OK"), std::string::npos) << r.output;
+  r = RunLoadtest(absl::StrCat(run, " --label='delay=50us' --csv=", b_csv, " --json=", b));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(b_csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 4);
+  EXPECT_TRUE(lines[4].starts_with("auto,closed,2,")) << lines[4];
+  EXPECT_TRUE(lines[4].ends_with(",delay=50us")) << lines[4];
+  EXPECT_EQ(ParseReport(ReadFile(b)).rows(3).label(), "delay=50us");
+  r = RunLoadtest(absl::StrCat(run, " --json=", c));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  const std::string csv = dir_ / "m.csv", json = dir_ / "m.json", html = dir_ / "m.html";
+  r = RunLoadtest(absl::StrCat("--merge_json=", a, ",", b, ",", c, " --csv=", csv, " --json=", json,
+                               " --html=", html));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 runs merged: matmul 8x8x8 float32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warm-up"), std::string::npos) << "nothing runs: " << r.output;
+  // The first column as wide as the longest name, "grpc_health delay=50us".
+  EXPECT_NE(r.output.find("\nauto delay=50us        c=2 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nauto plain             c=1 "), std::string::npos) << r.output;
+  // 8 rows of the first run (two connection counts), 4 of each other, in order.
+  lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 8 + 4 + 4) << ReadFile(csv);
+  EXPECT_TRUE(lines[1].starts_with("grpc_health,closed,1,")) << lines[1];
+  EXPECT_TRUE(lines[1].ends_with(",delay=0us")) << lines[1];
+  EXPECT_TRUE(lines[9].ends_with(",delay=50us")) << lines[9];
+  EXPECT_TRUE(lines[16].starts_with("auto,closed,2,")) << lines[16];
+  EXPECT_TRUE(lines[16].ends_with(",plain")) << lines[16];
+  const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+  EXPECT_EQ(report.op(), "matmul");
+  ASSERT_EQ(report.merged_from_size(), 3);
+  EXPECT_EQ(report.merged_from(1), b);
+  ASSERT_EQ(report.rows_size(), 16);
+  EXPECT_EQ(report.rows(7).connections(), 2);
+  EXPECT_EQ(report.rows(7).label(), "delay=0us");
+  EXPECT_TRUE(report.rows(7).has_batch());
+  EXPECT_GT(report.rows(15).requests(), 0);
+  const std::string h = ReadFile(html);
+  EXPECT_NE(h.find("Runs merged"), std::string::npos);
+  for (const char* series :
+       {"auto delay=0us conn=2", "auto delay=50us conn=1", "grpc_health plain conn=1"}) {
+    EXPECT_NE(h.find(absl::StrCat(">", series, "</text>")), std::string::npos) << series;
+  }
+
+  // A merge of one file re-renders it; the rows keep their labels.
+  r = RunLoadtest(absl::StrCat("--merge_json=", b, " --json=", json));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(ParseReport(ReadFile(json)).rows_size(), 4);
+
+  RunResult bad = RunLoadtest(absl::StrCat("--merge_json=", a, ",", missing));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find(absl::StrCat("--merge_json: cannot read ", missing)), std::string::npos)
+      << bad.output;
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --concurrency=1 --json=", c));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  bad = RunLoadtest(absl::StrCat("--merge_json=", a, ",", c));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("measured transpose 2x2 float32, "), std::string::npos) << bad.output;
+  bad = RunLoadtest(absl::StrCat("--merge_json=", a, " --label=x"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--label:"), std::string::npos) << bad.output;
 }
 
 TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
