@@ -624,6 +624,56 @@ TEST_F(LoadtestBinaryTest, LabelledRunsMergeIntoOneReport) {
   EXPECT_NE(bad.output.find("--label:"), std::string::npos) << bad.output;
 }
 
+// bench/batching_sweep.sh end to end on the CPU backend: a server per
+// --batch_delay_us, a labelled run against each, all merged into one HTML.
+TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
+  const std::filesystem::path script =
+      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "bench" /
+      "batching_sweep.sh";
+  if (!std::filesystem::exists(script)) GTEST_SKIP() << script << " not found";
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / absl::StrCat("loadtest_batching_sweep_", getpid());
+  const std::string binaries =
+      absl::StrCat(script.string(), " ", GPUCOMPUTE_SERVER_PATH, " ", GPUCOMPUTE_LOADTEST_PATH, " ",
+                   out.string(), " --backend=cpu");
+  RunResult r = testing::RunCommand(
+      absl::StrCat("DELAYS='0 100' WARMUP=0.1s WINDOW=0.2s MAX_TIME=1s ", binaries));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 runs merged: matmul 64x64x64 float32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nauto delay=100us        c=64         8 "), std::string::npos)
+      << r.output;
+  // Each server ran with its delay.
+  EXPECT_NE(ReadFile(out / "server_delay100.log").find("waiting up to 100 us for company"),
+            std::string::npos);
+  for (const char* delay : {"0", "100"}) {
+    SCOPED_TRACE(delay);
+    const tools::v1::LoadtestReport report =
+        ParseReport(ReadFile(out / absl::StrCat("delay", delay, ".json")));
+    ASSERT_EQ(report.rows_size(), 2 * 2 * 3);  // grpc_health and auto, 2 connections, 3 levels
+    for (const auto& row : report.rows()) {
+      EXPECT_EQ(row.label(), absl::StrCat("delay=", delay, "us"));
+      EXPECT_GT(row.requests(), 0) << row.variant();
+      if (row.variant() == "auto") {
+        EXPECT_GE(row.batch(), 1);
+      }
+    }
+  }
+  const std::string h = ReadFile(out / "batching.html");
+  for (const char* series :
+       {"auto delay=0us conn=1", "auto delay=100us conn=8", "grpc_health delay=100us conn=1"}) {
+    EXPECT_NE(h.find(absl::StrCat(">", series, "</text>")), std::string::npos) << series;
+  }
+  std::vector<std::string> lines =
+      absl::StrSplit(ReadFile(out / "batching.csv"), '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines.size(), 1u + 2 * 12);
+
+  // A server that does not start: the script says so and fails.
+  r = testing::RunCommand(absl::StrCat("DELAYS=0 ", binaries, " --no_such_flag"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--batch_delay_us=0 is not serving"), std::string::npos) << r.output;
+  std::filesystem::remove_all(out);
+}
+
 TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
   const std::string csv = dir_ / "e.csv";
   RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=512x512x512 --dtype=float64",
