@@ -352,16 +352,10 @@ class CudaDevice final : public Device {
     }
     if (!plan.out_resident) std::memcpy(job.out, down, size_t(plan.out));
 
-    auto upload_us = slot.MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
-    auto compute_us = slot.MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
-    auto download_us = slot.MicrosBetween(Mark::kKernelEnd, Mark::kDownloaded);
-    for (const auto* t : {&upload_us, &compute_us, &download_us}) {
-      if (!t->ok()) return t->status();
-    }
-    StageTimes times;
-    times.upload_us = up_bytes > 0 ? *upload_us : 0;
-    times.compute_us = *compute_us;
-    times.download_us = plan.out_resident ? 0 : *download_us;
+    auto times = slot.Stages();
+    if (!times.ok()) return times.status();
+    if (up_bytes == 0) times->upload_us = 0;
+    if (plan.out_resident) times->download_us = 0;
     return times;
   }
 

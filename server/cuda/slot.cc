@@ -56,4 +56,18 @@ absl::StatusOr<int64_t> Slot::MicrosBetween(Mark from, Mark to) const {
   return int64_t(ms * 1000.0f);
 }
 
+absl::StatusOr<StageTimes> Slot::Stages() const {
+  auto upload_us = MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
+  auto compute_us = MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
+  auto download_us = MicrosBetween(Mark::kKernelEnd, Mark::kDownloaded);
+  for (const auto* t : {&upload_us, &compute_us, &download_us}) {
+    if (!t->ok()) return t->status();
+  }
+  StageTimes times;
+  times.upload_us = *upload_us;
+  times.compute_us = *compute_us;
+  times.download_us = *download_us;
+  return times;
+}
+
 }  // namespace gpucompute::server::cuda

@@ -51,6 +51,8 @@ class Slot {
   absl::Status WaitFor(Mark mark, const char* what);
   // Microseconds between two recorded marks that have fired.
   absl::StatusOr<int64_t> MicrosBetween(Mark from, Mark to) const;
+  // Upload, compute and download times from all four marks, once fired.
+  absl::StatusOr<StageTimes> Stages() const;
 
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,

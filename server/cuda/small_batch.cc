@@ -106,21 +106,13 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
   if (auto s = slot.WaitFor(Mark::kDownloaded, "batch download wait"); !s.ok()) return s;
 
-  auto upload_us = slot.MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
-  auto compute_us = slot.MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
-  auto download_us = slot.MicrosBetween(Mark::kKernelEnd, Mark::kDownloaded);
-  for (const auto* t : {&upload_us, &compute_us, &download_us}) {
-    if (!t->ok()) return t->status();
-  }
   // Each member reports the batch's stages: the time it spent in them.
-  StageTimes times;
-  times.upload_us = *upload_us;
-  times.compute_us = *compute_us;
-  times.download_us = *download_us;
+  auto times = slot.Stages();
+  if (!times.ok()) return times.status();
   for (int i = 0; i < n; ++i) {
     if (!live[i]) continue;
     std::memcpy(jobs[i].out, down + i * l.out_stride, size_t(l.out));
-    results[i] = times;
+    results[i] = *times;
   }
   return results;
 }
