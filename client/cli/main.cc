@@ -541,6 +541,7 @@ absl::StatusOr<v1::ProfileRequest> ProfileRequestFromFlags(const ParsedArgs& arg
   if (!repetitions.ok()) return repetitions.status();
   request.set_repetitions(static_cast<int32_t>(*repetitions));
   request.set_counters(args.GetBool("counters"));
+  request.set_warm_cache(args.GetBool("warm_cache"));
   return request;
 }
 
@@ -596,6 +597,9 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
   std::printf("\nselected  %s\n", response->selected().c_str());
   std::printf("seed      %" PRIu64 " (of the server-generated inputs)\n", response->seed());
   std::printf("device    %s\n", response->device().c_str());
+  std::printf("caches    %s\n", response->cold_cache()
+                                    ? "cold: flushed before each timed run"
+                                    : "warm: each timed run follows the previous one");
   std::printf("peaks     %.1f GB/s, %.1f GFLOP/s", response->peak_gbytes_per_s(),
               response->peak_gflops());
   if (response->peak_read_gbytes_per_s() > 0) {
@@ -634,6 +638,12 @@ int RunInfo(const ParsedArgs&, const Client& client) {
   }
   std::printf("max matrix  %s (%" PRId64 " bytes)\n", FormatBytes(info->max_matrix_bytes()).c_str(),
               info->max_matrix_bytes());
+  if (info->max_batch_size() > 1) {
+    std::printf("batching    up to %d small requests, waiting %d us for company\n",
+                info->max_batch_size(), info->batch_delay_us());
+  } else if (info->max_batch_size() == 1) {
+    std::printf("batching    off\n");
+  }
   size_t width = 0;
   for (const v1::VariantInfo& v : info->variants()) width = std::max(width, v.name().size());
   const int w = static_cast<int>(width);
@@ -817,6 +827,9 @@ const std::vector<Command>& Commands() {
         {"counters", "", "",
          "ask for hardware counters per variant (no server reads them yet: each row's note "
          "says why)"},
+        {"warm_cache", "", "",
+         "time runs with warm caches (default: each timed run starts with the device's "
+         "last-level cache, a GPU's L2, flushed)"},
         {"html", "FILE", "",
          "also write the profile as one self-contained HTML page: the ladder as bars, the "
          "comparisons with their lessons, the device and its ceilings"}},

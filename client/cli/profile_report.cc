@@ -210,6 +210,8 @@ std::string ProfileHtml(const std::string& what, const v1::ProfileResponse& resp
   if (response.peak_gflops_tf32() > 0) {
     row("TF32 tensor cores", absl::StrFormat("%.1f GFLOP/s", response.peak_gflops_tf32()));
   }
+  row("caches", response.cold_cache() ? "cold: the last-level cache flushed before each timed run"
+                                      : "warm: each timed run follows the previous one");
   row("auto selects", response.selected().empty() ? "-" : response.selected());
   row("inputs seed", absl::StrFormat("%" PRIu64, response.seed()));
   html += "</table>\n</body>\n</html>\n";

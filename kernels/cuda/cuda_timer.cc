@@ -46,13 +46,17 @@ absl::StatusOr<double> EventTimer::ElapsedMs() {
 absl::StatusOr<std::vector<double>> TimeLaunches(EventTimer& timer, cudaStream_t stream, int warmup,
                                                  int repetitions,
                                                  const std::function<absl::Status()>& launch,
-                                                 const std::function<bool()>& stop) {
+                                                 const std::function<bool()>& stop,
+                                                 const std::function<absl::Status()>& before_each) {
   for (int i = 0; i < warmup; ++i) {
     if (absl::Status s = launch(); !s.ok()) return s;
   }
   std::vector<double> ms;
   ms.reserve(size_t(std::max(repetitions, 0)));
   for (int i = 0; i < repetitions && !(stop && stop()); ++i) {
+    if (before_each) {
+      if (absl::Status s = before_each(); !s.ok()) return s;
+    }
     if (absl::Status s = timer.Start(stream); !s.ok()) return s;
     if (absl::Status s = launch(); !s.ok()) return s;
     if (absl::Status s = timer.Stop(stream); !s.ok()) return s;

@@ -150,6 +150,38 @@ double MeasureMultiplyAddGFlops() {
   return 2.0 * kLen * double(kIters) * threads / best_us / 1e3;
 }
 
+// Bytes written to evict a last-level cache of `cache_bytes` (0: unknown):
+// twice its size, at least 64 MiB.
+size_t FlushBytes(int64_t cache_bytes) {
+  return std::max<size_t>(size_t{64} << 20, 2 * size_t(std::max<int64_t>(cache_bytes, 0)));
+}
+
+// Evicts the caches between Profile's timed runs: every core writes its
+// slice of a buffer larger than the last-level cache, so the shared cache
+// and each core's own hold flush data, not the variant's operands.
+class CacheFlush {
+ public:
+  explicit CacheFlush(size_t bytes) : buffer_(bytes) {}
+  void Run() {
+    if (buffer_.empty()) return;
+    const int threads = CeilingThreads();
+    const size_t slice = (buffer_.size() + threads - 1) / threads;
+    ++round_;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      const size_t begin = std::min(buffer_.size(), t * slice);
+      const size_t end = std::min(buffer_.size(), begin + slice);
+      pool.emplace_back(
+          [this, begin, end] { std::memset(buffer_.data() + begin, round_, end - begin); });
+    }
+    for (auto& th : pool) th.join();
+  }
+
+ private:
+  std::vector<char> buffer_;
+  unsigned char round_ = 0;  // a new value each time: the writes cannot be skipped
+};
+
 // The pieces as one block: in place when there is one, else copied into `copy`.
 const void* Contiguous(const HostPieces& pieces, std::string& copy) {
   if (pieces.empty()) return nullptr;
@@ -247,6 +279,7 @@ class CpuDevice final : public Device {
     const kernels::Buffers buffers{a.data(), b.empty() ? nullptr : b.data(), out.data(), nullptr,
                                    0};
 
+    CacheFlush flush(job.flush_cache ? FlushBytes(ceilings_.cache_bytes) : 0);
     std::vector<VariantMeasurement> results;
     for (const kernels::Variant* v : job.variants) {
       if (stop()) return absl::CancelledError("profile abandoned: the client went away");
@@ -265,6 +298,7 @@ class CpuDevice final : public Device {
       m.error = check.message;
       for (int i = 0; m.ok && i < job.warmup; ++i) (void)v->launch(p, buffers, {});
       for (int i = 0; m.ok && i < job.repetitions && !stop(); ++i) {
+        if (job.flush_cache) flush.Run();
         const auto start = Clock::now();
         (void)v->launch(p, buffers, {});
         m.times_us.push_back(MicrosSince(start));

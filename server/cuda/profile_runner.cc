@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -33,16 +34,39 @@ absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v,
                                                 const kernels::Problem& p,
                                                 const kernels::Buffers& buffers, Slot& slot,
                                                 int warmup, int repetitions,
-                                                const StopRequested& stop) {
+                                                const StopRequested& stop, void* flush,
+                                                int64_t flush_bytes) {
   const kernels::LaunchContext ctx = slot.launch_context();
+  int round = 0;
+  std::function<absl::Status()> flush_l2;
+  if (flush != nullptr) {
+    // A new byte each time, written over more than the L2 holds: the L2 is
+    // left full of these lines, none of the variant's operands.
+    flush_l2 = [&] {
+      return CudaStatus(cudaMemsetAsync(flush, ++round & 0xff, size_t(flush_bytes), slot.stream()),
+                        "L2 flush cudaMemsetAsync");
+    };
+  }
   auto ms = kernels::cuda::TimeLaunches(
       slot.timer(), slot.stream(), warmup, repetitions, [&] { return v.launch(p, buffers, ctx); },
-      stop);
+      stop, flush_l2);
   if (!ms.ok()) return ms.status();
   std::vector<double> us;
   us.reserve(ms->size());
   for (double t : *ms) us.push_back(t * 1000.0);
   return us;
+}
+
+// Bytes written to flush the current device's L2: twice its size (whatever
+// the replacement policy keeps of the old lines, it is not the operands).
+int64_t L2FlushBytes() {
+  int device = 0, l2 = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0) {
+    cudaGetLastError();
+    l2 = 64 << 20;  // unknown: larger than any current GPU's
+  }
+  return 2 * int64_t(l2);
 }
 
 }  // namespace
@@ -64,8 +88,9 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
                                 double(p.m) * double(p.n) * double(p.k) > kHostReferenceMaxMacs;
   const int64_t ref_bytes =
       device_reference ? AlignedBytes(8 * na) + AlignedBytes(8 * nb) + AlignedBytes(8 * nout) : 0;
+  const int64_t flush_bytes = job.flush_cache ? L2FlushBytes() : 0;
   const int64_t total = AlignedBytes(na * es) + AlignedBytes(nb * es) + AlignedBytes(nout * es) +
-                        AlignedBytes(ws_bytes) + ref_bytes;
+                        AlignedBytes(ws_bytes) + ref_bytes + AlignedBytes(flush_bytes);
   auto reservation = memory.Reserve(total, absl::Now() + kMaxMemoryWait);
   if (!reservation.ok()) return reservation.status();
 
@@ -74,7 +99,8 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
   auto b = nb ? buffers_memory.Get(nb * es) : absl::StatusOr<void*>(nullptr);
   auto out = buffers_memory.Get(nout * es);
   auto ws = ws_bytes ? buffers_memory.Get(ws_bytes) : absl::StatusOr<void*>(nullptr);
-  for (const auto* r : {&a, &b, &out, &ws}) {
+  auto flush = flush_bytes ? buffers_memory.Get(flush_bytes) : absl::StatusOr<void*>(nullptr);
+  for (const auto* r : {&a, &b, &out, &ws, &flush}) {
     if (!r->ok()) return r->status();
   }
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(Fill(p.dtype, *a, na, job.seed, stream), "fill a");
@@ -124,7 +150,8 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
     m.error = check.message;
     m.max_rel_error = check.max_rel_error;
     if (m.ok) {
-      auto times = TimeVariant(*v, p, buffers, slot, job.warmup, job.repetitions, stop);
+      auto times =
+          TimeVariant(*v, p, buffers, slot, job.warmup, job.repetitions, stop, *flush, flush_bytes);
       if (!times.ok()) return times.status();
       m.times_us = std::move(*times);
     }

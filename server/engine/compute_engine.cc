@@ -71,8 +71,13 @@ void ComputeEngine::Compute(ComputeCall call,
     if (choice.calibrate) {
       // First request of this shape bucket: time every candidate once, on a
       // capped shape, and run the winner.
-      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem), choice.candidates, 1,
-                             3, std::random_device{}()};
+      // Warm caches: a quick ranking, paid by a waiting request.
+      ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem),
+                             choice.candidates,
+                             1,
+                             3,
+                             std::random_device{}(),
+                             /*flush_cache=*/false};
       auto measured = device.Measure(calibration, stop);
       if (measured.ok()) {
         selector_.Record(job.problem, *measured);
@@ -179,6 +184,7 @@ void ComputeEngine::Profile(ProfileCall call,
     auto measured = device.Measure(job, StopOf(lifetime));
     if (!measured.ok()) return measured.status();
     outcome->measured = std::move(*measured);
+    outcome->flush_cache = job.flush_cache;
     return absl::OkStatus();
   };
   task.done = [this, problem = call.job.problem, outcome, done = std::move(done)](

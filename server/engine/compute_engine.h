@@ -76,6 +76,7 @@ struct ProfileOutcome {
   const Device* device = nullptr;
   int64_t queue_us = 0;
   const kernels::Variant* selected = nullptr;  // what "auto" now picks for the shape
+  bool flush_cache = false;                    // each timed run started with a cold cache
 };
 
 // Requests batched at most this large (inputs and result): larger ones spend
@@ -97,6 +98,7 @@ class ComputeEngine {
   const kernels::Registry& registry() const { return registry_; }
   const std::vector<std::unique_ptr<Device>>& devices() const { return scheduler_.devices(); }
   TensorStore* tensors() const { return tensors_; }
+  const BatchingOptions& batching() const { return scheduler_.batching(); }
 
   // Runs `call`; `done` is called exactly once, on a device worker or on the
   // calling thread (work refused, or small work run there).

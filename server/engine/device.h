@@ -104,6 +104,9 @@ struct ProfileJob {
   int warmup = 0;
   int repetitions = 0;
   uint64_t seed = 0;
+  // Flush the last-level cache (a GPU's L2) before each timed run, untimed,
+  // so that every run reads its operands from memory.
+  bool flush_cache = true;
 };
 
 struct VariantMeasurement {

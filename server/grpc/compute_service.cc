@@ -293,6 +293,7 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
   job.warmup = req->warmup() > 0 ? req->warmup() : config_.profile_warmup;
   job.repetitions = req->repetitions() > 0 ? req->repetitions() : config_.profile_repetitions;
   job.seed = std::random_device{}();
+  job.flush_cache = !req->warm_cache();
   for (int i = 0; i < req->variants_size(); ++i) {
     auto v = ResolveVariant(registry_, engine->backend(), *problem, req->variants(i),
                             absl::StrCat("variants[", i, "]"));
@@ -319,6 +320,7 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
       FillProfileResponse(problem, outcome.measured, device, outcome.device->ceilings(),
                           outcome.selected ? outcome.selected->name : "", resp, counters);
       resp->set_seed(seed);
+      resp->set_cold_cache(outcome.flush_cache);
       if (counters) {
         LogInfo(absl::StrCat("Profile asked for hardware counters on ", device.name,
                              "; none read: ", CountersUnavailableNote(device.backend)));
@@ -369,6 +371,8 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     resp->set_instance_name(tensors->instance());
   }
   resp->set_shared_memory_allowed(regions_.load(std::memory_order_acquire) != nullptr);
+  resp->set_max_batch_size(engine->batching().max_batch_size);
+  resp->set_batch_delay_us(int32_t(absl::ToInt64Microseconds(engine->batching().delay)));
   reactor->Complete(absl::OkStatus());
   return reactor;
 }

@@ -167,6 +167,8 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
   grpc::ClientContext info_ctx;
   v1::ServerInfo info;
   ASSERT_TRUE(batched_stub_->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
+  EXPECT_EQ(info.max_batch_size(), kGroup);
+  EXPECT_EQ(info.batch_delay_us(), 1000000);
   struct Kind {
     kernels::Op op;
     v1::Op proto_op;
@@ -293,11 +295,14 @@ TEST_F(BatchingTest, HistogramAndReportsAgree) {
 }
 
 // 64 clients, each sending requests of mixed ops and shapes (few enough
-// shapes that batches form) to a server batching without delay: every
-// answer is right, and batches did form.
+// shapes that batches form) to a server holding each batch 2 ms for
+// company: every answer is right, and batches did form. (Without a delay a
+// CPU server keeps up with these tiny requests: nothing waits, nothing
+// batches.)
 TEST(BatchingLoad, SixtyFourClientsWithMixedShapes) {
   testing::ServerWithMetrics server = testing::StartServerWithMetrics(
-      GPUCOMPUTE_SERVER_PATH, {"--backend=" + Backend(), "--max_batch_size=16"});
+      GPUCOMPUTE_SERVER_PATH,
+      {"--backend=" + Backend(), "--max_batch_size=16", "--batch_delay_us=2000"});
   ASSERT_TRUE(server.started());
   constexpr int kClients = 64, kEach = 8;
   const uint64_t seed = FreshSeed();

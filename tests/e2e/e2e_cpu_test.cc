@@ -212,6 +212,30 @@ TEST_F(CpuServerTest, ProfileFractionsStayUnderTheCeilingOrSayWhy) {
   }
 }
 
+// Cold caches by default: the response says so, and warm_cache turns the
+// flush off. (What the flush costs a cache-sized problem is a benchmark's
+// question: bench/RESULTS.md.)
+TEST_F(CpuServerTest, ProfileFlushesTheCachesUnlessAskedForWarmRuns) {
+  for (bool warm : {false, true}) {
+    v1::ProfileRequest req;
+    req.set_op(v1::OP_TRANSPOSE);
+    req.set_dtype(v1::DTYPE_FLOAT32);
+    req.set_m(257);
+    req.set_n(129);
+    req.set_repetitions(3);
+    req.set_warm_cache(warm);
+    grpc::ClientContext ctx;
+    v1::ProfileResponse resp;
+    const grpc::Status s = stub_->Profile(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.cold_cache(), !warm);
+    ASSERT_GT(resp.variants_size(), 0);
+    EXPECT_TRUE(resp.variants(0).ok()) << resp.variants(0).error();
+    std::printf("%s caches: median %.1f us\n", warm ? "warm" : "cold",
+                resp.variants(0).median_us());
+  }
+}
+
 // Counters asked for on a CPU server: no values, and every row says why.
 TEST_F(CpuServerTest, ProfileCountersSayTheyNeedACudaDevice) {
   v1::ProfileRequest req;

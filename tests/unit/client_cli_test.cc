@@ -260,6 +260,16 @@ v1::ProfileResponse CannedLadder() {
   return r;
 }
 
+TEST_F(CliTest, ProfileWarmCacheAsksForWarmRuns) {
+  v1::ProfileResponse cold = CannedLadder();
+  cold.set_cold_cache(true);
+  fake_->service.set_profile_response(cold);
+  CliRun profile = RunCli("profile --op transpose --shape 100x100 --warm_cache" + server_);
+  ASSERT_EQ(profile.exit_code, 0) << profile.output;
+  EXPECT_TRUE(fake_->service.last_profile_request().warm_cache());
+  EXPECT_THAT(profile.output, HasSubstr("caches    cold: flushed before each timed run"));
+}
+
 TEST_F(CliTest, ProfileComparisonsAndHtml) {
   fake_->service.set_profile_response(CannedLadder());
   const std::string html_path = ::testing::TempDir() + "/cli_profile.html";
@@ -268,6 +278,9 @@ TEST_F(CliTest, ProfileComparisonsAndHtml) {
       RunCli("profile --op transpose --shape 1000x1000 --counters --html " + html_path + server_);
   ASSERT_EQ(profile.exit_code, 0) << profile.output;
   EXPECT_TRUE(fake_->service.last_profile_request().counters());
+  EXPECT_FALSE(fake_->service.last_profile_request().warm_cache());
+  // The canned response leaves cold_cache unset: warm runs.
+  EXPECT_THAT(profile.output, HasSubstr("caches    warm: each timed run follows the previous one"));
   // The comparisons under the variants: idea, before -> after, time ratio.
   const size_t variants_at = profile.output.find("naive  ");
   const size_t comparisons_at = profile.output.find("comparisons (");

@@ -801,7 +801,8 @@ def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
 
 
 def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis, warmup,
-                    repetitions, counters: bool = False) -> pb.ProfileRequest:
+                    repetitions, counters: bool = False,
+                    warm_cache: bool = False) -> pb.ProfileRequest:
     op_v = op_value(op)
     shape = tuple(int(s) for s in shape)
     if op_v == pb.OP_MATMUL:
@@ -817,7 +818,8 @@ def profile_request(op, shape: Sequence[int], dtype, variants, reduce_op_, axis,
     return pb.ProfileRequest(op=op_v, dtype=dtype_value(dtype), m=m, n=n, k=k,
                              reduce_op=reduce_op(reduce_op_), reduce_axis=reduce_axis(axis),
                              variants=list(variants or []), warmup=warmup,
-                             repetitions=repetitions, counters=bool(counters))
+                             repetitions=repetitions, counters=bool(counters),
+                             warm_cache=bool(warm_cache))
 
 
 _PROFILE_COLUMNS = ("variant", "ok", "median_us", "min_us", "max_us", "gflops", "gbytes_per_s",
@@ -844,6 +846,7 @@ class ProfileResult:
         self.peak_read_gbytes_per_s: float = response.peak_read_gbytes_per_s
         self.peak_gflops: float = response.peak_gflops
         self.seed: int = response.seed
+        self.cold_cache: bool = response.cold_cache
         self.rows: list = [{c: getattr(v, c) for c in _PROFILE_COLUMNS}
                            for v in response.variants]
         self.comparisons: list = [{c: getattr(x, c) for c in _COMPARISON_COLUMNS}

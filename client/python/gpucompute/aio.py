@@ -287,10 +287,10 @@ class Client:
     async def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                       variants: Sequence[str] = (), reduce_op: str = "sum",
                       axis: Union[str, int, None] = None, warmup: int = 0,
-                      repetitions: int = 0, counters: bool = False,
+                      repetitions: int = 0, counters: bool = False, warm_cache: bool = False,
                       timeout: Optional[float] = _UNSET) -> c.ProfileResult:
         request = c.profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
-                                    repetitions, counters)
+                                    repetitions, counters, warm_cache)
         return c.ProfileResult(await self._call("Profile", request, timeout))
 
     async def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:

@@ -344,15 +344,17 @@ class Client:
     def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                 variants: Sequence[str] = (), reduce_op: str = "sum",
                 axis: Union[str, int, None] = None, warmup: int = 0, repetitions: int = 0,
-                counters: bool = False,
+                counters: bool = False, warm_cache: bool = False,
                 timeout: Optional[float] = _UNSET) -> c.ProfileResult:
         """Times every variant (or `variants`) on server-generated data.
         shape: (m, k, n) for matmul (a is m x k, b is k x n), (m, n) otherwise.
         counters: ask for hardware counters; no server reads them yet, and each
         row's "note" says why. The result's `comparisons` pair variants that
-        differ by one idea, with the time ratio that idea bought."""
+        differ by one idea, with the time ratio that idea bought.
+        warm_cache: time runs with warm caches; by default each timed run starts
+        with the device's last-level cache (a GPU's L2) flushed."""
         request = c.profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
-                                    repetitions, counters)
+                                    repetitions, counters, warm_cache)
         return c.ProfileResult(self._call("Profile", request, timeout))
 
     def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:

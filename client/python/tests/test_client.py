@@ -186,6 +186,8 @@ def test_profile_rows(client):
     reduce = client.profile("reduce", (33, 17), reduce_op="max", axis="per_column")
     assert reduce[0]["ok"]
     assert result.comparisons == [] and result.peak_read_gbytes_per_s > 0
+    assert result.cold_cache
+    assert not client.profile("transpose", (33, 17), warm_cache=True, repetitions=1).cold_cache
 
 
 def test_profile_counters_say_why_there_are_none(client):

@@ -36,9 +36,11 @@ class EventTimer {
 // Runs `launch` `warmup` times untimed, then up to `repetitions` times, each
 // between the timer's events on `stream`; milliseconds of each timed run.
 // `stop` (optional) is polled before each timed run and ends the loop early.
-absl::StatusOr<std::vector<double>> TimeLaunches(EventTimer& timer, cudaStream_t stream, int warmup,
-                                                 int repetitions,
-                                                 const std::function<absl::Status()>& launch,
-                                                 const std::function<bool()>& stop = nullptr);
+// `before_each` (optional) is queued on `stream` before each timed run,
+// outside the timed interval: e.g. a write that flushes the L2.
+absl::StatusOr<std::vector<double>> TimeLaunches(
+    EventTimer& timer, cudaStream_t stream, int warmup, int repetitions,
+    const std::function<absl::Status()>& launch, const std::function<bool()>& stop = nullptr,
+    const std::function<absl::Status()>& before_each = nullptr);
 
 }  // namespace gpucompute::kernels::cuda
