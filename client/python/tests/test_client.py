@@ -99,6 +99,7 @@ def test_report(client):
     assert np.all(r.output == 4)
     assert r.report.variant == "cpu_reference" and r.report.device == "cpu"
     assert r.report.total_us >= r.report.compute_us >= 0
+    assert r.report.batch_size == 1  # one request, nothing waiting: it ran alone
 
 
 def test_server_errors_carry_code_and_message(client):
