@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "client_core.h"
 #include "wire/compute_wire.h"
 
@@ -719,32 +720,59 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
   const int64_t chunk = std::min<int64_t>(options.chunk_bytes, max_message_bytes_ - 1024);
   const size_t replica = Route("");
   const std::shared_ptr<const internal::ClientCore>& core = (*replicas_)[replica].core;
-  v1::TensorInfo info;
   grpc::ClientContext context;
   core->Prepare(&context);
-  std::unique_ptr<grpc::ClientWriter<v1::UploadRequest>> writer =
-      core->stub->Upload(&context, &info);
-  v1::UploadRequest message;
-  message.set_dtype(ToProto(matrix.dtype));
-  message.set_rows(matrix.rows);
-  message.set_cols(matrix.cols);
-  message.set_ttl_seconds(options.ttl_seconds);
+  // Messages are written as raw bytes: each chunk is copied once, from the
+  // matrix into a buffer that gRPC sends as it is (the generated stub would
+  // copy it into a message and again into the wire buffer). A buffer gRPC
+  // is done with comes back for a later chunk.
+  struct Spares {
+    absl::Mutex mu;
+    std::vector<std::unique_ptr<std::string>> buffers ABSL_GUARDED_BY(mu);
+  };
+  auto spares = std::make_shared<Spares>();
+  auto buffer_of = [&spares](const char* data, int64_t n) {
+    std::unique_ptr<std::string> buffer;
+    {
+      absl::MutexLock lock(&spares->mu);
+      if (!spares->buffers.empty()) {
+        buffer = std::move(spares->buffers.back());
+        spares->buffers.pop_back();
+      }
+    }
+    if (!buffer) buffer = std::make_unique<std::string>();
+    buffer->assign(data, size_t(n));
+    return wire::SliceOwning(std::move(buffer), [spares](std::unique_ptr<std::string> b) {
+      absl::MutexLock lock(&spares->mu);
+      spares->buffers.push_back(std::move(b));
+    });
+  };
+  grpc::ByteBuffer response;
+  const grpc::internal::RpcMethod method(
+      "/gpucompute.v1.Compute/Upload", grpc::internal::RpcMethod::CLIENT_STREAMING, core->channel);
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(core->channel.get(), method,
+                                                                    &context, &response));
   int64_t sent = 0;
   do {  // at least one message, even for an empty matrix
     const int64_t n = std::min(chunk, *total - sent);
-    // The same string each time: its buffer is reused, one copy per chunk.
-    message.mutable_data()->assign(matrix.data + sent, size_t(n));
-    if (!writer->Write(message)) break;  // the stream ended: Finish says why
+    wire::MessageWriter message;
+    if (sent == 0) {  // the first message: the shape, then data only
+      message.VarintField(1, uint64_t(ToProto(matrix.dtype)));
+      message.VarintField(2, uint64_t(matrix.rows));
+      message.VarintField(3, uint64_t(matrix.cols));
+      if (options.ttl_seconds != 0) message.VarintField(4, uint64_t(options.ttl_seconds));
+    }
+    message.SliceField(5, buffer_of(matrix.data + sent, n));
+    grpc::ByteBuffer bytes = message.Finish();
+    if (!writer->Write(bytes)) break;  // the stream ended: Finish says why
     sent += n;
-    // Later messages: data only.
-    message.clear_dtype();
-    message.clear_rows();
-    message.clear_cols();
-    message.clear_ttl_seconds();
   } while (sent < *total);
   writer->WritesDone();
   if (absl::Status st = core->Finish("Upload", writer->Finish()); !st.ok()) return st;
-  if (info.id().empty()) {
+  v1::TensorInfo info;
+  if (!grpc::SerializationTraits<v1::TensorInfo>::Deserialize(&response, &info).ok() ||
+      info.id().empty()) {
     return absl::InternalError("Upload failed: the server answered without a tensor id");
   }
   replicas_->Learn(info.server().empty() ? internal::InstanceOf(info.id()) : info.server(),
@@ -755,6 +783,14 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
 absl::StatusOr<Matrix> Client::Download(const std::string& id, int64_t chunk_bytes, bool release,
                                         v1::TensorInfo* info) const {
   return (*replicas_)[Route(id)].core->Download(id, chunk_bytes, release, info);
+}
+
+absl::Status Client::Download(const std::string& id, Matrix& into, int64_t chunk_bytes,
+                              bool release, v1::TensorInfo* info) const {
+  absl::StatusOr<Matrix> m =
+      (*replicas_)[Route(id)].core->Download(id, chunk_bytes, release, info, into.ReleaseBytes());
+  into = m.ok() ? std::move(*m) : Matrix();
+  return m.status();
 }
 
 absl::StatusOr<v1::ReleaseTensorsResponse> Client::Release(

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,8 +55,10 @@ struct ClientCore {
     return absl::Status(code, message);
   }
 
+  // `reuse`: storage of an earlier matrix, written in place when it has the
+  // tensor's byte size (no allocation, no page faults), else dropped.
   absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes, bool release,
-                                  v1::TensorInfo* info_out) const {
+                                  v1::TensorInfo* info_out, std::string reuse = {}) const {
     v1::DownloadRequest request;
     request.set_tensor_id(id);
     request.set_chunk_bytes(chunk_bytes == 0 ? kDownloadChunkBytes : chunk_bytes);
@@ -85,6 +88,8 @@ struct ClientCore {
     v1::TensorInfo info;
     bool first = true;
     std::string bytes;
+    bool in_place = false;  // writing into `reuse`, at `written`
+    size_t written = 0;
     absl::Status broken;
     while (reader->Read(&message)) {
       slices.clear();
@@ -96,14 +101,31 @@ struct ClientCore {
       }
       if (first) {
         info = parsed->info;
-        if (info.bytes() > 0) bytes.reserve(size_t(info.bytes()));
+        if (info.bytes() > 0 && reuse.size() == size_t(info.bytes())) {
+          bytes = std::move(reuse);
+          in_place = true;
+        } else if (info.bytes() > 0) {
+          bytes.reserve(size_t(info.bytes()));
+        }
         first = false;
       }
-      for (const auto& piece : parsed->data) bytes.append(piece.data(), piece.size());
+      for (const auto& piece : parsed->data) {
+        if (!in_place) {
+          bytes.append(piece.data(), piece.size());
+        } else if (written + piece.size() <= bytes.size()) {
+          std::memcpy(bytes.data() + written, piece.data(), piece.size());
+          written += piece.size();
+        } else if (broken.ok()) {
+          broken = malformed(absl::StrCat("more than the ", info.bytes(), " bytes its info gave"));
+        }
+      }
     }
     if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
     if (!broken.ok()) return broken;
     if (first) return malformed("no message");
+    if (in_place && written != bytes.size()) {
+      return malformed(absl::StrCat(written, " of the ", bytes.size(), " bytes its info gave"));
+    }
     DType dtype;
     switch (info.dtype()) {
       case v1::DTYPE_FLOAT32: dtype = DType::kFloat32; break;

@@ -154,6 +154,36 @@ TEST_F(ClientTensorTest, UploadDownloadRoundTripIsExactAtOddShapesAndChunks) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Downloading into a kept matrix writes its storage in place when the size
+// matches (the same bytes, no new allocation), and replaces it when not.
+TEST_F(ClientTensorTest, DownloadIntoAMatrixReusesItsStorage) {
+  absl::StatusOr<Matrix> a = Matrix::Random(DType::kFloat32, 67, 45, 11);
+  absl::StatusOr<Matrix> b = Matrix::Random(DType::kFloat32, 67, 45, 12);
+  absl::StatusOr<Matrix> c = Matrix::Random(DType::kFloat64, 5, 3, 13);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  std::vector<std::string> ids;
+  for (const Matrix* m : {&*a, &*b, &*c}) {
+    absl::StatusOr<Tensor> t = client_->Upload(*m);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ids.push_back(t->Detach());
+  }
+  Matrix into;
+  ASSERT_TRUE(client_->Download(ids[0], into).ok());
+  ExpectSameBytes(into, *a);
+  const char* storage = into.bytes().data();
+  v1::TensorInfo info;
+  ASSERT_TRUE(client_->Download(ids[1], into, /*chunk_bytes=*/1000, false, &info).ok());
+  ExpectSameBytes(into, *b);
+  EXPECT_EQ(into.bytes().data(), storage) << "the same size was not written in place";
+  EXPECT_EQ(info.id(), ids[1]);
+  ASSERT_TRUE(client_->Download(ids[2], into, 0, /*release=*/true).ok());
+  ExpectSameBytes(into, *c);
+  // Unknown: NOT_FOUND, and the matrix is left empty.
+  EXPECT_EQ(client_->Download(ids[2], into).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(into.byte_size(), 0);
+  EXPECT_TRUE(client_->Release({ids[0], ids[1]}).ok());
+}
+
 TEST_F(ClientTensorTest, OpsTakeTensorsAndKeepResults) {
   absl::StatusOr<Matrix> a = Matrix::Random(DType::kFloat64, 9, 5, 3);
   absl::StatusOr<Matrix> b = Matrix::Random(DType::kFloat64, 5, 6, 4);

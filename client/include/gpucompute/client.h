@@ -322,6 +322,13 @@ class Client {
   // it once sent. `info`, when given, receives its TensorInfo.
   absl::StatusOr<Matrix> Download(const std::string& id, int64_t chunk_bytes = 0,
                                   bool release = false, v1::TensorInfo* info = nullptr) const;
+  // The same into `into`, whose storage is written in place when it already
+  // has the tensor's byte size: downloading again into the same matrix
+  // allocates nothing and takes no page faults (a fresh 256 MiB matrix costs
+  // the client about a third of its time in first-touch faults). On failure
+  // `into` is left empty.
+  absl::Status Download(const std::string& id, Matrix& into, int64_t chunk_bytes = 0,
+                        bool release = false, v1::TensorInfo* info = nullptr) const;
   // Releases tensors by id, each on the replica holding it; ids the server
   // does not hold are skipped (`released` counts the others).
   absl::StatusOr<v1::ReleaseTensorsResponse> Release(const std::vector<std::string>& ids) const;
