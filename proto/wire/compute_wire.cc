@@ -480,6 +480,40 @@ absl::StatusOr<DownloadResponse> ParseDownloadResponse(const std::vector<grpc::S
   return resp;
 }
 
+absl::StatusOr<UploadRequest> ParseUploadRequest(const std::vector<grpc::Slice>& slices) {
+  SliceReader in(slices);
+  if (auto s = CheckSize(in); !s.ok()) return s;
+  UploadRequest req;
+  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
+    if (type == kVarint) {
+      switch (number) {
+        case 1: return ReadInt(in, at, &req.dtype);
+        case 2: return ReadInt(in, at, &req.rows);
+        case 3: return ReadInt(in, at, &req.cols);
+        case 4: return ReadInt(in, at, &req.ttl_seconds);
+        default: return std::nullopt;
+      }
+    }
+    if (type != kLengthDelimited) return std::nullopt;
+    if (number == 5) {  // bytes data: the later one wins
+      int64_t n = 0;
+      if (!in.ReadLength(&n)) return Malformed("bad data length", at);
+      req.data.clear();
+      req.data_bytes = n;
+      in.Consume(n, [&](const char* p, size_t size) { req.data.emplace_back(p, size); });
+      return absl::OkStatus();
+    }
+    if (number == 6) {
+      req.has_shared_memory = true;
+      return ReadSharedMemorySlice(in, at, kRecursionLimit, req.shared_memory);
+    }
+    return std::nullopt;
+  };
+  absl::Status status = ForEachField(in, kRecursionLimit, field);
+  if (!status.ok()) return status;
+  return req;
+}
+
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst) {
   for (const auto& p : pieces) {
     std::memcpy(dst, p.data(), p.size());

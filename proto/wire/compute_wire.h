@@ -104,6 +104,21 @@ struct DownloadResponse {
 };
 absl::StatusOr<DownloadResponse> ParseDownloadResponse(const std::vector<grpc::Slice>& slices);
 
+// An UploadRequest read in place: the shape fields, the shared_memory slice
+// when present (merged as protobuf would), and the data bytes (field 5, the
+// later one winning) as pieces inside the slices, which must outlive it.
+struct UploadRequest {
+  int dtype = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ttl_seconds = 0;
+  bool has_shared_memory = false;
+  SharedMemorySlice shared_memory;
+  std::vector<absl::Span<const char>> data;
+  int64_t data_bytes = 0;
+};
+absl::StatusOr<UploadRequest> ParseUploadRequest(const std::vector<grpc::Slice>& slices);
+
 // Copies the pieces one after another into `dst`.
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst);
 

@@ -382,8 +382,8 @@ StreamContext ComputeService::stream_context() {
                        regions_.load(std::memory_order_acquire), &buffers_};
 }
 
-grpc::ServerReadReactor<v1::UploadRequest>* ComputeService::Upload(grpc::CallbackServerContext* ctx,
-                                                                   v1::TensorInfo* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ComputeService::Upload(grpc::CallbackServerContext* ctx,
+                                                                  grpc::ByteBuffer* response) {
   if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseUpload(ctx, s, stream_context());
   return StartUpload(ctx, response, transfers_.load(std::memory_order_acquire), stream_context());
 }

@@ -31,9 +31,9 @@ struct ServiceConfig {
 };
 
 class ComputeService final
-    : public v1::Compute::WithRawCallbackMethod_MatMul<
-          v1::Compute::WithRawCallbackMethod_Transpose<v1::Compute::WithRawCallbackMethod_Reduce<
-              v1::Compute::WithRawCallbackMethod_Download<v1::Compute::CallbackService>>>> {
+    : public v1::Compute::WithRawCallbackMethod_MatMul<v1::Compute::WithRawCallbackMethod_Transpose<
+          v1::Compute::WithRawCallbackMethod_Reduce<v1::Compute::WithRawCallbackMethod_Upload<
+              v1::Compute::WithRawCallbackMethod_Download<v1::Compute::CallbackService>>>>> {
  public:
   // `auth` (optional) must outlive the service. Until Activate, every call
   // gets UNAVAILABLE: the server listens while its devices are opened so
@@ -73,11 +73,12 @@ class ComputeService final
                                           const v1::ServerInfoRequest* req,
                                           v1::ServerInfo* resp) override;
 
-  // Tensors (server/grpc/tensor_upload.cc, tensor_download.cc).
-  grpc::ServerReadReactor<v1::UploadRequest>* Upload(grpc::CallbackServerContext* ctx,
-                                                     v1::TensorInfo* response) override;
-  // Download's messages are raw bytes too: each chunk is sent from the
+  // Tensors (server/grpc/tensor_upload.cc, tensor_download.cc). Upload and
+  // Download take raw bytes too: Upload's chunks are written to the tensor
+  // from the transport's buffers, and each Download chunk is sent from the
   // buffer it was read into.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Upload(grpc::CallbackServerContext* ctx,
+                                                    grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Download(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ReleaseTensors(grpc::CallbackServerContext* ctx,

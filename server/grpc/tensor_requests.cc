@@ -128,25 +128,26 @@ absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, Tensor
   return placement;
 }
 
-absl::StatusOr<TensorShape> UploadShape(const v1::UploadRequest& first) {
-  const auto dtype = FromProto(first.dtype());
+absl::StatusOr<TensorShape> UploadShape(const wire::UploadRequest& first) {
+  const auto proto_dtype = static_cast<v1::DType>(first.dtype);
+  const auto dtype = FromProto(proto_dtype);
   if (!dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dtype: the first Upload message must set DTYPE_FLOAT32 or DTYPE_FLOAT64, got ",
-        ProtoDTypeName(first.dtype())));
+        ProtoDTypeName(proto_dtype)));
   }
-  for (const auto& [field, value] : {std::pair{"rows", first.rows()}, {"cols", first.cols()}}) {
+  for (const auto& [field, value] : {std::pair{"rows", first.rows}, {"cols", first.cols}}) {
     if (value < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": the first Upload message must set it >= 1, got ", value));
     }
   }
-  if (MatrixBytes(first.rows(), first.cols(), first.dtype()) < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("rows, cols: ", first.rows(), " x ",
-                                                   first.cols(), " ", ProtoDTypeName(first.dtype()),
+  if (MatrixBytes(first.rows, first.cols, proto_dtype) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("rows, cols: ", first.rows, " x ", first.cols,
+                                                   " ", ProtoDTypeName(proto_dtype),
                                                    ": its byte size overflows int64"));
   }
-  return TensorShape{*dtype, first.rows(), first.cols()};
+  return TensorShape{*dtype, first.rows, first.cols};
 }
 
 void ToProto(const TensorInfo& info, v1::TensorInfo* out) {

@@ -76,7 +76,7 @@ absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field);
 
 // The tensor an Upload's first message describes (dtype, rows, cols;
 // INVALID_ARGUMENT naming the field and the numbers otherwise).
-absl::StatusOr<TensorShape> UploadShape(const v1::UploadRequest& first);
+absl::StatusOr<TensorShape> UploadShape(const wire::UploadRequest& first);
 
 void ToProto(const TensorInfo& info, v1::TensorInfo* out);
 

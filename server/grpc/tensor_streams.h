@@ -41,10 +41,12 @@ inline constexpr int64_t kMaxDownloadChunkBytes = int64_t{64} << 20;
 
 // Starts an Upload; `transfers` null: the server holds no tensors. The
 // reactor deletes itself when the call is done.
-grpc::ServerReadReactor<v1::UploadRequest>* StartUpload(grpc::CallbackServerContext* ctx,
-                                                        v1::TensorInfo* response,
-                                                        TensorTransfers* transfers,
-                                                        const StreamContext& call);
+// Its messages are read as raw UploadRequest bytes; `response` receives the
+// TensorInfo's.
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartUpload(grpc::CallbackServerContext* ctx,
+                                                       grpc::ByteBuffer* response,
+                                                       TensorTransfers* transfers,
+                                                       const StreamContext& call);
 
 // Starts a Download of `request` (copied); its messages are written as raw
 // DownloadResponse bytes.
@@ -54,9 +56,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* StartDownload(grpc::CallbackServerCo
                                                           const StreamContext& call);
 
 // A stream refused before it began (not serving yet, or unauthenticated).
-grpc::ServerReadReactor<v1::UploadRequest>* RefuseUpload(grpc::CallbackServerContext* ctx,
-                                                         absl::Status status,
-                                                         const StreamContext& call);
+grpc::ServerReadReactor<grpc::ByteBuffer>* RefuseUpload(grpc::CallbackServerContext* ctx,
+                                                        absl::Status status,
+                                                        const StreamContext& call);
 grpc::ServerWriteReactor<grpc::ByteBuffer>* RefuseDownload(grpc::CallbackServerContext* ctx,
                                                            absl::Status status,
                                                            const StreamContext& call);

@@ -5,10 +5,14 @@
 // most one write and one read are in flight, so the host holds at most two
 // batches (plus a message). A stream that ends short, runs long, fails or is
 // cancelled holds nothing: the unlisted tensor frees itself with the reactor.
+// Messages are read as raw bytes and parsed in place (proto/wire): a chunk
+// goes from the transport's buffers to the tensor with no copy in between.
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -20,11 +24,17 @@
 namespace gpucompute::server {
 namespace {
 
-using Batch = std::vector<std::unique_ptr<v1::UploadRequest>>;
+// One UploadRequest as received: the transport's slices and the fields
+// parsed from them (its data pieces point into the slices).
+struct Message {
+  std::vector<grpc::Slice> slices;
+  wire::UploadRequest fields;
+};
+using Batch = std::vector<std::unique_ptr<Message>>;
 
-class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
+class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  UploadReactor(grpc::CallbackServerContext* ctx, v1::TensorInfo* response,
+  UploadReactor(grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response,
                 TensorTransfers* transfers, const StreamContext& call)
       : response_(response),
         transfers_(transfers),
@@ -50,7 +60,21 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
   void OnDone() override { delete this; }
 
   void OnReadDone(bool ok) override {
-    std::unique_ptr<v1::UploadRequest> first;
+    std::unique_ptr<Message> message;
+    absl::Status parsed;
+    if (ok) {
+      message = std::make_unique<Message>();
+      // Parsed where the slices now live: the data pieces point into them.
+      if (!incoming_.Dump(&message->slices).ok()) {
+        parsed = absl::InvalidArgumentError("Upload: a message could not be read");
+      } else if (auto fields = wire::ParseUploadRequest(message->slices); fields.ok()) {
+        message->fields = std::move(*fields);
+      } else {
+        parsed = fields.status();
+      }
+      incoming_.Clear();
+    }
+    std::unique_ptr<Message> first;
     {
       absl::MutexLock lock(&mu_);
       reading_ = false;
@@ -58,10 +82,13 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
         ended_ = true;
         // Cancelled: nothing more is written; End reports the cancellation.
         if (record_.cancelled()->load()) FailLocked(absl::CancelledError("upload cancelled"));
+      } else if (!parsed.ok()) {
+        FailLocked(absl::InvalidArgumentError(
+            absl::StrCat("Upload message ", messages_ + 1, ": ", parsed.message())));
       } else if (!tensor_ && !creating_ && status_.ok()) {
-        first = std::make_unique<v1::UploadRequest>(std::move(incoming_));
+        first = std::move(message);
       } else if (status_.ok()) {
-        TakeLocked(std::make_unique<v1::UploadRequest>(std::move(incoming_)));
+        TakeLocked(std::move(message));
       }
     }
     if (first) Begin(std::move(first));
@@ -70,16 +97,17 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
 
  private:
   // The first message: its shape makes the tensor, its data are the first bytes.
-  void Begin(std::unique_ptr<v1::UploadRequest> first) {
+  void Begin(std::unique_ptr<Message> first) {
+    const wire::UploadRequest& f = first->fields;
     absl::Status invalid;
-    auto shape = UploadShape(*first);
-    auto ttl = TtlOf(first->ttl_seconds(), "ttl_seconds");
+    auto shape = UploadShape(f);
+    auto ttl = TtlOf(f.ttl_seconds, "ttl_seconds");
     std::optional<RegionSlice> slice;
-    if (first->has_shared_memory() && !first->data().empty()) {
+    if (f.has_shared_memory && f.data_bytes > 0) {
       invalid = absl::InvalidArgumentError(
           "Upload: the first message sets both data and shared_memory; the payload comes one "
           "way");
-    } else if (first->has_shared_memory() && regions_ == nullptr) {
+    } else if (f.has_shared_memory && regions_ == nullptr) {
       invalid = SharedMemoryOff("shared_memory");
     } else if (!shape.ok()) {
       invalid = shape.status();
@@ -87,9 +115,8 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
       invalid = ttl.status();
     } else if (transfers_ == nullptr) {
       invalid = absl::FailedPreconditionError("this server holds no tensors");
-    } else if (first->has_shared_memory()) {
-      const v1::SharedMemorySlice& s = first->shared_memory();
-      auto resolved = ResolveSlice(s, shape->bytes(), "shared_memory", regions_);
+    } else if (f.has_shared_memory) {
+      auto resolved = ResolveSlice(f.shared_memory, shape->bytes(), "shared_memory", regions_);
       if (resolved.ok()) {
         slice = std::move(*resolved);
       } else {
@@ -114,7 +141,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
     }
     creating_ = true;
     if (!slice_) {
-      gathered_bytes_ += int64_t(first->data().size());
+      gathered_bytes_ += f.data_bytes;
       gathered_.push_back(std::move(first));
     }
     transfers_->Create(*shape, record_.deadline(),
@@ -137,24 +164,24 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
   }
 
   // A later message: data only.
-  void TakeLocked(std::unique_ptr<v1::UploadRequest> message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void TakeLocked(std::unique_ptr<Message> message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++messages_;
-    if (message->dtype() != 0 || message->rows() != 0 || message->cols() != 0 ||
-        message->ttl_seconds() != 0 || message->has_shared_memory()) {
+    const wire::UploadRequest& f = message->fields;
+    if (f.dtype != 0 || f.rows != 0 || f.cols != 0 || f.ttl_seconds != 0 || f.has_shared_memory) {
       FailLocked(absl::InvalidArgumentError(
           absl::StrCat("Upload message ", messages_,
                        ": only the first message gives dtype, rows, cols, "
                        "ttl_seconds or shared_memory; later ones carry data only")));
       return;
     }
-    if (!AcceptLocked(*message) || message->data().empty()) return;
-    gathered_bytes_ += int64_t(message->data().size());
+    if (!AcceptLocked(*message) || f.data_bytes == 0) return;
+    gathered_bytes_ += f.data_bytes;
     gathered_.push_back(std::move(message));
   }
 
   // Counts a message's bytes; false (and the call fails) past the total.
-  bool AcceptLocked(const v1::UploadRequest& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int64_t size = int64_t(message.data().size());
+  bool AcceptLocked(const Message& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t size = message.fields.data_bytes;
     if (size > shape_.bytes() - received_) {
       FailLocked(TotalMismatch(received_ + size, "more than"));
       return false;
@@ -219,7 +246,13 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
         absl::MutexLock lock(&mu_);
         tensor = std::move(tensor_);
       }
-      ToProto(transfers_->store().Add(std::move(tensor), ttl_), response_);
+      v1::TensorInfo info;
+      ToProto(transfers_->store().Add(std::move(tensor), ttl_), &info);
+      bool own_buffer = false;
+      if (!grpc::SerializationTraits<v1::TensorInfo>::Serialize(info, response_, &own_buffer)
+               .ok()) {
+        status = absl::InternalError("Upload: the TensorInfo could not be serialized");
+      }
     }
     Complete(std::move(status));
   }
@@ -245,7 +278,9 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
 
   void Write(Batch batch, int64_t offset) {
     HostPieces pieces;
-    for (const auto& m : batch) pieces.emplace_back(m->data().data(), m->data().size());
+    for (const auto& m : batch) {
+      pieces.insert(pieces.end(), m->fields.data.begin(), m->fields.data.end());
+    }
     std::shared_ptr<Tensor> tensor;
     {
       absl::MutexLock lock(&mu_);
@@ -274,14 +309,14 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
   // Answers once; an unlisted tensor goes with the reactor.
   void Complete(absl::Status status) { Finish(ToGrpcStatus(record_.End(std::move(status)))); }
 
-  v1::TensorInfo* const response_;
+  grpc::ByteBuffer* const response_;
   TensorTransfers* const transfers_;
   const SharedMemoryRegistry* const regions_;
   CallRecord record_;
   // The payload's slice of a shared-memory region; set once, by the first
   // message, before the tensor is made.
   std::optional<RegionSlice> slice_;
-  v1::UploadRequest incoming_;  // the read in flight lands here
+  grpc::ByteBuffer incoming_;  // the read in flight lands here
 
   absl::Mutex mu_;
   TensorShape shape_ ABSL_GUARDED_BY(mu_);
@@ -302,18 +337,18 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadRequest> {
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::UploadRequest>* StartUpload(grpc::CallbackServerContext* ctx,
-                                                        v1::TensorInfo* response,
-                                                        TensorTransfers* transfers,
-                                                        const StreamContext& call) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartUpload(grpc::CallbackServerContext* ctx,
+                                                       grpc::ByteBuffer* response,
+                                                       TensorTransfers* transfers,
+                                                       const StreamContext& call) {
   auto* reactor = new UploadReactor(ctx, response, transfers, call);
   reactor->Start();
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::UploadRequest>* RefuseUpload(grpc::CallbackServerContext* ctx,
-                                                         absl::Status status,
-                                                         const StreamContext& call) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* RefuseUpload(grpc::CallbackServerContext* ctx,
+                                                        absl::Status status,
+                                                        const StreamContext& call) {
   auto* reactor = new UploadReactor(ctx, nullptr, nullptr, call);
   reactor->Refuse(std::move(status));
   return reactor;

@@ -541,6 +541,37 @@ TEST_F(TensorServerTest, UploadRowsOfThePart2Table) {
   EXPECT_EQ(ListTensors(*stub_).tensors_size(), 0);
 }
 
+// Messages the server reads as raw bytes: one that is not an UploadRequest
+// at all is INVALID_ARGUMENT naming its place in the stream.
+TEST_F(TensorServerTest, AMalformedUploadMessageIsInvalidArgumentNamingIt) {
+  auto channel = testing::Connect(server_->process->target());
+  const grpc::internal::RpcMethod method("/gpucompute.v1.Compute/Upload",
+                                         grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
+  for (const std::vector<std::string>& stream :
+       {std::vector<std::string>{std::string("\x08", 1)},  // a varint cut short
+        std::vector<std::string>{
+            First(v1::DTYPE_FLOAT32, 2, 2, std::string(8, 'x')).SerializeAsString(),
+            std::string("\x2a\x10"
+                        "ab",
+                        4)}}) {  // data longer than sent
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 60);
+    grpc::ByteBuffer response;
+    std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+        grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel.get(), method, &ctx,
+                                                                      &response));
+    for (const std::string& bytes : stream) {
+      grpc::Slice slice(bytes);
+      grpc::ByteBuffer message(&slice, 1);
+      if (!writer->Write(message)) break;
+    }
+    writer->WritesDone();
+    EXPECT_CODE(writer->Finish(), INVALID_ARGUMENT,
+                absl::StrCat("Upload message ", stream.size(), ": not a valid protobuf message"));
+  }
+  EXPECT_EQ(ListTensors(*stub_).tensors_size(), 0);
+}
+
 TEST_F(TensorServerTest, ACancelledUploadHoldsNothing) {
   grpc::ClientContext ctx;
   SetDeadline(ctx, 60);

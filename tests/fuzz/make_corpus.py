@@ -47,9 +47,10 @@ def groups(number, depth):
     return tag(number, 3) * depth + tag(number, 4) * depth
 
 
-# wire_request_fuzz: kind byte (0 MatMul, 1 Transpose, 2 Reduce, 3 response),
-# a count of cut points (& 7), that many slice lengths, then the message.
-MATMUL, TRANSPOSE, REDUCE, RESPONSE = range(4)
+# wire_request_fuzz: kind byte (0 MatMul, 1 Transpose, 2 Reduce, 3 response,
+# 4 DownloadResponse, 5 UploadRequest), a count of cut points (& 7), that
+# many slice lengths, then the message.
+MATMUL, TRANSPOSE, REDUCE, RESPONSE, DOWNLOAD, UPLOAD = range(6)
 
 
 def case(kind, message, cuts=()):
@@ -151,6 +152,14 @@ WIRE = {
     "response_shm": case(RESPONSE, ld(1, shape(1, 1, 1) + ld(6, shm(b"out", 0, 4))) + ld(2, report)),
     "response_oneof_switch": case(
         RESPONSE, ld(1, ld(6, shm(b"out", 0, 4))) + ld(1, ld(4, b"abcd")) + ld(1, ld(5, b"t"))),
+    # UploadRequest: the first message (shape, ttl, data), a later one (data
+    # only), data twice (the later wins), a slice merged twice, a negative ttl.
+    "upload_first": case(UPLOAD, vi(1, 1) + vi(2, 2) + vi(3, 3) + vi(4, 60) + ld(5, bytes(24)),
+                         (5, 0, 9)),
+    "upload_data_only": case(UPLOAD, ld(5, b"abcdefgh"), (3,)),
+    "upload_data_twice": case(UPLOAD, ld(5, b"abcd") + ld(5, b"ef")),
+    "upload_shm_merge": case(UPLOAD, vi(1, 2) + ld(6, shm(b"r", 0, 8)) + ld(6, vi(2, 8))),
+    "upload_negative_ttl": case(UPLOAD, vi(4, (1 << 64) - 5) + ld(6, ld(1, b"\xff"))),
 }
 
 NPY_DICT = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"

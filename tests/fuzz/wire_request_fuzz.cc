@@ -3,10 +3,10 @@
 // same field values.
 //
 // Input: byte 0 picks the message (MatMul, Transpose or Reduce request, a
-// compute response, or a DownloadResponse); byte 1 & 7 is a count k of cut points and the next k
-// bytes are the lengths of the first k slices (0 gives an empty slice; the
-// last slice holds what is left); the rest is the message. Each slice is its
-// own heap allocation, so AddressSanitizer sees a read past any of them.
+// compute response, a DownloadResponse or an UploadRequest); byte 1 & 7 is a count k of cut points
+// and the next k bytes are the lengths of the first k slices (0 gives an empty slice; the last
+// slice holds what is left); the rest is the message. Each slice is its own heap allocation, so
+// AddressSanitizer sees a read past any of them.
 #include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
@@ -22,7 +22,8 @@
 namespace gpucompute::wire {
 namespace {
 
-enum class Kind { kMatMul, kTranspose, kReduce, kResponse, kDownload };
+enum class Kind { kMatMul, kTranspose, kReduce, kResponse, kDownload, kUpload };
+constexpr int kKinds = 6;
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -31,6 +32,7 @@ const char* KindName(Kind k) {
     case Kind::kReduce: return "ReduceRequest";
     case Kind::kResponse: return "TransposeResponse (any compute response)";
     case Kind::kDownload: return "DownloadResponse";
+    case Kind::kUpload: return "UploadRequest";
   }
   return "?";
 }
@@ -156,6 +158,25 @@ void Verdicts(const Case& c, bool pb_ok, const absl::Status& ours) {
 }
 
 void Check(const Case& c) {
+  if (c.kind == Kind::kUpload) {
+    v1::UploadRequest pb;
+    const bool pb_ok = ProtobufParses(c, &pb);
+    auto ours = ParseUploadRequest(c.slices);
+    Verdicts(c, pb_ok, ours.status());
+    if (!pb_ok) return;
+    Expect(c, "dtype", ours->dtype, int(pb.dtype()));
+    Expect(c, "rows", ours->rows, pb.rows());
+    Expect(c, "cols", ours->cols, pb.cols());
+    Expect(c, "ttl_seconds", ours->ttl_seconds, pb.ttl_seconds());
+    Expect(c, "has shared_memory", int(ours->has_shared_memory), int(pb.has_shared_memory()));
+    CompareSharedMemorySlice(c, "shared_memory", ours->shared_memory, pb.shared_memory());
+    Expect(c, "data bytes", ours->data_bytes, int64_t(pb.data().size()));
+    CompareString(c, "data", Joined(ours->data), pb.data());
+    for (const auto& piece : ours->data) {
+      if (!InsideSlices(c, piece)) Disagree(c, "data: a piece is not inside the slices");
+    }
+    return;
+  }
   if (c.kind == Kind::kDownload) {
     v1::DownloadResponse pb;
     const bool pb_ok = ProtobufParses(c, &pb);
@@ -241,7 +262,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpucompute::wire;
   if (size < 2) return 0;
   Case c;
-  c.kind = static_cast<Kind>(data[0] % 5);
+  c.kind = static_cast<Kind>(data[0] % kKinds);
   size_t at = 2;
   const size_t cuts = data[1] & 7;
   for (size_t i = 0; i < cuts && at < size; ++i) c.cuts.push_back(data[at++]);
