@@ -88,8 +88,9 @@ void Scheduler::Submit(Task task) {
       return;
     }
     if (!stopping && task.may_run_inline && best->queue.empty() && best->open == nullptr &&
-        best->running < best->device->concurrency()) {
-      ++best->running;  // a worker's turn, taken on this thread
+        best->busy < best->device->concurrency()) {
+      ++best->running;
+      ++best->busy;  // a worker's turn, taken on this thread
       run_here = true;
     } else if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
       best->queue.push_back(Entry{std::move(task), absl::Now()});
@@ -102,6 +103,7 @@ void Scheduler::Submit(Task task) {
     RunEntry(*best, entry);
     absl::MutexLock lock(&best->mu);
     --best->running;
+    --best->busy;
     // A worker held back by the count may go on; waking one for an empty
     // queue would cost a futex call each way.
     if (!best->queue.empty()) best->ready.Signal();
@@ -212,18 +214,20 @@ void Scheduler::WorkerLoop(Lane& lane) {
       absl::MutexLock lock(&lane.mu);
       // Tasks run on the submitting thread count against the device's
       // concurrency too; a draining scheduler runs what is left regardless.
-      while (!lane.stopping && (lane.queue.empty() || lane.running >= lane.device->concurrency())) {
+      while (!lane.stopping && (lane.queue.empty() || lane.busy >= lane.device->concurrency())) {
         lane.ready.Wait(&lane.mu);
       }
       if (lane.queue.empty()) return;  // stopping and drained
       batch.push_back(std::move(lane.queue.front()));
       lane.queue.pop_front();
       ++lane.running;
+      ++lane.busy;
       if (batch.front().task.batch && batching_.max_batch_size > 1) GatherBatch(lane, batch);
     }
     RunBatch(lane, batch);
     absl::MutexLock lock(&lane.mu);
     lane.running -= int(batch.size());
+    --lane.busy;
   }
 }
 

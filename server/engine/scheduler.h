@@ -94,7 +94,10 @@ class Scheduler {
     mutable absl::Mutex mu;
     absl::CondVar ready;
     std::deque<Entry> queue ABSL_GUARDED_BY(mu);
-    int running ABSL_GUARDED_BY(mu) = 0;
+    int running ABSL_GUARDED_BY(mu) = 0;  // tasks taken from the queue (or never queued)
+    // Threads running this device's work: workers with a task or a batch,
+    // and submitters running a small task. At most the device's concurrency.
+    int busy ABSL_GUARDED_BY(mu) = 0;
     bool stopping ABSL_GUARDED_BY(mu) = false;
     OpenBatch* open ABSL_GUARDED_BY(mu) = nullptr;
     std::vector<std::thread> workers;

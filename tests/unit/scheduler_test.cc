@@ -339,6 +339,22 @@ TEST(SchedulerBatching, ALoneTaskRunsOnceTheDelayHasPassed) {
   EXPECT_TRUE(probe.ran_alone);
 }
 
+// A batch held open counts as one busy worker, whatever its size: the
+// device's other workers go on with other work.
+TEST(SchedulerBatching, AnOpenBatchHoldsOneWorkerOnly) {
+  auto scheduler = MakeScheduler(2, 64, {8, absl::Hours(1)});
+  std::vector<BatchProbe> waiting(3);
+  for (auto& p : waiting) scheduler->Submit(BatchTask(p, "k"));
+  while (scheduler->running() < 3) std::this_thread::yield();
+  Probe other;
+  scheduler->Submit(ProbeTask(other));
+  other.done.WaitForNotification();
+  EXPECT_TRUE(other.status.ok());
+  EXPECT_FALSE(waiting.front().done.HasBeenNotified());
+  scheduler->Shutdown();
+  for (auto& p : waiting) EXPECT_EQ(p.batch_size, 3);
+}
+
 TEST(SchedulerBatching, ShutdownEndsAnOpenBatchAndRunsIt) {
   auto scheduler = MakeScheduler(1, 64, {4, absl::Hours(1)});
   std::vector<BatchProbe> probes(2);
