@@ -3,7 +3,9 @@
 // measured in the same run (device-to-device memcpy, cuBLAS FP32 without
 // TF32, CUB). Every variant's output is checked before it is timed. Timings
 // are medians of CUDA-event measurements after warm-up.
-//   gpucompute-bench [--json FILE] [--quick]
+//   gpucompute-bench [--json FILE] [--ceilings_out FILE] [--quick]
+// --ceilings_out writes the reference figures as a ceilings file for
+// gpucompute-server --ceilings (proto/gpucompute/tools/v1/ceilings.proto).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -30,6 +32,7 @@
 #include "gpucompute/kernels/registry.h"
 #include "gpucompute/kernels/stats.h"
 #include "gpucompute/tools/v1/bench_report.pb.h"
+#include "gpucompute/tools/v1/ceilings.pb.h"
 
 namespace gk = gpucompute::kernels;
 namespace gc = gpucompute::kernels::cuda;
@@ -443,19 +446,42 @@ const Row* Best(const std::vector<Row>& rows, const std::string& op, const std::
   return best;
 }
 
+// Writes `message` as indented JSON with the proto field names, every field
+// present; false (and a line on stderr) when it cannot.
+bool WriteJson(const google::protobuf::Message& message, const std::string& path) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  if (const auto s = google::protobuf::util::MessageToJsonString(message, &json, options);
+      !s.ok()) {
+    std::fprintf(stderr, "%s as JSON: %s\n", path.c_str(), s.ToString().c_str());
+    return false;
+  }
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path;
+  std::string json_path, ceilings_path;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc)
       json_path = argv[++i];
+    else if (arg == "--ceilings_out" && i + 1 < argc)
+      ceilings_path = argv[++i];
     else if (arg == "--quick")
       quick = true;
     else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json FILE] [--ceilings_out FILE] [--quick]\n", argv[0]);
       return 2;
     }
   }
@@ -487,6 +513,18 @@ int main(int argc, char** argv) {
       refs["memcpy_d2d_gbps"], refs["cublas_sgemm_gflops_1024"], refs["cublas_sgemm_gflops_4096"],
       refs["cublas_sgemm_gflops_8192"], refs["cub_sum_gbps"]);
   std::fflush(stdout);
+  if (!ceilings_path.empty()) {
+    // What the server measures at start-up, measured here on an idle device,
+    // for gpucompute-server --ceilings (this bench runs on device 0).
+    gpucompute::tools::v1::CeilingsFile file;
+    auto* device = file.add_devices();
+    device->set_device("cuda:0");
+    device->set_gbytes_per_s(refs["memcpy_d2d_gbps"]);
+    device->set_gbytes_per_s_read(refs["cub_sum_gbps"]);
+    device->set_gflops(refs["cublas_sgemm_gflops_4096"]);
+    if (!WriteJson(file, ceilings_path)) return 1;
+    std::printf("ceilings written to %s\n", ceilings_path.c_str());
+  }
 
   std::vector<Row> rows;
   for (int64_t s : {1024, 4096, 8192}) {
@@ -574,21 +612,7 @@ int main(int argc, char** argv) {
     report.mutable_references()->insert(refs.begin(), refs.end());
     for (const Row& r : rows) *report.add_rows() = r;
     for (const Report::Target& t : targets) *report.add_targets() = t;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    std::string json;
-    if (const auto s = google::protobuf::util::MessageToJsonString(report, &json, options);
-        !s.ok()) {
-      std::fprintf(stderr, "bench report as JSON: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (!f || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0) {
-      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-      return 1;
-    }
+    if (!WriteJson(report, json_path)) return 1;
   }
   cublasDestroy(g_cublas);
   cudaStreamDestroy(g_stream);

@@ -32,6 +32,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/ceilings_file.h"
 #include "server/cpu/cpu_device.h"
 #include "server/cuda/open_devices.h"
 #include "server/engine/compute_engine.h"
@@ -75,6 +76,10 @@ ABSL_FLAG(std::string, devices, "all", "CUDA backend: GPUs to use, \"all\" or a 
 ABSL_FLAG(int32_t, streams_per_device, 4, "CUDA backend: requests each GPU runs at once");
 ABSL_FLAG(double, device_memory_fraction, 0.9,
           "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory");
+ABSL_FLAG(std::string, ceilings, "",
+          "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
+          "roofline fractions in place of the start-up measurement; a figure it leaves out "
+          "keeps the measured one");
 ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
 ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
 ABSL_FLAG(std::string, autotune_cache, "",
@@ -575,6 +580,14 @@ int Run() {
     LogInfo(absl::StrCat("device ", d->description().name, ": ceilings ",
                          static_cast<int64_t>(d->ceilings().gbytes_per_s), " GB/s, ",
                          static_cast<int64_t>(d->ceilings().gflops), " GFLOP/s"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_ceilings); !path.empty()) {
+    if (auto s = ApplyCeilingsFile(path, backend->devices); !s.ok()) {
+      LogError(std::string(s.message()));
+      server->Shutdown();
+      RemoveSocketFiles(*listeners);
+      return 1;
+    }
   }
   const kernels::Backend kind = backend->kind;
   BatchingOptions batching;

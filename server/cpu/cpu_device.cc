@@ -240,6 +240,11 @@ class CpuDevice final : public Device {
     return times;
   }
 
+  absl::Status SetCeilings(const Ceilings& ceilings) override {
+    ceilings_ = ceilings;
+    return absl::OkStatus();
+  }
+
   // Host memory is the CPU's device memory: tensors share the machine's RAM.
   int64_t memory_budget_bytes() const override { return description_.memory_bytes; }
 

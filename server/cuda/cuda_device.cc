@@ -140,6 +140,10 @@ class CudaDevice final : public Device {
   const DeviceDescription& description() const override { return description_; }
   const Ceilings& ceilings() const override { return ceilings_; }
   int concurrency() const override { return slot_count_; }
+  absl::Status SetCeilings(const Ceilings& ceilings) override {
+    ceilings_ = ceilings;
+    return absl::OkStatus();
+  }
   bool healthy() const override { return health_.healthy(); }
 
   DeviceCounters counters() const override {

@@ -125,6 +125,8 @@ class Device {
   virtual ~Device() = default;
   virtual const DeviceDescription& description() const = 0;
   virtual const Ceilings& ceilings() const = 0;
+  // Replaces the ceilings measured at start-up (--ceilings); before serving.
+  virtual absl::Status SetCeilings(const Ceilings& ceilings);
   // How many jobs this device runs at once (the scheduler's worker count).
   virtual int concurrency() const = 0;
   virtual DeviceCounters counters() const { return {}; }
@@ -169,6 +171,9 @@ class Device {
   virtual void UnpinHostMemory(void* data);
 };
 
+inline absl::Status Device::SetCeilings(const Ceilings&) {
+  return absl::UnimplementedError(description().name + " keeps the ceilings it measured");
+}
 inline std::vector<absl::StatusOr<StageTimes>> Device::ExecuteBatch(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) {
   std::vector<absl::StatusOr<StageTimes>> results;

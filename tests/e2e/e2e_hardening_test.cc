@@ -178,6 +178,71 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   EXPECT_NE(text.str().find("transpose OK variant=cpu_reference"), std::string::npos) << text.str();
 }
 
+// --ceilings: figures from a file replace the measured ones in Profile and
+// GetServerInfo; a file that cannot be used stops start-up, saying why.
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ServerCommandLine, CeilingsFileReplacesTheMeasuredCeilings) {
+  const std::string path = WriteFile(
+      "ceilings.json", R"({"devices": [{"device": "cpu", "gbytes_per_s": 12.5, "gflops": 321}]})");
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                {"--backend=cpu", "--metrics_listen=", "--ceilings=" + path});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
+  ASSERT_EQ(info.devices_size(), 1);
+  EXPECT_EQ(info.devices(0).peak_gbytes_per_s(), 12.5);
+  EXPECT_EQ(info.devices(0).peak_gflops_fp32(), 321);
+  v1::ProfileRequest req;
+  req.set_op(v1::OP_TRANSPOSE);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  req.set_m(33);
+  req.set_n(17);
+  req.set_repetitions(1);
+  grpc::ClientContext ctx;
+  v1::ProfileResponse resp;
+  const grpc::Status s = stub->Profile(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.peak_gbytes_per_s(), 12.5);
+  EXPECT_EQ(resp.peak_gflops(), 321);
+  EXPECT_GT(resp.peak_read_gbytes_per_s(), 0);  // left out: the measured one
+}
+
+TEST(ServerCommandLine, AnUnusableCeilingsFileStopsStartUp) {
+  struct Case {
+    std::string text, expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"not json", "is not a CeilingsFile in JSON"},
+           {R"({"devices": [{"device": "cuda:3", "gflops": 1}]})",
+            "names device \"cuda:3\", which this server does not have (it has cpu)"},
+           {R"({"devices": [{"device": "cpu"}, {"device": "cpu"}]})", "a second time"},
+           {R"({"devices": [{"device": "cpu", "gflops": -2}]})",
+            "devices[0].gflops: must be a finite number >= 0, got -2"},
+           {R"({"devices": [], "extra": 1})", "extra"}}) {
+    const std::string path = WriteFile("bad_ceilings.json", c.text);
+    const CommandResult r =
+        RunCommand(absl::StrCat(GPUCOMPUTE_SERVER_PATH,
+                                " --backend=cpu --listen=127.0.0.1:0 --metrics_listen= "
+                                "--ceilings=",
+                                path));
+    EXPECT_NE(r.exit_code, 0) << c.text;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.text << "\n" << r.output;
+  }
+  const CommandResult missing = RunCommand(absl::StrCat(
+      GPUCOMPUTE_SERVER_PATH,
+      " --backend=cpu --listen=127.0.0.1:0 --metrics_listen= --ceilings=/nonexistent/c.json"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("--ceilings: cannot read /nonexistent/c.json"), std::string::npos)
+      << missing.output;
+}
+
 // SIGTERM while 16 large responses are on their way: every admitted call is
 // answered in full, then the process exits promptly.
 TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {

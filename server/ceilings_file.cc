@@ -1,0 +1,81 @@
+#include "server/ceilings_file.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gpucompute/tools/v1/ceilings.pb.h"
+#include "server/ops/log.h"
+
+namespace gpucompute::server {
+namespace {
+
+// "cuda:0 NVIDIA H200" -> "cuda:0".
+std::string ShortName(const Device& device) {
+  const std::string& name = device.description().name;
+  return name.substr(0, name.find(' '));
+}
+
+}  // namespace
+
+absl::Status ApplyCeilingsFile(const std::string& path,
+                               const std::vector<std::unique_ptr<Device>>& devices) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--ceilings: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  tools::v1::CeilingsFile file;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &file, options); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ceilings: ", path, " is not a CeilingsFile in JSON: ", std::string(s.message())));
+  }
+  std::vector<std::string> names;
+  for (const auto& d : devices) names.push_back(ShortName(*d));
+  std::set<std::string> seen;
+  for (int i = 0; i < file.devices_size(); ++i) {
+    const tools::v1::CeilingsFile::Device& entry = file.devices(i);
+    const std::string where = absl::StrCat("--ceilings: ", path, ": devices[", i, "]");
+    Device* device = nullptr;
+    for (const auto& d : devices) {
+      if (ShortName(*d) == entry.device()) device = d.get();
+    }
+    if (device == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " names device \"", entry.device(),
+                                                     "\", which this server does not have (it has ",
+                                                     absl::StrJoin(names, ", "), ")"));
+    }
+    if (!seen.insert(entry.device()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " names device ", entry.device(), " a second time"));
+    }
+    Ceilings c = device->ceilings();
+    for (const auto& [field, value, target] :
+         {std::tuple{"gbytes_per_s", entry.gbytes_per_s(), &c.gbytes_per_s},
+          {"gbytes_per_s_read", entry.gbytes_per_s_read(), &c.gbytes_per_s_read},
+          {"gflops", entry.gflops(), &c.gflops},
+          {"gflops_fp64", entry.gflops_fp64(), &c.gflops_fp64},
+          {"gflops_tf32", entry.gflops_tf32(), &c.gflops_tf32}}) {
+      if (!std::isfinite(value) || value < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".", field, ": must be a finite number >= 0, got ", value));
+      }
+      if (value > 0) *target = value;
+    }
+    if (auto s = device->SetCeilings(c); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+    }
+    LogInfo(absl::StrCat("device ", entry.device(), ": ceilings from ", path, ": ", c.gbytes_per_s,
+                         " GB/s copy, ", c.gbytes_per_s_read, " GB/s read, ", c.gflops,
+                         " GFLOP/s fp32, ", c.gflops_fp64, " fp64, ", c.gflops_tf32, " tf32"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpucompute::server
