@@ -24,10 +24,15 @@ if [ -x "$bin/e2e_batching_test" ]; then
   echo "e2e_batching_test (cuda) rc=$? $(grep -E '^\[  (PASSED|FAILED)' \
     "$out/e2e_batching_test.log" | tr '\n' ' ')" >> "$summary"
 fi
-timeout 300 "$bin/gpucompute-bench" --json "$out/bench.json" > "$out/bench.log" 2>&1
+timeout 300 "$bin/gpucompute-bench" --json "$out/bench.json" --ceilings_out "$out/ceilings.json" \
+  > "$out/bench.log" 2>&1
 echo "bench rc=$?" >> "$summary"
 
-"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= > "$out/server.log" 2>&1 &
+# Ceilings from the bench's idle-device measurement, when it wrote them.
+ceilings=()
+[ -s "$out/ceilings.json" ] && ceilings=(--ceilings="$out/ceilings.json")
+"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= "${ceilings[@]}" \
+  > "$out/server.log" 2>&1 &
 server=$!
 for _ in $(seq 1 120); do grep -q "listening on" "$out/server.log" && break; sleep 0.5; done
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s)
