@@ -378,6 +378,15 @@ def out_slice(out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[
     if owner is not None and region._client is not owner:
         raise ValueError(f"{name}: its shared-memory region {region.name!r} belongs to "
                          f"another client")
+    check_out_array(out, dtype, shape, name)
+    return region, out.ctypes.data - region._address, out.nbytes
+
+
+def check_out_array(out: np.ndarray, dtype: Optional[np.dtype],
+                    shape: Optional[Tuple[int, int]], name: str = "out") -> None:
+    """ValueError unless `out` can receive a result: a writable, non-empty,
+    C-contiguous little-endian float32 or float64 array of 1 or 2 dimensions,
+    of the result's dtype and shape where known."""
     if out.ndim not in (1, 2) or not _wire_view(_as_2d(out)):
         layout = "C-contiguous" if out.flags.c_contiguous else "not C-contiguous"
         raise ValueError(f"{name}: expected a C-contiguous little-endian float32 or float64 "
@@ -387,7 +396,6 @@ def out_slice(out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[
     if out.size == 0:
         raise ValueError(f"{name}: an empty array cannot receive a result")
     check_out_matches(out, dtype, shape, None)
-    return region, out.ctypes.data - region._address, out.nbytes
 
 
 def check_out_matches(out: np.ndarray, dtype: Optional[np.dtype],
@@ -480,17 +488,19 @@ def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int, ow
 
 class Download:
     """Assembles a Download stream into one array allocated once, when the
-    first message's TensorInfo gives its size; each chunk is copied straight
-    from the received message into it. With `out` (a view of a shared-memory
-    region the request named) the server writes the payload there and sends
-    the TensorInfo only; the result is `out`."""
+    first message's TensorInfo gives its size, or into `out`; each chunk is
+    copied straight from the received message into it. With `in_region`
+    (out is a view of a shared-memory region the request named) the server
+    writes the payload there and sends the TensorInfo only; the result is
+    `out` either way."""
 
-    def __init__(self, out: Optional[np.ndarray] = None):
+    def __init__(self, out: Optional[np.ndarray] = None, in_region: bool = False):
         self.info: Optional[TensorInfo] = None
         self._out: Optional[np.ndarray] = None
         self._bytes: Optional[np.ndarray] = None
         self._pos = 0
         self._given = out
+        self._in_region = in_region
 
     def add(self, raw: bytes) -> None:
         try:
@@ -519,7 +529,7 @@ class Download:
         self._pos += n
 
     def result(self) -> np.ndarray:
-        if self._given is not None and self._out is not None and self._pos == 0:
+        if self._in_region and self._out is not None and self._pos == 0:
             return self._out  # written to shared memory by the server
         if self._out is None or self._pos != self._bytes.size:
             got = "no message" if self._out is None else f"{self._pos} bytes"
@@ -537,9 +547,15 @@ def download_request(tensor: Any, chunk_bytes: int, release: bool,
     request = pb.DownloadRequest(tensor_id=tid, chunk_bytes=chunk_bytes, release=release)
     if out is not None:
         dtype, shape = operand_shape(tensor)
-        region, offset, size = out_slice(out, owner, dtype, shape)
-        request.shared_memory.CopyFrom(pb.SharedMemorySlice(region=region.name, offset=offset,
-                                                            byte_size=size))
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
+        if region_of(out) is None:
+            # An array of this process: the bytes stream into it.
+            check_out_array(out, dtype, shape)
+        else:
+            region, offset, size = out_slice(out, owner, dtype, shape)
+            request.shared_memory.CopyFrom(pb.SharedMemorySlice(region=region.name,
+                                                                offset=offset, byte_size=size))
     return request
 
 

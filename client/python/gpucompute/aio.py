@@ -213,7 +213,7 @@ class Client:
         request = c.download_request(tensor, chunk_bytes, release, out, self)
         tid = request.tensor_id
         index = await self._index(c.instance_of(tid))
-        out = c.Download(out)
+        out = c.Download(out, request.HasField("shared_memory"))
         try:
             async for raw in self._targets.channels[index].call("Download")(
                     request, timeout=self.timeout if timeout is _UNSET else timeout,

@@ -29,7 +29,8 @@ class Tensor(c.TensorBase):
                  out: Optional[np.ndarray] = None,
                  timeout: Optional[float] = _UNSET) -> np.ndarray:
         """The matrix as a new writable row-major array, or written into
-        `out` (a view of a shared-memory region) and `out` returned."""
+        `out` (an array of its shape and dtype, or a view of a shared-memory
+        region) and `out` returned."""
         return self._client.download(self, release=release, chunk_bytes=chunk_bytes, out=out,
                                      timeout=timeout)
 
@@ -257,12 +258,14 @@ class Client:
         """The matrix of a Tensor (or id) as a new writable row-major array,
         allocated once and filled chunk by chunk. release: free it once sent.
         chunk_bytes: data bytes per message (0: the server's default).
-        out: a view of a shared-memory region of the tensor's shape and
-        dtype: the server writes the matrix there, and out is returned."""
+        out: an array of the tensor's shape and dtype (C-contiguous) to fill
+        instead of a new one, e.g. the same array each time a loop downloads
+        (no fresh pages to fault in); a view of a shared-memory region: the
+        server writes the matrix there. out is returned."""
         request = c.download_request(tensor, chunk_bytes, release, out, self)
         tid = request.tensor_id
         index = self._index(c.instance_of(tid))
-        out = c.Download(out)
+        out = c.Download(out, request.HasField("shared_memory"))
         try:
             for raw in self._targets.channels[index].call("Download")(
                     request, timeout=self.timeout if timeout is _UNSET else timeout,

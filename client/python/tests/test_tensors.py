@@ -71,6 +71,26 @@ def test_upload_and_download_chunk_sizes(client, rng, chunk):
     assert not t.release()  # no longer held: released counts 0
 
 
+def test_download_into_an_array(client, rng):
+    """out= fills a caller's array (the same one each time, no new memory);
+    one of another shape, dtype or layout is refused before anything moves."""
+    x, y = uniform(rng, (37, 29), np.float32), uniform(rng, (37, 29), np.float32)
+    with client.upload(x) as tx, client.upload(y) as ty:
+        out = np.empty((37, 29), np.float32)
+        assert client.download(tx, out=out, chunk_bytes=1000) is out
+        np.testing.assert_array_equal(out, x)
+        assert ty.download(out=out) is out
+        assert client.download(ty.id, out=out) is out  # by id: checked when the info arrives
+        np.testing.assert_array_equal(out, y)
+        for bad in (np.empty((29, 37), np.float32), np.empty((37, 29), np.float64),
+                    np.empty((37, 58), np.float32)[:, ::2]):
+            with pytest.raises(ValueError):
+                client.download(tx, out=bad)
+        with pytest.raises(ValueError):
+            client.download(tx.id, out=np.empty((2, 2), np.float32))
+        np.testing.assert_array_equal(client.download(tx), x)  # still held, still right
+
+
 def test_ops_on_tensors_and_keep(client, rng):
     a, b = uniform(rng, (33, 17), np.float64), uniform(rng, (17, 9), np.float64)
     with client.upload(a) as ta, client.upload(b) as tb:
