@@ -6,10 +6,10 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gpucompute/tools/v1/ceilings.pb.h"
 #include "server/ops/log.h"
 
 namespace gpucompute::server {
@@ -21,10 +21,13 @@ std::string ShortName(const Device& device) {
   return name.substr(0, name.find(' '));
 }
 
+std::string Where(const std::string& path, int i) {
+  return absl::StrCat("--ceilings: ", path, ": devices[", i, "]");
+}
+
 }  // namespace
 
-absl::Status ApplyCeilingsFile(const std::string& path,
-                               const std::vector<std::unique_ptr<Device>>& devices) {
+absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--ceilings: cannot read ", path));
   std::stringstream text;
@@ -36,40 +39,52 @@ absl::Status ApplyCeilingsFile(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat(
         "--ceilings: ", path, " is not a CeilingsFile in JSON: ", std::string(s.message())));
   }
-  std::vector<std::string> names;
-  for (const auto& d : devices) names.push_back(ShortName(*d));
   std::set<std::string> seen;
   for (int i = 0; i < file.devices_size(); ++i) {
     const tools::v1::CeilingsFile::Device& entry = file.devices(i);
-    const std::string where = absl::StrCat("--ceilings: ", path, ": devices[", i, "]");
+    if (!seen.insert(entry.device()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(path, i), " names device ", entry.device(), " a second time"));
+    }
+    for (const auto& [field, value] : {std::pair{"gbytes_per_s", entry.gbytes_per_s()},
+                                       {"gbytes_per_s_read", entry.gbytes_per_s_read()},
+                                       {"gflops", entry.gflops()},
+                                       {"gflops_fp64", entry.gflops_fp64()},
+                                       {"gflops_tf32", entry.gflops_tf32()}}) {
+      if (!std::isfinite(value) || value < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(path, i), ".", field, ": must be a finite number >= 0, got ", value));
+      }
+    }
+  }
+  return file;
+}
+
+absl::Status ApplyCeilings(const tools::v1::CeilingsFile& file, const std::string& path,
+                           const std::vector<std::unique_ptr<Device>>& devices) {
+  std::vector<std::string> names;
+  for (const auto& d : devices) names.push_back(ShortName(*d));
+  for (int i = 0; i < file.devices_size(); ++i) {
+    const tools::v1::CeilingsFile::Device& entry = file.devices(i);
     Device* device = nullptr;
     for (const auto& d : devices) {
       if (ShortName(*d) == entry.device()) device = d.get();
     }
     if (device == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " names device \"", entry.device(),
-                                                     "\", which this server does not have (it has ",
-                                                     absl::StrJoin(names, ", "), ")"));
-    }
-    if (!seen.insert(entry.device()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, " names device ", entry.device(), " a second time"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(path, i), " names device \"", entry.device(),
+          "\", which this server does not have (it has ", absl::StrJoin(names, ", "), ")"));
     }
     Ceilings c = device->ceilings();
-    for (const auto& [field, value, target] :
-         {std::tuple{"gbytes_per_s", entry.gbytes_per_s(), &c.gbytes_per_s},
-          {"gbytes_per_s_read", entry.gbytes_per_s_read(), &c.gbytes_per_s_read},
-          {"gflops", entry.gflops(), &c.gflops},
-          {"gflops_fp64", entry.gflops_fp64(), &c.gflops_fp64},
-          {"gflops_tf32", entry.gflops_tf32(), &c.gflops_tf32}}) {
-      if (!std::isfinite(value) || value < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".", field, ": must be a finite number >= 0, got ", value));
-      }
+    for (const auto& [value, target] : {std::pair{entry.gbytes_per_s(), &c.gbytes_per_s},
+                                        {entry.gbytes_per_s_read(), &c.gbytes_per_s_read},
+                                        {entry.gflops(), &c.gflops},
+                                        {entry.gflops_fp64(), &c.gflops_fp64},
+                                        {entry.gflops_tf32(), &c.gflops_tf32}}) {
       if (value > 0) *target = value;
     }
     if (auto s = device->SetCeilings(c); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+      return absl::InvalidArgumentError(absl::StrCat(Where(path, i), ": ", s.message()));
     }
     LogInfo(absl::StrCat("device ", entry.device(), ": ceilings from ", path, ": ", c.gbytes_per_s,
                          " GB/s copy, ", c.gbytes_per_s_read, " GB/s read, ", c.gflops,

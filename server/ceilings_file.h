@@ -7,18 +7,22 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpucompute/tools/v1/ceilings.pb.h"
 #include "server/engine/device.h"
 
 namespace gpucompute::server {
 
-// Reads `path` (the JSON of gpucompute.tools.v1.CeilingsFile) and replaces,
-// on each device it names, every figure it gives (> 0); a figure it leaves
-// out keeps the measured one. INVALID_ARGUMENT naming the file and the
-// entry for a file that cannot be read or parsed, a device the server does
-// not have, a device named twice, or a figure that is negative or not finite.
-// Logs each device's resulting ceilings.
-absl::Status ApplyCeilingsFile(const std::string& path,
-                               const std::vector<std::unique_ptr<Device>>& devices);
+// Reads `path`, the JSON of gpucompute.tools.v1.CeilingsFile, before any
+// device is opened (a bad file fails start-up at once). INVALID_ARGUMENT
+// naming the file and the entry for a file that cannot be read or parsed, a
+// device named twice, or a figure that is negative or not finite.
+absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path);
+
+// Replaces, on each device the file names, every figure it gives (> 0); a
+// figure it leaves out keeps the measured one. INVALID_ARGUMENT for a device
+// this server does not have. Logs each device's resulting ceilings.
+absl::Status ApplyCeilings(const tools::v1::CeilingsFile& file, const std::string& path,
+                           const std::vector<std::unique_ptr<Device>>& devices);
 
 }  // namespace gpucompute::server

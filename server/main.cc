@@ -466,6 +466,17 @@ int Run() {
                           batch_delay_us));
     return 1;
   }
+  // Read before any device opens: a bad file stops start-up at once.
+  const std::string ceilings_path = absl::GetFlag(FLAGS_ceilings);
+  std::optional<tools::v1::CeilingsFile> ceilings_file;
+  if (!ceilings_path.empty()) {
+    auto file = ReadCeilingsFile(ceilings_path);
+    if (!file.ok()) {
+      LogError(std::string(file.status().message()));
+      return 1;
+    }
+    ceilings_file = std::move(*file);
+  }
   const int32_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   if (max_streams < 0) {
     LogError(absl::StrCat("--max_concurrent_streams: must be >= 0, got ", max_streams));
@@ -581,8 +592,8 @@ int Run() {
                          static_cast<int64_t>(d->ceilings().gbytes_per_s), " GB/s, ",
                          static_cast<int64_t>(d->ceilings().gflops), " GFLOP/s"));
   }
-  if (const std::string path = absl::GetFlag(FLAGS_ceilings); !path.empty()) {
-    if (auto s = ApplyCeilingsFile(path, backend->devices); !s.ok()) {
+  if (ceilings_file) {
+    if (auto s = ApplyCeilings(*ceilings_file, ceilings_path, backend->devices); !s.ok()) {
       LogError(std::string(s.message()));
       server->Shutdown();
       RemoveSocketFiles(*listeners);
