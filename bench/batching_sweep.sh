@@ -10,8 +10,9 @@
 # Each server listens on a free loopback port, without a metrics port. Logs
 # and each run's JSON (delay<N>.json) go to OUT_DIR. Environment:
 #   DELAYS         --batch_delay_us values, microseconds (default "0 50 200")
-#   WARMUP WINDOW MAX_TIME   the load test's --warmup, --window and
-#                  --max_time per row (default 0.5s, 0.5s, 10s)
+#   WARMUP WINDOW MAX_TIME STABLE_WINDOWS   the load test's --warmup,
+#                  --window, --max_time and --stable_windows per row
+#                  (default 0.5s, 0.5s, 10s, 3)
 #   START_TIMEOUT  seconds a server has to start serving (default 120)
 set -euo pipefail
 usage="usage: bench/batching_sweep.sh SERVER_BIN LOADTEST_BIN OUT_DIR [extra server flags...]"
@@ -22,6 +23,7 @@ shift 3
 extra=("$@")
 delays=${DELAYS:-0 50 200}
 warmup=${WARMUP:-0.5s} window=${WINDOW:-0.5s} max_time=${MAX_TIME:-10s}
+stable_windows=${STABLE_WINDOWS:-3}
 start_timeout=${START_TIMEOUT:-120}
 case $out in
   *,*) echo "batching_sweep.sh: OUT_DIR must not contain a comma (--merge_json splits on them)" >&2
@@ -63,7 +65,8 @@ for delay in $delays; do
   rc=0
   "$loadtest_bin" --server="127.0.0.1:$port" --op=matmul --shape=64x64x64 --variants=auto \
     --concurrency=1,8,64 --connections=1,8 --baseline=grpc --label="delay=${delay}us" \
-    --warmup="$warmup" --window="$window" --max_time="$max_time" --progress=never \
+    --warmup="$warmup" --window="$window" --max_time="$max_time" \
+    --stable_windows="$stable_windows" --progress=never \
     --json="$json" > "$out/loadtest_delay$delay.log" 2>&1 || rc=$?
   stop_server
   # 1: some row had no successful request (its errors are in the JSON).

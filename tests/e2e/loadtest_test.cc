@@ -391,6 +391,9 @@ class LoadtestBinaryTest : public ::testing::Test {
     return absl::StrCat("--server=", server_->target(),
                         " --warmup=0.2s --window=0.3s --min_requests=5 --max_time=3s");
   }
+  // Rows of one short window each, for tests of how rows are swept, labelled
+  // and merged rather than of how they are measured.
+  std::string Fastest() const { return absl::StrCat(Fast(), " --warmup=0.1s --stable_windows=1"); }
 
   static testing::ServerProcess* server_;
   std::filesystem::path dir_;
@@ -501,7 +504,7 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
 TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
   const std::string csv = dir_ / "c.csv", json = dir_ / "c.json", html = dir_ / "c.html";
   RunResult r = RunLoadtest(absl::StrCat(
-      Fast(), " --op=transpose --shape=3x2 --variants=auto --concurrency=1,2 --connections=1,2",
+      Fastest(), " --op=transpose --shape=3x2 --variants=auto --concurrency=1,2 --connections=1,2",
       " --baseline=grpc,tcp --csv=", csv, " --json=", json, " --html=", html));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("1,2 connections"), std::string::npos) << r.output;
@@ -557,7 +560,7 @@ TEST_F(LoadtestBinaryTest, LabelledRunsMergeIntoOneReport) {
   const std::string a = dir_ / "delay0.json", b = dir_ / "delay50.json", c = dir_ / "plain.json";
   const std::string b_csv = dir_ / "b.csv", missing = dir_ / "missing.json";
   const std::string run = absl::StrCat(
-      Fast(), " --op=matmul --shape=8x8x8 --variants=auto --concurrency=1,2 --baseline=grpc");
+      Fastest(), " --op=matmul --shape=8x8x8 --variants=auto --concurrency=1,2 --baseline=grpc");
   RunResult r = RunLoadtest(absl::StrCat(run, " --label=delay=0us --connections=1,2 --json=", a));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\nauto delay=0us        c=1 "), std::string::npos) << r.output;
@@ -636,8 +639,8 @@ TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
   const std::string binaries =
       absl::StrCat(script.string(), " ", GPUCOMPUTE_SERVER_PATH, " ", GPUCOMPUTE_LOADTEST_PATH, " ",
                    out.string(), " --backend=cpu");
-  RunResult r = testing::RunCommand(
-      absl::StrCat("DELAYS='0 100' WARMUP=0.1s WINDOW=0.2s MAX_TIME=1s ", binaries));
+  RunResult r = testing::RunCommand(absl::StrCat(
+      "DELAYS='0 100' WARMUP=0.1s WINDOW=0.2s MAX_TIME=1s STABLE_WINDOWS=1 ", binaries));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("2 runs merged: matmul 64x64x64 float32"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\nauto delay=100us        c=64         8 "), std::string::npos)
