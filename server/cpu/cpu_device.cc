@@ -60,21 +60,27 @@ size_t CeilingBufferBytes() {
   return bytes & ~size_t{4095};
 }
 
-// Runs body(thread, begin, end) over [0, bytes) split in page-aligned slices,
-// one per thread, kCeilingRuns times; returns the fastest run in microseconds.
+// Runs body(thread, begin, end) once over [0, bytes) split in page-aligned
+// slices, one per thread (the first on this one).
 template <typename Body>
-double BestParallelRunUs(size_t bytes, int threads, Body body) {
+void RunInSlices(size_t bytes, int threads, const Body& body) {
   const size_t slice = ((bytes / threads) + 4095) & ~size_t{4095};
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) {
+    const size_t begin = std::min(bytes, t * slice), end = std::min(bytes, begin + slice);
+    pool.emplace_back(body, t, begin, end);
+  }
+  body(0, 0, std::min(bytes, slice));
+  for (auto& th : pool) th.join();
+}
+
+// RunInSlices kCeilingRuns times; the fastest run in microseconds.
+template <typename Body>
+double BestParallelRunUs(size_t bytes, int threads, const Body& body) {
   double best_us = 1e30;
   for (int run = 0; run < kCeilingRuns; ++run) {
-    std::vector<std::thread> pool;
     const auto start = Clock::now();
-    for (int t = 1; t < threads; ++t) {
-      const size_t begin = std::min(bytes, t * slice), end = std::min(bytes, begin + slice);
-      pool.emplace_back(body, t, begin, end);
-    }
-    body(0, 0, std::min(bytes, slice));
-    for (auto& th : pool) th.join();
+    RunInSlices(bytes, threads, body);
     best_us = std::min(best_us, MicrosSince(start));
   }
   return best_us;
@@ -164,17 +170,10 @@ class CacheFlush {
   explicit CacheFlush(size_t bytes) : buffer_(bytes) {}
   void Run() {
     if (buffer_.empty()) return;
-    const int threads = CeilingThreads();
-    const size_t slice = (buffer_.size() + threads - 1) / threads;
     ++round_;
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      const size_t begin = std::min(buffer_.size(), t * slice);
-      const size_t end = std::min(buffer_.size(), begin + slice);
-      pool.emplace_back(
-          [this, begin, end] { std::memset(buffer_.data() + begin, round_, end - begin); });
-    }
-    for (auto& th : pool) th.join();
+    RunInSlices(buffer_.size(), CeilingThreads(), [this](int, size_t begin, size_t end) {
+      std::memset(buffer_.data() + begin, round_, end - begin);
+    });
   }
 
  private:
