@@ -6,7 +6,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +24,21 @@ std::string Where(const std::string& path, int i) {
   return absl::StrCat("--ceilings: ", path, ": devices[", i, "]");
 }
 
+// The figures a file may give: the JSON field and the ceiling it sets.
+using Entry = tools::v1::CeilingsFile::Device;
+struct Figure {
+  const char* field;
+  double (Entry::*read)() const;
+  double Ceilings::*ceiling;
+};
+constexpr Figure kFigures[] = {
+    {"gbytes_per_s", &Entry::gbytes_per_s, &Ceilings::gbytes_per_s},
+    {"gbytes_per_s_read", &Entry::gbytes_per_s_read, &Ceilings::gbytes_per_s_read},
+    {"gflops", &Entry::gflops, &Ceilings::gflops},
+    {"gflops_fp64", &Entry::gflops_fp64, &Ceilings::gflops_fp64},
+    {"gflops_tf32", &Entry::gflops_tf32, &Ceilings::gflops_tf32},
+};
+
 }  // namespace
 
 absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path) {
@@ -41,19 +55,16 @@ absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path
   }
   std::set<std::string> seen;
   for (int i = 0; i < file.devices_size(); ++i) {
-    const tools::v1::CeilingsFile::Device& entry = file.devices(i);
+    const Entry& entry = file.devices(i);
     if (!seen.insert(entry.device()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(Where(path, i), " names device ", entry.device(), " a second time"));
     }
-    for (const auto& [field, value] : {std::pair{"gbytes_per_s", entry.gbytes_per_s()},
-                                       {"gbytes_per_s_read", entry.gbytes_per_s_read()},
-                                       {"gflops", entry.gflops()},
-                                       {"gflops_fp64", entry.gflops_fp64()},
-                                       {"gflops_tf32", entry.gflops_tf32()}}) {
+    for (const Figure& f : kFigures) {
+      const double value = (entry.*f.read)();
       if (!std::isfinite(value) || value < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Where(path, i), ".", field, ": must be a finite number >= 0, got ", value));
+            Where(path, i), ".", f.field, ": must be a finite number >= 0, got ", value));
       }
     }
   }
@@ -65,7 +76,7 @@ absl::Status ApplyCeilings(const tools::v1::CeilingsFile& file, const std::strin
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(ShortName(*d));
   for (int i = 0; i < file.devices_size(); ++i) {
-    const tools::v1::CeilingsFile::Device& entry = file.devices(i);
+    const Entry& entry = file.devices(i);
     Device* device = nullptr;
     for (const auto& d : devices) {
       if (ShortName(*d) == entry.device()) device = d.get();
@@ -76,12 +87,8 @@ absl::Status ApplyCeilings(const tools::v1::CeilingsFile& file, const std::strin
           "\", which this server does not have (it has ", absl::StrJoin(names, ", "), ")"));
     }
     Ceilings c = device->ceilings();
-    for (const auto& [value, target] : {std::pair{entry.gbytes_per_s(), &c.gbytes_per_s},
-                                        {entry.gbytes_per_s_read(), &c.gbytes_per_s_read},
-                                        {entry.gflops(), &c.gflops},
-                                        {entry.gflops_fp64(), &c.gflops_fp64},
-                                        {entry.gflops_tf32(), &c.gflops_tf32}}) {
-      if (value > 0) *target = value;
+    for (const Figure& f : kFigures) {
+      if (const double value = (entry.*f.read)(); value > 0) c.*f.ceiling = value;
     }
     if (auto s = device->SetCeilings(c); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(Where(path, i), ": ", s.message()));
