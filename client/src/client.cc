@@ -753,21 +753,33 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(core->channel.get(), method,
                                                                     &context, &response));
-  int64_t sent = 0;
-  do {  // at least one message, even for an empty matrix
-    const int64_t n = std::min(chunk, *total - sent);
+  auto message_at = [&](int64_t at) {
     wire::MessageWriter message;
-    if (sent == 0) {  // the first message: the shape, then data only
+    if (at == 0) {  // the first message: the shape, then data only
       message.VarintField(1, uint64_t(ToProto(matrix.dtype)));
       message.VarintField(2, uint64_t(matrix.rows));
       message.VarintField(3, uint64_t(matrix.cols));
       if (options.ttl_seconds != 0) message.VarintField(4, uint64_t(options.ttl_seconds));
     }
-    message.SliceField(5, buffer_of(matrix.data + sent, n));
-    grpc::ByteBuffer bytes = message.Finish();
-    if (!writer->Write(bytes)) break;  // the stream ended: Finish says why
-    sent += n;
-  } while (sent < *total);
+    message.SliceField(5, buffer_of(matrix.data + at, std::min(chunk, *total - at)));
+    return message.Finish();
+  };
+  // The next message is built (its chunk copied out of the matrix) while
+  // this thread writes the current one: the synchronous API moves bytes
+  // only while a thread is in Write, so building it here would stall the
+  // network for as long as the copy takes.
+  grpc::ByteBuffer current = message_at(0);  // at least one, even for an empty matrix
+  for (int64_t at = 0;;) {
+    const int64_t next_at = at + std::min(chunk, *total - at);
+    std::future<grpc::ByteBuffer> next;
+    if (next_at < *total) {
+      const bool large = std::min(chunk, *total - next_at) >= internal::kHelperCopyBytes;
+      next = std::async(large ? std::launch::async : std::launch::deferred, message_at, next_at);
+    }
+    if (!writer->Write(current) || !next.valid()) break;  // a failed stream: Finish says why
+    current = next.get();
+    at = next_at;
+  }
   writer->WritesDone();
   if (absl::Status st = core->Finish("Upload", writer->Finish()); !st.ok()) return st;
   v1::TensorInfo info;

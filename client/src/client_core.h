@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,12 @@
 namespace gpucompute {
 
 namespace internal {
+
+// Stream chunks of at least this many bytes are copied (into a download's
+// matrix, out of an upload's matrix) on a helper thread while the calling
+// thread keeps gRPC reading or writing the socket.
+inline constexpr int64_t kHelperCopyBytes = int64_t{1} << 20;
+
 struct ClientCore {
   std::string target;
   absl::Duration deadline;
@@ -84,15 +91,24 @@ struct ClientCore {
       return absl::InternalError(absl::StrCat("Download failed: the server sent ", why));
     };
     grpc::ByteBuffer message;
-    std::vector<grpc::Slice> slices;
     v1::TensorInfo info;
     bool first = true;
     std::string bytes;
     bool in_place = false;  // writing into `reuse`, at `written`
     size_t written = 0;
     absl::Status broken;
+    // A large chunk is copied out of gRPC's slices on a helper thread while
+    // this one reads the next message: the synchronous API reads the socket
+    // only while a thread is in Read, so copying here would stall the
+    // network for as long as the copy takes. One copy runs at a time, in
+    // order; the main thread decides every offset and touches `bytes` only
+    // when no copy runs.
+    std::future<void> copying;
+    auto wait_for_copy = [&copying] {
+      if (copying.valid()) copying.get();
+    };
     while (reader->Read(&message)) {
-      slices.clear();
+      std::vector<grpc::Slice> slices;
       auto parsed = message.Dump(&slices).ok() ? wire::ParseDownloadResponse(slices)
                                                : absl::InternalError("an unreadable message");
       if (!parsed.ok()) {
@@ -109,17 +125,36 @@ struct ClientCore {
         }
         first = false;
       }
-      for (const auto& piece : parsed->data) {
-        if (!in_place) {
-          bytes.append(piece.data(), piece.size());
-        } else if (written + piece.size() <= bytes.size()) {
-          std::memcpy(bytes.data() + written, piece.data(), piece.size());
-          written += piece.size();
-        } else if (broken.ok()) {
+      if (in_place && written + size_t(parsed->data_bytes) > bytes.size()) {
+        if (broken.ok()) {
           broken = malformed(absl::StrCat("more than the ", info.bytes(), " bytes its info gave"));
         }
+        continue;
+      }
+      // In place, each chunk has its own range; appended, they go in order.
+      char* const into = in_place ? bytes.data() + written : nullptr;
+      written += size_t(parsed->data_bytes);
+      auto copy = [&bytes, into, pieces = std::move(parsed->data),
+                   held = std::move(slices)]() mutable {
+        char* at = into;
+        for (const auto& piece : pieces) {
+          if (at != nullptr) {
+            std::memcpy(at, piece.data(), piece.size());
+            at += piece.size();
+          } else {
+            bytes.append(piece.data(), piece.size());
+          }
+        }
+        held.clear();  // gRPC's buffers go back before the next Read needs them
+      };
+      wait_for_copy();
+      if (parsed->data_bytes >= kHelperCopyBytes) {
+        copying = std::async(std::launch::async, std::move(copy));
+      } else {
+        copy();
       }
     }
+    wait_for_copy();
     if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
     if (!broken.ok()) return broken;
     if (first) return malformed("no message");
