@@ -123,8 +123,7 @@ void ComputeEngine::Compute(ComputeCall call,
   if (!choice.calibrate) {
     task.batch = BatchPartOf(shared_call, choice.variant, outcome);
     // Waiting for company is the point of a delay: such tasks always queue.
-    task.may_run_inline = !shared_call->keep_output &&
-                          RequestBytes(shared_call->problem) <= kInlineRequestBytes &&
+    task.may_run_inline = RequestBytes(shared_call->problem) <= kInlineRequestBytes &&
                           !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());
   }
   task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,

@@ -82,9 +82,10 @@ struct ProfileOutcome {
 // Requests batched at most this large (inputs and result): larger ones spend
 // their time moving bytes, which a batch does not save.
 inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
-// Requests this small run on the thread that submits them when their device
-// has a worker free and nothing waits: a hand-off to a worker thread and
-// back costs more than their work.
+// Requests this small (inputs and result, sent, returned or held as
+// tensors) run on the thread that submits them when their device has a
+// worker free and nothing waits: a hand-off to a worker thread and back
+// costs more than their work.
 inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
 class ComputeEngine {
