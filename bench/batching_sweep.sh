@@ -10,6 +10,8 @@
 # Each server listens on a free loopback port, without a metrics port. Logs
 # and each run's JSON (delay<N>.json) go to OUT_DIR. Environment:
 #   DELAYS         --batch_delay_us values, microseconds (default "0 50 200")
+#   MAX_BATCH_SIZE the servers' --max_batch_size (default 16: batching is
+#                  off by default, and on here)
 #   WARMUP WINDOW MAX_TIME STABLE_WINDOWS   the load test's --warmup,
 #                  --window, --max_time and --stable_windows per row
 #                  (default 0.5s, 0.5s, 10s, 3)
@@ -22,6 +24,7 @@ out=${3:?$usage}
 shift 3
 extra=("$@")
 delays=${DELAYS:-0 50 200}
+max_batch_size=${MAX_BATCH_SIZE:-16}
 warmup=${WARMUP:-0.5s} window=${WINDOW:-0.5s} max_time=${MAX_TIME:-10s}
 stable_windows=${STABLE_WINDOWS:-3}
 start_timeout=${START_TIMEOUT:-120}
@@ -46,7 +49,8 @@ for delay in $delays; do
   log=$out/server_delay$delay.log
   # Port 0: the kernel picks a free port and the server prints the one it
   # bound once it serves ("gpucompute-server listening on 127.0.0.1:PORT").
-  "$server_bin" --listen=127.0.0.1:0 --metrics_listen= --batch_delay_us="$delay" \
+  "$server_bin" --listen=127.0.0.1:0 --metrics_listen= --max_batch_size="$max_batch_size" \
+    --batch_delay_us="$delay" \
     ${extra[@]+"${extra[@]}"} > "$log" 2>&1 &
   server_pid=$!
   port=

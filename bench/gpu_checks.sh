@@ -50,17 +50,17 @@ small_rows() {  # 64^3 MatMul beside the no-op gRPC floor, 1 and 8 connections
       --connections=$conns --max_time=4s > "$out/lt_matmul64_$1_conn$conns.log" 2>&1
   done
 }
-small_rows batched
+small_rows unbatched
 kill -TERM "$server"
 wait "$server"
 echo "server exit rc=$?" >> "$summary"
 
-# The same small rows without batching, to see what it buys.
-"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= --max_batch_size=1 \
-  > "$out/server_unbatched.log" 2>&1 &
+# The same small rows with batching on, to see what it buys.
+"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= --max_batch_size=16 \
+  > "$out/server_batched.log" 2>&1 &
 server=$!
-for _ in $(seq 1 120); do grep -q "listening on" "$out/server_unbatched.log" && break; sleep 0.5; done
-small_rows unbatched
+for _ in $(seq 1 120); do grep -q "listening on" "$out/server_batched.log" && break; sleep 0.5; done
+small_rows batched
 kill -TERM "$server"
 wait "$server"
 
