@@ -18,6 +18,10 @@ int64_t RequestBytes(const kernels::Problem& p) {
          kernels::ElementSize(p.dtype);
 }
 
+TensorShape OutputShape(const kernels::Problem& p) {
+  return {p.dtype, kernels::OutputRows(p), kernels::OutputCols(p)};
+}
+
 }  // namespace
 
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
@@ -62,7 +66,19 @@ void ComputeEngine::Compute(ComputeCall call,
   } else if (shared_call->b_tensor) {
     task.device = &shared_call->b_tensor->device();
   }
-  task.run = [this, shared_call, outcome, choice](Device& device) -> absl::Status {
+  // A small kept result whose device is known gets its tensor here, if the
+  // memory is free right now: then nothing in the task can wait, and it may
+  // run on this thread. Otherwise the task queues and allocates on a worker,
+  // where waiting for memory holds back no gRPC thread.
+  const bool small = RequestBytes(problem) <= kInlineRequestBytes;
+  std::shared_ptr<Tensor> kept_ahead;
+  if (small && shared_call->keep_output && task.device != nullptr && !choice.calibrate) {
+    auto created = tensors_->Create(*task.device, OutputShape(problem), absl::Now());
+    if (created.ok()) kept_ahead = std::move(*created);
+  }
+  const bool nothing_waits = !shared_call->keep_output || kept_ahead != nullptr;
+  task.run = [this, shared_call, outcome, choice,
+              kept_ahead = std::move(kept_ahead)](Device& device) mutable -> absl::Status {
     const ComputeCall& c = *shared_call;
     const StopRequested stop = StopOf(c.lifetime);
     ComputeJob job;
@@ -97,13 +113,13 @@ void ComputeEngine::Compute(ComputeCall call,
     job.out_pinned = c.output_pinned;
     if (c.a_tensor) job.a_resident = &c.a_tensor->memory();
     if (c.b_tensor) job.b_resident = &c.b_tensor->memory();
-    std::shared_ptr<Tensor> kept;
+    std::shared_ptr<Tensor> kept = std::move(kept_ahead);
     if (c.keep_output) {
-      const TensorShape shape{job.problem.dtype, kernels::OutputRows(job.problem),
-                              kernels::OutputCols(job.problem)};
-      auto created = tensors_->Create(device, shape, c.lifetime.deadline);
-      if (!created.ok()) return created.status();
-      kept = std::move(*created);
+      if (!kept) {
+        auto created = tensors_->Create(device, OutputShape(job.problem), c.lifetime.deadline);
+        if (!created.ok()) return created.status();
+        kept = std::move(*created);
+      }
       job.out_resident = &kept->memory();
     } else {
       job.out = c.output(
@@ -123,7 +139,7 @@ void ComputeEngine::Compute(ComputeCall call,
   if (!choice.calibrate) {
     task.batch = BatchPartOf(shared_call, choice.variant, outcome);
     // Waiting for company is the point of a delay: such tasks always queue.
-    task.may_run_inline = RequestBytes(shared_call->problem) <= kInlineRequestBytes &&
+    task.may_run_inline = small && nothing_waits &&
                           !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());
   }
   task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,

@@ -1,5 +1,6 @@
 // The engine's front door: one compute request or Profile in, one outcome
-// out, never on the caller's thread. It picks the variant ("auto" asks the
+// out, on a device worker (a small request may run on the caller's thread:
+// see kInlineRequestBytes). It picks the variant ("auto" asks the
 // selector, and the first request of a new shape bucket calibrates it),
 // admits the work to the scheduler, runs it on a device, and reports what
 // ran and how long each stage took. Knows nothing of gRPC.
@@ -85,7 +86,9 @@ inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
 // Requests this small (inputs and result, sent, returned or held as
 // tensors) run on the thread that submits them when their device has a
 // worker free and nothing waits: a hand-off to a worker thread and back
-// costs more than their work.
+// costs more than their work. One that keeps its result does so only when
+// the result's memory could be had at once: a wait for memory belongs on a
+// worker, not on a gRPC thread.
 inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
 class ComputeEngine {

@@ -1,0 +1,177 @@
+// Where the engine runs a request: a small one on the thread that submits
+// it, unless something in it could wait; a result kept as a tensor gets its
+// memory up front only when the memory is there at once, and otherwise the
+// request queues for a worker, which allocates with the request's deadline.
+#include "server/engine/compute_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gpucompute/kernels/registry.h"
+#include "server/engine/scheduler.h"
+#include "server/engine/tensor_store.h"
+#include "server/engine/variant_selector.h"
+
+namespace gpucompute::server {
+namespace {
+
+class HostMemory final : public ResidentMemory {
+ public:
+  explicit HostMemory(int64_t bytes) : data_(size_t(bytes)) {}
+  void* data() const override { return const_cast<char*>(data_.data()); }
+  int64_t bytes() const override { return int64_t(data_.size()); }
+
+ private:
+  std::vector<char> data_;
+};
+
+// A device that runs nothing, notes the thread each job ran on, and whose
+// tensor memory is either free at once or comes only to those who wait.
+class ProbeDevice final : public Device {
+ public:
+  ProbeDevice() { description_.name = "probe"; }
+  const DeviceDescription& description() const override { return description_; }
+  const Ceilings& ceilings() const override { return ceilings_; }
+  int concurrency() const override { return 1; }
+  absl::StatusOr<StageTimes> Execute(const ComputeJob&, const StopRequested&) override {
+    absl::MutexLock lock(&mu_);
+    ran_on_ = std::this_thread::get_id();
+    return StageTimes{};
+  }
+  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob&,
+                                                          const StopRequested&) override {
+    return std::vector<VariantMeasurement>{};
+  }
+  absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
+                                                                   absl::Time deadline) override {
+    absl::MutexLock lock(&mu_);
+    deadlines_.push_back(deadline);
+    // Not free now: only a caller willing to wait (a deadline ahead) gets it.
+    if (!free_now_ && deadline <= absl::Now()) {
+      return absl::ResourceExhaustedError("device memory is not free now");
+    }
+    return std::make_unique<HostMemory>(bytes);
+  }
+  absl::Status WriteResident(ResidentMemory&, int64_t, const HostPieces&, bool) override {
+    return absl::OkStatus();
+  }
+  absl::Status ReadResident(const ResidentMemory&, int64_t, int64_t, void*, bool) override {
+    return absl::OkStatus();
+  }
+
+  void set_free_now(bool free) {
+    absl::MutexLock lock(&mu_);
+    free_now_ = free;
+  }
+  std::thread::id ran_on() const {
+    absl::MutexLock lock(&mu_);
+    return ran_on_;
+  }
+  std::vector<absl::Time> deadlines() const {
+    absl::MutexLock lock(&mu_);
+    return deadlines_;
+  }
+
+ private:
+  DeviceDescription description_;
+  Ceilings ceilings_;
+  mutable absl::Mutex mu_;
+  bool free_now_ ABSL_GUARDED_BY(mu_) = true;
+  std::thread::id ran_on_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> deadlines_ ABSL_GUARDED_BY(mu_);
+};
+
+class EngineInline : public ::testing::Test {
+ protected:
+  EngineInline()
+      : registry_(kernels::DefaultRegistry()),
+        scheduler_(Devices(), /*max_queue_depth=*/16),
+        selector_(registry_, kernels::Backend::kCpu),
+        store_(TensorStoreOptions{int64_t{1} << 30, absl::Minutes(10), "test"}),
+        engine_(registry_, scheduler_, selector_, kernels::Backend::kCpu, &store_) {}
+
+  std::vector<std::unique_ptr<Device>> Devices() {
+    auto device = std::make_unique<ProbeDevice>();
+    device_ = device.get();
+    std::vector<std::unique_ptr<Device>> devices;
+    devices.push_back(std::move(device));
+    return devices;
+  }
+
+  // A square FP32 tensor of `side` held on the device.
+  std::shared_ptr<Tensor> Held(int64_t side) {
+    auto t =
+        store_.Create(*device_, {kernels::DType::kFloat32, side, side}, absl::InfiniteFuture());
+    EXPECT_TRUE(t.ok()) << t.status();
+    store_.Add(*t, absl::ZeroDuration());
+    return *t;
+  }
+
+  // MatMul of two held side x side tensors, the result kept. Returns once
+  // done ran; `*before_return`: done had run before Compute returned.
+  ComputeOutcome KeptMatMul(int64_t side, absl::Time deadline, bool* before_return) {
+    ComputeCall call;
+    call.problem = {kernels::Op::kMatMul, kernels::DType::kFloat32, side, side, side};
+    call.variant = registry_.Find(kernels::Op::kMatMul, kernels::Backend::kCpu, "cpu_reference");
+    call.a_tensor = Held(side);
+    call.b_tensor = Held(side);
+    call.keep_output = true;
+    call.lifetime.deadline = deadline;
+    absl::Notification done;
+    ComputeOutcome result;
+    absl::Status status;
+    engine_.Compute(std::move(call), [&](absl::Status s, const ComputeOutcome& outcome) {
+      status = s;
+      result = outcome;
+      done.Notify();
+    });
+    *before_return = done.HasBeenNotified();
+    done.WaitForNotification();
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_TRUE(result.kept.has_value());
+    return result;
+  }
+
+  const kernels::Registry& registry_;
+  ProbeDevice* device_ = nullptr;
+  Scheduler scheduler_;
+  VariantSelector selector_;
+  TensorStore store_;
+  ComputeEngine engine_;
+};
+
+TEST_F(EngineInline, ASmallKeptResultWithMemoryAtHandRunsOnTheSubmittingThread) {
+  bool before_return = false;
+  KeptMatMul(8, absl::InfiniteFuture(), &before_return);
+  EXPECT_TRUE(before_return);
+  EXPECT_EQ(device_->ran_on(), std::this_thread::get_id());
+}
+
+TEST_F(EngineInline, ASmallKeptResultThatMustWaitForMemoryQueuesForAWorker) {
+  const absl::Time deadline = absl::Now() + absl::Minutes(1);
+  device_->set_free_now(false);
+  bool before_return = true;
+  KeptMatMul(8, deadline, &before_return);
+  EXPECT_NE(device_->ran_on(), std::this_thread::get_id());
+  // Tried at once on this thread, then waited for on the worker until the
+  // request's own deadline.
+  const std::vector<absl::Time> asked = device_->deadlines();
+  ASSERT_GE(asked.size(), 2u);
+  EXPECT_LE(asked[asked.size() - 2], absl::Now());
+  EXPECT_EQ(asked.back(), deadline);
+}
+
+TEST_F(EngineInline, ALargeKeptResultAlwaysRunsOnAWorker) {
+  bool before_return = true;
+  KeptMatMul(128, absl::InfiniteFuture(), &before_return);  // 192 KiB in all
+  EXPECT_NE(device_->ran_on(), std::this_thread::get_id());
+}
+
+}  // namespace
+}  // namespace gpucompute::server
