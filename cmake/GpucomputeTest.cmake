@@ -1,9 +1,17 @@
-# gpucompute_test(NAME SOURCES ... LIBS ... LABELS label)
+# gpucompute_test(NAME [SERIAL] SOURCES ... LIBS ... LABELS label)
 # A GoogleTest executable registered with CTest. Label `gpu` marks tests that
 # need a CUDA device (they skip with a visible message when none is present).
+# SERIAL: its tests run with no other test beside them (ctest runs the rest
+# in parallel): for tests that time a race or measure the process, such as
+# a shutdown drain, abandoned calls or resident memory.
 function(gpucompute_test name)
-  cmake_parse_arguments(T "" "LABELS" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "LABELS" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}")
+  set(serial FALSE)
+  if(T_SERIAL)
+    set(serial TRUE)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${T_LABELS}" RUN_SERIAL ${serial})
 endfunction()

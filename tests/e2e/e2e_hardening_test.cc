@@ -160,9 +160,14 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   // a sanitizer build) lets that call finish: it counts as the OK it was.
   EXPECT_EQ(client_cancelled + client_ok, kEach);
   EXPECT_GT(client_cancelled, kEach / 2);
-  // The server's count settles once every abandoned job has ended.
+  // The server's count settles once every abandoned job has ended. Every OK
+  // a client saw is counted OK; a cancel or deadline that overtook an answer
+  // already sent (a starved client thread) leaves the server's OK beside
+  // the client's CANCELLED, never the other way round.
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_EQ(Count("transpose", "OK"), client_ok);
+  const double server_ok = Count("transpose", "OK");
+  EXPECT_GE(server_ok, client_ok);
+  EXPECT_LE(server_ok, client_ok + 2);
   EXPECT_EQ(Count("transpose", "INTERNAL"), 0);
   EXPECT_LE(Count("transpose", "DEADLINE_EXCEEDED"), kEach);
   EXPECT_LE(Count("transpose", "CANCELLED"), kEach);
@@ -171,7 +176,7 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   grpc::ClientContext ctx;
   v1::TransposeResponse resp;
   ASSERT_TRUE(stub_->Transpose(&ctx, req, &resp).ok());
-  EXPECT_EQ(Count("transpose", "OK"), client_ok + 1);
+  EXPECT_EQ(Count("transpose", "OK"), server_ok + 1);
   std::ifstream log(access_log_);
   std::stringstream text;
   text << log.rdbuf();
