@@ -774,7 +774,7 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
     std::future<grpc::ByteBuffer> next;
     if (next_at < *total) {
       const bool large = std::min(chunk, *total - next_at) >= internal::kHelperCopyBytes;
-      next = std::async(large ? std::launch::async : std::launch::deferred, message_at, next_at);
+      next = internal::RunAside(large, [&message_at, next_at] { return message_at(next_at); });
     }
     if (!writer->Write(current) || !next.valid()) break;  // a failed stream: Finish says why
     current = next.get();

@@ -14,6 +14,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -34,6 +36,23 @@ namespace internal {
 // matrix, out of an upload's matrix) on a helper thread while the calling
 // thread keeps gRPC reading or writing the socket.
 inline constexpr int64_t kHelperCopyBytes = int64_t{1} << 20;
+
+// `work` on a helper thread when `aside` (and a thread can be had), else
+// deferred to the future's get(): the stream goes on either way.
+template <typename F>
+auto RunAside(bool aside, F&& work) -> std::future<decltype(work())> {
+  // Shared, so a launch that fails leaves the work whole for the fallback.
+  auto held = std::make_shared<std::decay_t<F>>(std::forward<F>(work));
+  auto run = [held] { return (*held)(); };
+  if (aside) {
+    try {
+      return std::async(std::launch::async, run);
+    } catch (const std::system_error&) {
+      // No thread to be had: the work runs on the caller instead.
+    }
+  }
+  return std::async(std::launch::deferred, run);
+}
 
 struct ClientCore {
   std::string target;
@@ -148,11 +167,7 @@ struct ClientCore {
         held.clear();  // gRPC's buffers go back before the next Read needs them
       };
       wait_for_copy();
-      if (parsed->data_bytes >= kHelperCopyBytes) {
-        copying = std::async(std::launch::async, std::move(copy));
-      } else {
-        copy();
-      }
+      copying = RunAside(parsed->data_bytes >= kHelperCopyBytes, std::move(copy));
     }
     wait_for_copy();
     if (absl::Status st = Finish("Download", reader->Finish()); !st.ok()) return st;
