@@ -129,7 +129,10 @@ TEST_F(ClientTensorTest, UploadDownloadRoundTripIsExactAtOddShapesAndChunks) {
                                          {DType::kFloat32, 7, 13, 1, 3},
                                          {DType::kFloat64, 13, 7, 5, 0},
                                          {DType::kFloat32, 257, 129, 4093, 1000},
-                                         {DType::kFloat64, 333, 1001, 1 << 20, 65537}}) {
+                                         {DType::kFloat64, 333, 1001, 1 << 20, 65537},
+                                         // Chunks of 1 MiB and more are copied on a helper
+                                         // thread, uneven last ones included.
+                                         {DType::kFloat64, 700, 701, (1 << 20) + 7, 1 << 20}}) {
     SCOPED_TRACE(
         absl::StrCat(c.rows, "x", c.cols, " chunks ", c.upload_chunk, "/", c.download_chunk));
     absl::StatusOr<Matrix> m = Matrix::Random(c.dtype, c.rows, c.cols, c.rows * 31 + c.cols);
@@ -141,6 +144,11 @@ TEST_F(ClientTensorTest, UploadDownloadRoundTripIsExactAtOddShapesAndChunks) {
     absl::StatusOr<Matrix> back = t->Download(c.download_chunk);
     ASSERT_TRUE(back.ok()) << back.status();
     ExpectSameBytes(*back, *m);
+    // And in place, into a kept matrix of the same size.
+    absl::StatusOr<Matrix> into = Matrix::Random(c.dtype, c.rows, c.cols, 1);
+    ASSERT_TRUE(into.ok());
+    ASSERT_TRUE(client_->Download(t->id(), *into, c.download_chunk).ok());
+    ExpectSameBytes(*into, *m);
   }
   // From raw memory through a view, without a Matrix.
   std::vector<double> raw(3 * 4);
