@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -683,6 +687,34 @@ TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
                                          " --concurrency=2 --deadline=1ms --csv=", csv));
   EXPECT_EQ(r.exit_code, 1) << r.output;  // not a single success
   EXPECT_NE(ReadFile(csv).find("DEADLINE_EXCEEDED:"), std::string::npos) << ReadFile(csv);
+}
+
+// A server that goes away mid-row: the closed loop pauses after each
+// UNAVAILABLE instead of spinning, so the row counts a few hundred refusals
+// at most, not hundreds of thousands.
+TEST(LoadtestServerGone, UnavailableCallsAreRetriedAfterAPause) {
+  auto server = std::make_unique<testing::ServerProcess>(
+      GPUCOMPUTE_SERVER_PATH, std::vector<std::string>{"--backend=cpu", "--metrics_listen="});
+  ASSERT_TRUE(server->started());
+  const std::string json =
+      (std::filesystem::temp_directory_path() / absl::StrCat("loadtest_gone_", getpid(), ".json"))
+          .string();
+  std::thread stopper([&server] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    server->Stop(SIGKILL);
+  });
+  RunResult r = RunLoadtest(
+      absl::StrCat("--server=", server->target(), " --op=transpose --shape=8x8 --concurrency=2",
+                   " --warmup=0.2s --window=0.5s --min_requests=5 --max_time=3s --json=", json));
+  stopper.join();
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // errors in the measured windows
+  const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+  std::filesystem::remove(json);
+  ASSERT_EQ(report.rows_size(), 1) << r.output;
+  const auto& errors = report.rows(0).errors();
+  ASSERT_TRUE(errors.contains("UNAVAILABLE")) << r.output;
+  // 2 threads, 10 ms apart, for at most 3 s: about 600.
+  EXPECT_LT(errors.at("UNAVAILABLE"), 2000) << r.output;
 }
 
 // --placement=inline,tensor: the same variant with and without the transfer,
