@@ -753,6 +753,7 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(core->channel.get(), method,
                                                                     &context, &response));
+  auto length_at = [&](int64_t at) { return std::min(chunk, *total - at); };
   auto message_at = [&](int64_t at) {
     wire::MessageWriter message;
     if (at == 0) {  // the first message: the shape, then data only
@@ -761,7 +762,7 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
       message.VarintField(3, uint64_t(matrix.cols));
       if (options.ttl_seconds != 0) message.VarintField(4, uint64_t(options.ttl_seconds));
     }
-    message.SliceField(5, buffer_of(matrix.data + at, std::min(chunk, *total - at)));
+    message.SliceField(5, buffer_of(matrix.data + at, length_at(at)));
     return message.Finish();
   };
   // The next message is built (its chunk copied out of the matrix) while
@@ -770,10 +771,10 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
   // network for as long as the copy takes.
   grpc::ByteBuffer current = message_at(0);  // at least one, even for an empty matrix
   for (int64_t at = 0;;) {
-    const int64_t next_at = at + std::min(chunk, *total - at);
+    const int64_t next_at = at + length_at(at);
     std::future<grpc::ByteBuffer> next;
     if (next_at < *total) {
-      const bool large = std::min(chunk, *total - next_at) >= internal::kHelperCopyBytes;
+      const bool large = length_at(next_at) >= internal::kHelperCopyBytes;
       next = internal::RunAside(large, [&message_at, next_at] { return message_at(next_at); });
     }
     if (!writer->Write(current) || !next.valid()) break;  // a failed stream: Finish says why

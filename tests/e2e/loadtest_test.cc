@@ -693,18 +693,17 @@ TEST_F(LoadtestBinaryTest, CountsErrorsByStatusCode) {
 // UNAVAILABLE instead of spinning, so the row counts a few hundred refusals
 // at most, not hundreds of thousands.
 TEST(LoadtestServerGone, UnavailableCallsAreRetriedAfterAPause) {
-  auto server = std::make_unique<testing::ServerProcess>(
-      GPUCOMPUTE_SERVER_PATH, std::vector<std::string>{"--backend=cpu", "--metrics_listen="});
-  ASSERT_TRUE(server->started());
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--metrics_listen="});
+  ASSERT_TRUE(server.started());
   const std::string json =
       (std::filesystem::temp_directory_path() / absl::StrCat("loadtest_gone_", getpid(), ".json"))
           .string();
   std::thread stopper([&server] {
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    server->Stop(SIGKILL);
+    server.Stop(SIGKILL);
   });
   RunResult r = RunLoadtest(
-      absl::StrCat("--server=", server->target(), " --op=transpose --shape=8x8 --concurrency=2",
+      absl::StrCat("--server=", server.target(), " --op=transpose --shape=8x8 --concurrency=2",
                    " --warmup=0.2s --window=0.5s --min_requests=5 --max_time=3s --json=", json));
   stopper.join();
   EXPECT_EQ(r.exit_code, 1) << r.output;  // errors in the measured windows
