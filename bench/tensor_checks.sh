@@ -28,11 +28,15 @@ for _ in $(seq 1 120); do grep -q "listening on" "$out/server_tensors.log" && br
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s)
 
 # MatMul on resident operands with the output kept, beside the same call
-# inline; at 64^3 also beside the no-op gRPC call.
-"${lt[@]}" --op=matmul --shape="${big}x${big}x${big}" --variants="$variant" --placement=inline,tensor \
-  --concurrency=1 --max_time=10s >> "$log" 2>&1
-"${lt[@]}" --op=matmul --shape=64x64x64 --variants="$variant",auto --placement=inline,tensor \
-  --concurrency=1 --baseline=grpc --max_time=4s >> "$log" 2>&1
+# inline; at 64^3 also beside the no-op gRPC call. Each twice: from a client
+# that sleeps while it waits, and from one that polls (--busy_poll).
+for busy_poll in false true; do
+  echo "== client --busy_poll=$busy_poll" >> "$log"
+  "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape="${big}x${big}x${big}" --variants="$variant" \
+    --placement=inline,tensor --concurrency=1 --max_time=10s >> "$log" 2>&1
+  "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape=64x64x64 --variants="$variant",auto \
+    --placement=inline,tensor --concurrency=1 --baseline=grpc --max_time=4s >> "$log" 2>&1
+done
 
 # Upload and Download streams beside a TCP echo of the same bytes, the
 # server's resident size sampled every 0.1 s while the uploads run.
@@ -60,4 +64,4 @@ echo "server VmRSS peak during the uploads (KiB): $(cat "$peak_file")" >> "$log"
 kill -TERM "$server"
 wait "$server"
 echo "server exit rc=$?" >> "$log"
-grep -E " c=[0-9]+ |VmRSS|exit rc|gpucompute-loadtest:" "$log"
+grep -E " c=[0-9]+ |VmRSS|exit rc|gpucompute-loadtest:|^== " "$log"

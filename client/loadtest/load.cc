@@ -212,7 +212,17 @@ class ClosedLoop final : public Driver {
     for (int i = 0; i < share; ++i) issue();
     void* tag = nullptr;
     bool ok = false;
-    while (in_flight > 0 && cq.Next(&tag, &ok)) {
+    auto next = [&] {
+      if (!settings_.busy_poll) return cq.Next(&tag, &ok);
+      for (;;) {
+        switch (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC))) {
+          case grpc::CompletionQueue::GOT_EVENT: return true;
+          case grpc::CompletionQueue::SHUTDOWN: return false;
+          case grpc::CompletionQueue::TIMEOUT: break;
+        }
+      }
+    };
+    while (in_flight > 0 && next()) {
       auto* c = static_cast<QueuedCall*>(tag);
       --in_flight;
       RecordCompletion(*call_, c->status, &c->response, c->start, recorder);

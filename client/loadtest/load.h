@@ -173,6 +173,7 @@ class Driver {
 struct CallSettings {
   absl::Duration deadline = absl::Seconds(60);
   std::string authorization;  // "Bearer <token>", or empty
+  bool busy_poll = false;
 };
 
 // Channels to the server, each with its own connection when more than one;

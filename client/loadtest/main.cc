@@ -113,6 +113,10 @@ ABSL_FLAG(std::string, token_file, "",
 ABSL_FLAG(bool, grpc_defaults, false,
           "use gRPC's stock frame, window and read sizes instead of those for large messages "
           "(to measure what the tuning buys)");
+ABSL_FLAG(bool, busy_poll, false,
+          "closed loop (--concurrency): each load thread polls its completion queue without "
+          "sleeping while its calls are in flight (one busy core per thread), so the latency "
+          "rows leave out the client's own wake-up; compare rows with and without");
 ABSL_FLAG(std::string, lb, "",
           "round_robin: spread requests over every address a dns:/// target resolves to");
 ABSL_FLAG(std::string, connections, "1",
@@ -441,6 +445,7 @@ int Run() {
   CallSettings call_settings;
   call_settings.deadline = absl::GetFlag(FLAGS_deadline);
   call_settings.authorization = client->authorization();
+  call_settings.busy_poll = absl::GetFlag(FLAGS_busy_poll);
 
   MeasureSettings measure;
   measure.warmup = absl::GetFlag(FLAGS_warmup);
@@ -476,6 +481,7 @@ int Run() {
       absl::StrJoin(*connections, ","), *connections == std::vector<int>{1} ? "" : "s",
       options.large_message_transport ? "client transport sized for large messages"
                                       : "client transport: gRPC defaults");
+  if (call_settings.busy_poll) run.settings += "; busy-polling client";
   const int64_t payload = w.RequestPayloadBytes() + w.ResponsePayloadBytes();
 
   std::printf("gpucompute-loadtest: %s %s %s (%s%s) against %s (%s, %s backend, %s)\n",

@@ -1,6 +1,7 @@
 #include "server/engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 
@@ -28,8 +29,11 @@ StopRequested StopOf(const Task& task) {
 }  // namespace
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
-                     BatchingOptions batching)
-    : devices_(std::move(devices)), max_queue_depth_(max_queue_depth), batching_(batching) {
+                     BatchingOptions batching, absl::Duration worker_spin)
+    : devices_(std::move(devices)),
+      max_queue_depth_(max_queue_depth),
+      batching_(batching),
+      worker_spin_(worker_spin) {
   for (const auto& device : devices_) {
     auto lane = std::make_unique<Lane>();
     lane->device = device.get();
@@ -94,7 +98,13 @@ void Scheduler::Submit(Task task) {
       run_here = true;
     } else if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
       best->queue.push_back(Entry{std::move(task), absl::Now()});
-      best->ready.Signal();
+      // A polling worker takes the first task queued while it polls; any
+      // more wake sleeping workers as usual.
+      if (best->spinning && !best->spinner_has_work.load(std::memory_order_relaxed)) {
+        best->spinner_has_work.store(true, std::memory_order_release);
+      } else {
+        best->ready.Signal();
+      }
       return;
     }
   }
@@ -207,7 +217,25 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
   }
 }
 
+void Scheduler::SpinForWork(Lane& lane) {
+  lane.spinning = true;
+  lane.spinner_has_work.store(false, std::memory_order_relaxed);
+  lane.mu.Unlock();
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(worker_spin_);
+  while (!lane.spinner_has_work.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  lane.mu.Lock();
+  lane.spinning = false;
+  lane.spinner_has_work.store(false, std::memory_order_relaxed);
+}
+
 void Scheduler::WorkerLoop(Lane& lane) {
+  // Only right after a task: an idle server does not poll.
+  bool may_spin = false;
   for (;;) {
     std::vector<Entry> batch;
     {
@@ -215,6 +243,11 @@ void Scheduler::WorkerLoop(Lane& lane) {
       // Tasks run on the submitting thread count against the device's
       // concurrency too; a draining scheduler runs what is left regardless.
       while (!lane.stopping && (lane.queue.empty() || lane.busy >= lane.device->concurrency())) {
+        if (may_spin && !lane.spinning && lane.queue.empty()) {
+          may_spin = false;
+          SpinForWork(lane);
+          continue;
+        }
         lane.ready.Wait(&lane.mu);
       }
       if (lane.queue.empty()) return;  // stopping and drained
@@ -228,6 +261,7 @@ void Scheduler::WorkerLoop(Lane& lane) {
     absl::MutexLock lock(&lane.mu);
     lane.running -= int(batch.size());
     --lane.busy;
+    may_spin = worker_spin_ > absl::ZeroDuration();
   }
 }
 
@@ -238,6 +272,7 @@ void Scheduler::Shutdown() {
     absl::MutexLock lock(&lane->mu);
     lane->stopping = true;
     lane->ready.SignalAll();
+    lane->spinner_has_work.store(true, std::memory_order_release);  // stop polling
     if (lane->open != nullptr) lane->open->joined.SignalAll();
   }
   for (auto& lane : lanes_) {

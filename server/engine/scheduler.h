@@ -62,8 +62,11 @@ struct BatchingOptions {
 
 class Scheduler {
  public:
+  // `worker_spin`: how long a worker that has just finished a task keeps
+  // polling for the next one before it sleeps (one worker per device at a
+  // time); a task then starts without a sleeping thread's wake-up.
   Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
-            BatchingOptions batching = {});
+            BatchingOptions batching = {}, absl::Duration worker_spin = absl::ZeroDuration());
   ~Scheduler();
 
   // Queues the task on its device, or else on the least-loaded one.
@@ -100,10 +103,17 @@ class Scheduler {
     int busy ABSL_GUARDED_BY(mu) = 0;
     bool stopping ABSL_GUARDED_BY(mu) = false;
     OpenBatch* open ABSL_GUARDED_BY(mu) = nullptr;
+    // A worker polling for work instead of sleeping (worker_spin), and
+    // whether a task queued since is already its own (set under mu).
+    bool spinning ABSL_GUARDED_BY(mu) = false;
+    std::atomic<bool> spinner_has_work{false};
     std::vector<std::thread> workers;
   };
 
   void WorkerLoop(Lane& lane);
+  // Releases lane.mu until a task is queued for this worker or worker_spin
+  // has passed, polling without sleeping.
+  void SpinForWork(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // Moves queued tasks with the first one's key into `batch`, then, with a
   // delay, holds the batch open until it is full or the delay has passed.
   void GatherBatch(Lane& lane, std::vector<Entry>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
@@ -113,6 +123,7 @@ class Scheduler {
   const std::vector<std::unique_ptr<Device>> devices_;
   const int max_queue_depth_;
   const BatchingOptions batching_;
+  const absl::Duration worker_spin_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<bool> accepting_{true};
   absl::Mutex shutdown_mu_;

@@ -747,6 +747,23 @@ TEST_F(LoadtestBinaryTest, TensorPlacementRowsBesideInline) {
   EXPECT_EQ(none.output.find("not held any more"), std::string::npos) << none.output;
 }
 
+// --busy_poll: the same closed-loop rows from threads that poll their
+// completion queues, baseline included, and the report says so.
+TEST_F(LoadtestBinaryTest, BusyPollingClientAnswersTheSameRows) {
+  const std::string json = dir_ / "b.json";
+  RunResult r = RunLoadtest(absl::StrCat(Fastest(), " --op=matmul --shape=24x16x8 --busy_poll",
+                                         " --placement=inline,tensor --baseline=grpc",
+                                         " --concurrency=1,3 --json=", json));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
+  EXPECT_NE(report.settings().find("busy-polling client"), std::string::npos) << report.settings();
+  ASSERT_EQ(report.rows_size(), 6);  // grpc_health, inline and tensor, each at c=1 and c=3
+  for (const auto& row : report.rows()) {
+    EXPECT_GT(row.requests(), 0) << row.variant();
+    EXPECT_TRUE(row.errors().empty()) << row.variant();
+  }
+}
+
 // --placement=shm: operands and output in one registered region, beside
 // inline; the region is unregistered (and unlinked) at the end.
 TEST_F(LoadtestBinaryTest, SharedMemoryPlacementRowsBesideInline) {

@@ -61,10 +61,11 @@ class FakeDevice final : public Device {
 };
 
 std::unique_ptr<Scheduler> MakeScheduler(int concurrency, int max_queue_depth,
-                                         BatchingOptions batching = {}) {
+                                         BatchingOptions batching = {},
+                                         absl::Duration worker_spin = absl::ZeroDuration()) {
   std::vector<std::unique_ptr<Device>> devices;
   devices.push_back(std::make_unique<FakeDevice>(concurrency));
-  return std::make_unique<Scheduler>(std::move(devices), max_queue_depth, batching);
+  return std::make_unique<Scheduler>(std::move(devices), max_queue_depth, batching, worker_spin);
 }
 
 FakeDevice& DeviceOf(const Scheduler& scheduler) {
@@ -191,6 +192,61 @@ TEST(SchedulerTest, TasksRunOnSubmittersCountAgainstConcurrency) {
   submitter.join();
   second.done.WaitForNotification();
   EXPECT_TRUE(first.status.ok() && second.status.ok());
+}
+
+// Polling workers (worker_spin). The spin is far longer than any test, so a
+// worker that finished a task is certainly still polling.
+constexpr absl::Duration kLongSpin = absl::Seconds(30);
+constexpr absl::Duration kPrompt = absl::Seconds(5);
+
+void RunOneQueuedTask(Scheduler& scheduler) {
+  Probe probe;
+  scheduler.Submit(ProbeTask(probe));
+  probe.done.WaitForNotification();
+  ASSERT_TRUE(probe.status.ok()) << probe.status;
+}
+
+TEST(SchedulerSpin, APollingWorkerTakesTheNextTaskAtOnce) {
+  auto scheduler = MakeScheduler(1, 4, {}, kLongSpin);
+  RunOneQueuedTask(*scheduler);
+  Probe next;
+  scheduler->Submit(ProbeTask(next));
+  EXPECT_TRUE(next.done.WaitForNotificationWithTimeout(kPrompt))
+      << "the polling worker did not see the task queued for it";
+}
+
+// The polling worker takes the first task queued while it polls; a second one
+// must still wake a sleeping worker. Both tasks wait until both have
+// started, so they finish only if they run side by side.
+TEST(SchedulerSpin, MoreTasksThanPollersWakeTheSleepingWorkers) {
+  auto scheduler = MakeScheduler(2, 4, {}, kLongSpin);
+  RunOneQueuedTask(*scheduler);
+  std::atomic<int> started{0};
+  auto meet = [&started](Device&) {
+    started.fetch_add(1);
+    const absl::Time give_up = absl::Now() + kPrompt;
+    while (started.load() < 2 && absl::Now() < give_up) std::this_thread::yield();
+    return started.load() == 2 ? absl::OkStatus()
+                               : absl::DeadlineExceededError("the other task never started");
+  };
+  Probe first, second;
+  Task a = ProbeTask(first), b = ProbeTask(second);
+  a.run = meet;
+  b.run = meet;
+  scheduler->Submit(std::move(a));
+  scheduler->Submit(std::move(b));
+  first.done.WaitForNotification();
+  second.done.WaitForNotification();
+  EXPECT_TRUE(first.status.ok()) << first.status;
+  EXPECT_TRUE(second.status.ok()) << second.status;
+}
+
+TEST(SchedulerSpin, ShutdownDoesNotWaitForAPollingWorker) {
+  auto scheduler = MakeScheduler(1, 4, {}, kLongSpin);
+  RunOneQueuedTask(*scheduler);
+  const absl::Time start = absl::Now();
+  scheduler->Shutdown();
+  EXPECT_LT(absl::Now() - start, kPrompt);
 }
 
 // A batchable task: its status, and the batch size its part was finished with.
