@@ -68,6 +68,9 @@ class TensorReleaser {
 
  private:
   void Loop();
+  // One ReleaseTensors call for everything queued now.
+  void ReleaseBatch(std::unique_lock<std::mutex>& lock);
+  // Batches until nothing is queued.
   void ReleaseQueued(std::unique_lock<std::mutex>& lock);
   const Client* client_;
   std::mutex mu_;
