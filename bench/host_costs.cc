@@ -33,13 +33,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    cudaError_t err_ = (call);                                                                 \
-    if (err_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err_));               \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+#define CHECK_CUDA(call)                                                        \
+  do {                                                                          \
+    cudaError_t err_ = (call);                                                  \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err_)); \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)
 
 struct Stats {
@@ -61,7 +61,9 @@ Stats Time(int iterations, const std::function<void(Clock::time_point&)>& step) 
   return {us[us.size() / 2], us[us.size() * 9 / 10]};
 }
 
-void Row(const char* what, Stats s) { std::printf("%-58s %9.2f %9.2f\n", what, s.p50_us, s.p90_us); }
+void Row(const char* what, Stats s) {
+  std::printf("%-58s %9.2f %9.2f\n", what, s.p50_us, s.p90_us);
+}
 
 // A round trip to another thread: it wakes, answers, and this one wakes.
 // Sleeping: both wait on a condition variable (a futex each way). Polling:
@@ -164,8 +166,10 @@ int main(int argc, char** argv) {
         float ms;
         cudaEventElapsedTime(&ms, begin, end);
       }));
-  Row("cudaStreamSynchronize, idle stream", Time(n, [&](Clock::time_point&) { cudaStreamSynchronize(stream); }));
-  Row("cudaMallocFromPoolAsync + cudaFreeAsync (16 KiB) + stream sync", Time(n, [&](Clock::time_point&) {
+  Row("cudaStreamSynchronize, idle stream",
+      Time(n, [&](Clock::time_point&) { cudaStreamSynchronize(stream); }));
+  Row("cudaMallocFromPoolAsync + cudaFreeAsync (16 KiB) + stream sync",
+      Time(n, [&](Clock::time_point&) {
         void* p = nullptr;
         cudaMallocFromPoolAsync(&p, kMatrixBytes, pool, stream);
         cudaFreeAsync(p, stream);
@@ -202,7 +206,8 @@ int main(int argc, char** argv) {
   // the kernel, the result down, one host wait, three stage times.
   cudaEvent_t marks[4];
   for (cudaEvent_t& e : marks) CHECK_CUDA(cudaEventCreate(&e));
-  Row("64^3 MatMul request: H2D 32 KiB, sgemm, D2H 16 KiB, 4 events", Time(n, [&](Clock::time_point&) {
+  Row("64^3 MatMul request: H2D 32 KiB, sgemm, D2H 16 KiB, 4 events",
+      Time(n, [&](Clock::time_point&) {
         cudaEventRecord(marks[0], stream);
         cudaMemcpyAsync(dev, host_in, 2 * kMatrixBytes, cudaMemcpyHostToDevice, stream);
         cudaEventRecord(marks[1], stream);

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client_core.h"
+#include "unary_call.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute {
@@ -411,6 +412,7 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
     core->target = target;
     core->deadline = client.deadline_;
     core->authorization = client.authorization_;
+    core->busy_poll = options.busy_poll;
     core->channel = replica->channels.front();
     core->stub = v1::Compute::NewStub(core->channel);
     replica->core = std::move(core);
@@ -447,11 +449,10 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
   grpc::ByteBuffer response;
   grpc::ClientContext context;
   core.Prepare(&context);
-  std::promise<grpc::Status> done;
-  target.NextStub().UnaryCall(&context, absl::StrCat("/gpucompute.v1.Compute/", method),
-                              grpc::StubOptions(), &request, &response,
-                              [&done](grpc::Status status) { done.set_value(std::move(status)); });
-  if (absl::Status st = core.Finish(method, done.get_future().get()); !st.ok()) return st;
+  const grpc::Status status = internal::UnaryOnThisThread(
+      target.NextStub(), &context, absl::StrCat("/gpucompute.v1.Compute/", method), request,
+      &response, core.busy_poll);
+  if (absl::Status st = core.Finish(method, status); !st.ok()) return st;
   auto malformed = [&](absl::string_view why) {
     return absl::InternalError(
         absl::StrCat(method, " failed: the server returned a malformed result: ", why));
@@ -874,11 +875,10 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& service) const {
   grpc::ByteBuffer response;
   grpc::ClientContext context;
   Prepare(&context);
-  std::promise<grpc::Status> done;
-  (*replicas_)[0].generic_stubs.front()->UnaryCall(
-      &context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-      [&done](grpc::Status status) { done.set_value(std::move(status)); });
-  if (absl::Status st = Finish("Health", done.get_future().get()); !st.ok()) return st;
+  const grpc::Status status = internal::UnaryOnThisThread(*(*replicas_)[0].generic_stubs.front(),
+                                                          &context, "/grpc.health.v1.Health/Check",
+                                                          request, &response, core_->busy_poll);
+  if (absl::Status st = Finish("Health", status); !st.ok()) return st;
   std::vector<grpc::Slice> slices;
   if (!response.Dump(&slices).ok()) {
     return absl::InternalError("Health failed: cannot read the HealthCheckResponse");

@@ -58,6 +58,7 @@ struct ClientCore {
   std::string target;
   absl::Duration deadline;
   std::string authorization;  // "Bearer <token>", or empty
+  bool busy_poll = false;     // ClientOptions::busy_poll
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Compute::Stub> stub;
 

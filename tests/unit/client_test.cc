@@ -84,6 +84,25 @@ TEST_F(ClientTest, MatMulReturnsResultAndReport) {
   ExpectMatMulMatchesHostReference<float>(client, 5, 1, 6);
 }
 
+// ClientOptions::busy_poll: the same answers and errors from calls that
+// poll for them, the deadline included.
+TEST_F(ClientTest, BusyPollingCallsAnswerTheSame) {
+  ClientOptions options;
+  options.busy_poll = true;
+  options.deadline = absl::Milliseconds(200);  // the "slow" variant takes 500
+  Client client = Connect(options);
+  ExpectMatMulMatchesHostReference<float>(client, 33, 17, 9);
+  absl::StatusOr<HealthStatus> health = client.Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, HealthStatus::kServing);
+  MatMulOptions slow;
+  slow.variant = "slow";
+  absl::StatusOr<OpResult> late = client.MatMul(*Matrix::Zeros(DType::kFloat32, 1, 1),
+                                                *Matrix::Zeros(DType::kFloat32, 1, 1), slow);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST_F(ClientTest, MovedInputsAreSentWithoutCopy) {
   Client client = Connect();
   absl::StatusOr<Matrix> a = Matrix::Random(DType::kFloat64, 4, 3, Seed());

@@ -109,6 +109,13 @@ struct ClientOptions {
   // the load test's --connections. With 1, the channel shares its connection
   // with other channels of the process to the same target (gRPC's default).
   int connections = 1;
+  // MatMul, Transpose, Reduce and Health wait for their answer by polling
+  // instead of sleeping: a core stays busy for each call's duration, and the
+  // call is faster by the wake-up of a sleeping thread (tens of
+  // microseconds, more on a virtual machine after a long wait; see the
+  // README's "Latency at one request in flight"). For latency-bound callers
+  // with cores to spare.
+  bool busy_poll = false;
 };
 
 // The channel arguments behind ClientOptions::large_message_transport; the
@@ -379,6 +386,7 @@ class Client {
   std::vector<std::string> targets_;
   absl::Duration deadline_;
   std::string authorization_;  // "Bearer <token>", or empty
+  bool busy_poll_ = false;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::unique_ptr<v1::Compute::Stub> stub_;  // on the first replica's first channel
   int max_message_bytes_ = INT_MAX;

@@ -1,0 +1,33 @@
+#include "unary_call.h"
+
+#include <memory>
+
+namespace gpucompute::internal {
+
+grpc::Status UnaryOnThisThread(grpc::GenericStub& stub, grpc::ClientContext* context,
+                               const std::string& method, const grpc::ByteBuffer& request,
+                               grpc::ByteBuffer* response, bool busy_poll) {
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(context, method, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(response, &status, &status);
+  void* tag = nullptr;
+  bool ok = false;
+  if (busy_poll) {
+    while (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
+           grpc::CompletionQueue::TIMEOUT) {
+    }
+  } else {
+    cq.Next(&tag, &ok);
+  }
+  // Finish is the only operation, so `tag` is its; a queue must be empty
+  // and shut down before it is destroyed.
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+}  // namespace gpucompute::internal
