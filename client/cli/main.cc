@@ -65,6 +65,9 @@ const std::vector<FlagSpec>& ConnectionFlags() {
       {"tls_server_name", "NAME", "", "name to check in the server certificate; turns TLS on"},
       {"tls", "", "", "use TLS with the system's root CAs"},
       {"token_file", "FILE", "", "send the file's first line as 'authorization: Bearer <token>'"},
+      {"busy_poll", "", "",
+       "wait for each answer by polling instead of sleeping (a busy core; less latency, as "
+       "--repeat shows)"},
   };
   return flags;
 }
@@ -940,6 +943,7 @@ absl::StatusOr<ClientOptions> MakeClientOptions(const ParsedArgs& args,
   options.tls_key_file = args.Get("tls_key");
   options.tls_server_name = args.Get("tls_server_name");
   options.bearer_token_file = args.Get("token_file");
+  options.busy_poll = args.GetBool("busy_poll");
   return options;
 }
 

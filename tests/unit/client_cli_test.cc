@@ -138,6 +138,23 @@ TEST_F(CliTest, MatMulRandomWritesResult) {
   }
 }
 
+// --busy_poll: the same call and result, each of --repeat's calls timed.
+TEST_F(CliTest, BusyPollRepeatsTheCall) {
+  const std::string out = ::testing::TempDir() + "/cli_bp.npy";
+  CliRun run =
+      RunCli("matmul --random 3x4x5 --seed 9 --repeat 3 --busy_poll --out " + out + server_);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  size_t timings = 0;
+  for (size_t at = run.output.find("(client)"); at != std::string::npos;
+       at = run.output.find("(client)", at + 1)) {
+    ++timings;
+  }
+  EXPECT_EQ(timings, 3u) << run.output;
+  absl::StatusOr<Matrix> c = ReadNpy(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ShapeString(), "3x5 float32");
+}
+
 TEST_F(CliTest, MatMulFilesAndServerError) {
   const std::string a = ::testing::TempDir() + "/cli_a.npy";
   const std::string b = ::testing::TempDir() + "/cli_b.npy";
