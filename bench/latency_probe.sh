@@ -29,7 +29,7 @@ for spin in $spins; do
     "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape="${big}x${big}x${big}" --variants="$variant" \
       --placement=tensor --max_time=5s > "$f" 2>&1
     "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape=64x64x64 --variants="$variant",auto \
-      --placement=tensor --baseline=grpc --max_time=4s >> "$f" 2>&1
+      --placement=tensor --baseline=grpc,service --max_time=4s >> "$f" 2>&1
     "${lt[@]}" --busy_poll=$busy_poll --op=transpose --shape=1x1 --variants=auto --placement=inline \
       --max_time=3s >> "$f" 2>&1
   done

@@ -35,7 +35,7 @@ for busy_poll in false true; do
   "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape="${big}x${big}x${big}" --variants="$variant" \
     --placement=inline,tensor --concurrency=1 --max_time=10s >> "$log" 2>&1
   "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape=64x64x64 --variants="$variant",auto \
-    --placement=inline,tensor --concurrency=1 --baseline=grpc --max_time=4s >> "$log" 2>&1
+    --placement=inline,tensor --concurrency=1 --baseline=grpc,service --max_time=4s >> "$log" 2>&1
 done
 
 # Upload and Download streams beside a TCP echo of the same bytes, the

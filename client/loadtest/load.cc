@@ -509,8 +509,23 @@ PreparedCall PreparedCall::HealthCheck() {
   return call;
 }
 
+PreparedCall PreparedCall::ServiceCall() {
+  PreparedCall call;
+  call.method_ = "/gpucompute.v1.Compute/ListTensors";
+  call.service_call_ = true;
+  call.request_ = grpc::ByteBuffer(nullptr, 0);  // an empty ListTensorsRequest
+  return call;
+}
+
 absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
                                          v1::ExecutionReport* report) const {
+  if (service_call_) {
+    v1::ListTensorsResponse list;
+    grpc::Status st =
+        grpc::SerializationTraits<v1::ListTensorsResponse>::Deserialize(buffer, &list);
+    if (!st.ok()) return absl::InternalError("ListTensors response could not be parsed");
+    return absl::OkStatus();
+  }
   if (health_check_) {
     grpc::health::v1::HealthCheckResponse health;
     grpc::Status st = grpc::SerializationTraits<grpc::health::v1::HealthCheckResponse>::Deserialize(

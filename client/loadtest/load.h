@@ -110,6 +110,10 @@ class PreparedCall {
   // The standard grpc.health.v1 Check with an empty request: a round trip
   // through the same channel and server that does no work, the gRPC floor.
   static PreparedCall HealthCheck();
+  // ListTensors: a round trip through the Compute service's own handling
+  // (its reactor, metrics, authentication) that touches no device; beside
+  // the health Check, what the service adds to gRPC's floor.
+  static PreparedCall ServiceCall();
 
   const std::string& method() const { return method_; }
   const grpc::ByteBuffer& request() const { return request_; }
@@ -118,7 +122,7 @@ class PreparedCall {
   // for a copy of the payload.
   absl::Status ParseResponse(grpc::ByteBuffer* buffer, v1::ExecutionReport* report) const;
   // Whether responses carry an ExecutionReport (compute calls do).
-  bool has_report() const { return !health_check_; }
+  bool has_report() const { return !health_check_ && !service_call_; }
 
  private:
   Workload workload_;
@@ -127,6 +131,7 @@ class PreparedCall {
   std::string method_;
   grpc::ByteBuffer request_;
   bool health_check_ = false;
+  bool service_call_ = false;
 };
 
 // Completions of one measurement window.

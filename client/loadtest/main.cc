@@ -85,7 +85,9 @@ ABSL_FLAG(std::string, baseline, "",
           "runs over a unix socket instead, row unix_echo, so that both cross the same kind "
           "of socket); grpc sends the standard health "
           "Check to the server over the same channel, the round trip of a gRPC call that "
-          "does no work");
+          "does no work; service sends ListTensors (row list_tensors), a call of the Compute "
+          "service itself that touches no device: what the service's own handling adds to "
+          "the health Check");
 ABSL_FLAG(std::string, label, "",
           "free text added to every row, e.g. delay=100us: in its name in the table and the "
           "HTML (\"auto delay=100us\"), and as label in the CSV and JSON; names the server's "
@@ -287,7 +289,7 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 }
 
 struct Plan {
-  std::string variant;  // or a baseline: kTcpEcho, kGrpcHealth; or "upload", "download"
+  std::string variant;  // or a baseline (report.h); or "upload", "download"
   int concurrency = 0;
   double rate = 0;
   std::string placement = "inline";
@@ -393,7 +395,7 @@ int Run() {
   if (transfer && placements != std::vector<std::string>{"inline"}) {
     return Fail("--placement: upload and download rows move the matrix by definition");
   }
-  bool tcp_baseline = false, grpc_baseline = false;
+  bool tcp_baseline = false, grpc_baseline = false, service_baseline = false;
   std::string baseline_flag = absl::GetFlag(FLAGS_baseline);
   if (transfer && baseline_flag.empty()) baseline_flag = "tcp";  // what a stream is measured by
   for (absl::string_view b : absl::StrSplit(baseline_flag, ',', absl::SkipEmpty())) {
@@ -401,8 +403,10 @@ int Run() {
       tcp_baseline = true;
     } else if (b == "grpc") {
       grpc_baseline = true;
+    } else if (b == "service") {
+      service_baseline = true;
     } else {
-      return Fail(absl::StrCat("--baseline: \"", b, "\" is not tcp or grpc"));
+      return Fail(absl::StrCat("--baseline: \"", b, "\" is not tcp, grpc or service"));
     }
   }
   const std::string progress_flag = absl::GetFlag(FLAGS_progress);
@@ -572,7 +576,8 @@ int Run() {
   const bool unix_target = IsUnixTarget(options.target);
   std::vector<Plan> plan;
   for (const auto& [wanted, name] :
-       {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth}}) {
+       {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth},
+        std::pair{service_baseline, kServiceCall}}) {
     if (!wanted) continue;
     const char* row = name == kTcpEcho && unix_target ? kUnixEcho : name;
     // The echo opens its own sockets: one row per concurrency.
@@ -625,6 +630,7 @@ int Run() {
   std::string prepared_variant;
   std::optional<PreparedCall> call;
   const PreparedCall health_check = PreparedCall::HealthCheck();
+  const PreparedCall service_call = PreparedCall::ServiceCall();
   int64_t failed_rows = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const Plan& p = plan[i];
@@ -635,8 +641,9 @@ int Run() {
     if (IsEcho(p.variant)) {
       driver =
           MakeTcpEcho(echo.get(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
-    } else if (p.variant == kGrpcHealth) {
-      driver = MakeClosedLoop(channels, &health_check, call_settings, p.concurrency);
+    } else if (p.variant == kGrpcHealth || p.variant == kServiceCall) {
+      driver = MakeClosedLoop(channels, p.variant == kGrpcHealth ? &health_check : &service_call,
+                              call_settings, p.concurrency);
     } else if (transfer) {
       driver = MakeTransferLoop(client, w.transfer, &*transfer_matrix, download_id, p.concurrency);
     } else {
@@ -665,8 +672,9 @@ int Run() {
                             });
     progress.Clear();
     if (releaser != nullptr) releaser->Flush();  // the row's kept outputs, before the next row
-    Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
-                      p.variant == kGrpcHealth || p.placement == "tensor" ? 0 : payload, m);
+    Row row = MakeRow(
+        p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
+        (IsBaseline(p.variant) && !IsEcho(p.variant)) || p.placement == "tensor" ? 0 : payload, m);
     row.placement = p.placement;
     row.connections = p.connections;
     row.label = label;

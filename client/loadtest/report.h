@@ -17,15 +17,18 @@ namespace gpucompute::loadtest {
 inline constexpr const char* kTcpEcho = "tcp_echo";        // the payload over plain TCP
 inline constexpr const char* kUnixEcho = "unix_echo";      // ... over a unix socket
 inline constexpr const char* kGrpcHealth = "grpc_health";  // a gRPC call doing no work
+// A call of the Compute service itself that touches no device: ListTensors.
+inline constexpr const char* kServiceCall = "list_tensors";
 inline bool IsEcho(const std::string& variant) {
   return variant == kTcpEcho || variant == kUnixEcho;
 }
 inline bool IsBaseline(const std::string& variant) {
-  return IsEcho(variant) || variant == kGrpcHealth;
+  return IsEcho(variant) || variant == kGrpcHealth || variant == kServiceCall;
 }
 
 struct Row {
-  std::string variant;        // kernel variant, or a baseline (kTcpEcho, kUnixEcho, kGrpcHealth)
+  std::string
+      variant;  // kernel variant, or a baseline (kTcpEcho, kUnixEcho, kGrpcHealth, kServiceCall)
   std::string mode;           // "closed" (fixed concurrency) or "open" (Poisson rate)
   int concurrency = 0;        // closed loop
   double rate = 0;            // open loop: target arrivals per second

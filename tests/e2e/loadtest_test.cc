@@ -495,7 +495,7 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
 
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --baseline=udp"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("\"udp\" is not tcp or grpc"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"udp\" is not tcp, grpc or service"), std::string::npos) << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=0"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--connections: \"0\" is not a positive number"), std::string::npos)
@@ -745,6 +745,28 @@ TEST_F(LoadtestBinaryTest, TensorPlacementRowsBesideInline) {
       absl::StrCat(Fast(), " --op=transpose --shape=9x7 --placement=tensor", " --concurrency=1"));
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_EQ(none.output.find("not held any more"), std::string::npos) << none.output;
+}
+
+// --baseline=service: ListTensors, the Compute service's own no-work call,
+// beside gRPC's health Check; neither moves payload or has a server report,
+// and neither is counted among the answered compute requests.
+TEST_F(LoadtestBinaryTest, ServiceBaselineBesideTheHealthCheck) {
+  const std::string csv = dir_ / "s.csv";
+  RunResult r = RunLoadtest(absl::StrCat(Fastest(), " --op=transpose --shape=3x2",
+                                         " --baseline=grpc,service --concurrency=1,2 --csv=", csv));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 6) << ReadFile(csv);
+  EXPECT_TRUE(lines[1].starts_with("grpc_health,closed,1,"));
+  EXPECT_TRUE(lines[3].starts_with("list_tensors,closed,1,"));
+  EXPECT_TRUE(lines[4].starts_with("list_tensors,closed,2,"));
+  for (int i : {3, 4}) {
+    EXPECT_EQ(CsvCell(lines[0], lines[i], "payload_bytes"), "0") << lines[i];
+    EXPECT_GT(std::stod(CsvCell(lines[0], lines[i], "requests_per_s")), 0.0) << lines[i];
+    EXPECT_EQ(CsvCell(lines[0], lines[i], "server_queue_us"), "") << lines[i];
+  }
+  EXPECT_EQ(r.output.find("list_tensors     c=1      OK"), std::string::npos)
+      << "ListTensors calls are not compute requests";
 }
 
 // --busy_poll: the same closed-loop rows from threads that poll their
