@@ -19,6 +19,7 @@
 #include "gpucompute/kernels/problem.h"
 #include "grpc/health/v1/health.pb.h"
 #include "loadtest/tcp_echo.h"
+#include "src/unary_call.h"
 #include "wire/compute_wire.h"
 
 namespace gpucompute::loadtest {
@@ -212,17 +213,7 @@ class ClosedLoop final : public Driver {
     for (int i = 0; i < share; ++i) issue();
     void* tag = nullptr;
     bool ok = false;
-    auto next = [&] {
-      if (!settings_.busy_poll) return cq.Next(&tag, &ok);
-      for (;;) {
-        switch (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC))) {
-          case grpc::CompletionQueue::GOT_EVENT: return true;
-          case grpc::CompletionQueue::SHUTDOWN: return false;
-          case grpc::CompletionQueue::TIMEOUT: break;
-        }
-      }
-    };
-    while (in_flight > 0 && next()) {
+    while (in_flight > 0 && internal::NextEvent(cq, &tag, &ok, settings_.busy_poll)) {
       auto* c = static_cast<QueuedCall*>(tag);
       --in_flight;
       RecordCompletion(*call_, c->status, &c->response, c->start, recorder);

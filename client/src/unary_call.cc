@@ -4,6 +4,17 @@
 
 namespace gpucompute::internal {
 
+bool NextEvent(grpc::CompletionQueue& cq, void** tag, bool* ok, bool busy_poll) {
+  if (!busy_poll) return cq.Next(tag, ok);
+  for (;;) {
+    switch (cq.AsyncNext(tag, ok, gpr_time_0(GPR_CLOCK_MONOTONIC))) {
+      case grpc::CompletionQueue::GOT_EVENT: return true;
+      case grpc::CompletionQueue::SHUTDOWN: return false;
+      case grpc::CompletionQueue::TIMEOUT: break;
+    }
+  }
+}
+
 grpc::Status UnaryOnThisThread(grpc::GenericStub& stub, grpc::ClientContext* context,
                                const std::string& method, const grpc::ByteBuffer& request,
                                grpc::ByteBuffer* response, bool busy_poll) {
@@ -15,13 +26,7 @@ grpc::Status UnaryOnThisThread(grpc::GenericStub& stub, grpc::ClientContext* con
   call->Finish(response, &status, &status);
   void* tag = nullptr;
   bool ok = false;
-  if (busy_poll) {
-    while (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
-           grpc::CompletionQueue::TIMEOUT) {
-    }
-  } else {
-    cq.Next(&tag, &ok);
-  }
+  NextEvent(cq, &tag, &ok, busy_poll);
   // Finish is the only operation, so `tag` is its; a queue must be empty
   // and shut down before it is destroyed.
   cq.Shutdown();

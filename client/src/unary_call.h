@@ -1,4 +1,5 @@
-// A unary call through the generic stub, completed on the calling thread.
+// A unary call through the generic stub, completed on the calling thread,
+// and the wait for a completion queue's next event that it uses.
 #pragma once
 
 #include <grpcpp/generic/generic_stub.h>
@@ -7,6 +8,11 @@
 #include <string>
 
 namespace gpucompute::internal {
+
+// The queue's next event into `tag` and `ok`, as CompletionQueue::Next:
+// false once the queue is shut down and drained. `busy_poll`: poll for it
+// without sleeping (one busy core while waiting) instead of sleeping in Next.
+bool NextEvent(grpc::CompletionQueue& cq, void** tag, bool* ok, bool busy_poll);
 
 // Runs the call on a completion queue of this thread's own, as gRPC's
 // synchronous API does: the thread that waits is the one that reads the

@@ -43,6 +43,13 @@ CliRun RunCli(const std::string& args) {
   return testing::RunCommand(std::string(GPUCOMPUTE_CLI) + " " + args);
 }
 
+// How many times `what` occurs in `text` (e.g. one "round trip" per timed call).
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -144,12 +151,7 @@ TEST_F(CliTest, BusyPollRepeatsTheCall) {
   CliRun run =
       RunCli("matmul --random 3x4x5 --seed 9 --repeat 3 --busy_poll --out " + out + server_);
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  size_t timings = 0;
-  for (size_t at = run.output.find("(client)"); at != std::string::npos;
-       at = run.output.find("(client)", at + 1)) {
-    ++timings;
-  }
-  EXPECT_EQ(timings, 3u) << run.output;
+  EXPECT_EQ(Occurrences(run.output, "round trip"), 3u) << run.output;
   absl::StatusOr<Matrix> c = ReadNpy(out);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->ShapeString(), "3x5 float32");
@@ -185,12 +187,7 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
 
   CliRun repeated = RunCli("transpose --random 3x5 --repeat 3" + server_);
   EXPECT_EQ(repeated.exit_code, 0) << repeated.output;
-  size_t timings = 0;
-  for (size_t at = repeated.output.find("round trip"); at != std::string::npos;
-       at = repeated.output.find("round trip", at + 1)) {
-    ++timings;
-  }
-  EXPECT_EQ(timings, 3u) << repeated.output;
+  EXPECT_EQ(Occurrences(repeated.output, "round trip"), 3u) << repeated.output;
   EXPECT_THAT(repeated.output, HasSubstr("result    5x3 float32"));
   CliRun no_repeat = RunCli("transpose --random 3x5 --repeat 0" + server_);
   EXPECT_EQ(no_repeat.exit_code, 2) << no_repeat.output;

@@ -386,7 +386,6 @@ class Client {
   std::vector<std::string> targets_;
   absl::Duration deadline_;
   std::string authorization_;  // "Bearer <token>", or empty
-  bool busy_poll_ = false;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::unique_ptr<v1::Compute::Stub> stub_;  // on the first replica's first channel
   int max_message_bytes_ = INT_MAX;
