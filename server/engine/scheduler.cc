@@ -91,8 +91,8 @@ void Scheduler::Submit(Task task) {
       open->joined.Signal();
       return;
     }
-    if (!stopping && task.may_run_inline && best->queue.empty() && best->open == nullptr &&
-        best->busy < best->device->concurrency()) {
+    if (!stopping && task.may_run_inline && runs_inline() && best->queue.empty() &&
+        best->open == nullptr && best->busy < best->device->concurrency()) {
       ++best->running;
       ++best->busy;  // a worker's turn, taken on this thread
       run_here = true;

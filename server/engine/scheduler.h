@@ -48,7 +48,8 @@ struct Task {
   // Set when the task may run in a batch; `run` is used when it runs alone.
   std::optional<BatchPart> batch;
   // Small enough to run on the submitting thread when its device has a
-  // worker free and nothing waits: no hand-off to a worker and back.
+  // worker free and nothing waits: no hand-off to a worker and back. Only
+  // where workers do not poll (see Scheduler::runs_inline).
   bool may_run_inline = false;
 };
 
@@ -77,6 +78,13 @@ class Scheduler {
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
   const BatchingOptions& batching() const { return batching_; }
+  // Whether a Task's may_run_inline can take effect: only where workers do
+  // not poll. A polling worker starts a task in under a microsecond and
+  // runs it on one warm thread, where the gRPC thread that received it
+  // would run the CUDA calls cold (gRPC hands successive requests to
+  // different threads): on an H200 host a resident 64^3 MatMul took 155 us
+  // through the polling worker against 208 us inline.
+  bool runs_inline() const { return worker_spin_ <= absl::ZeroDuration(); }
   int64_t queued() const;
   int64_t running() const;
 

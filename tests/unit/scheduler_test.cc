@@ -241,6 +241,21 @@ TEST(SchedulerSpin, MoreTasksThanPollersWakeTheSleepingWorkers) {
   EXPECT_TRUE(second.status.ok()) << second.status;
 }
 
+// Where workers poll, a small task is theirs too: it never runs on the
+// submitting thread, even with every worker free.
+TEST(SchedulerSpin, SmallTasksGoToPollingWorkers) {
+  auto scheduler = MakeScheduler(1, 4, {}, kLongSpin);
+  EXPECT_FALSE(scheduler->runs_inline());
+  for (int i = 0; i < 3; ++i) {
+    Probe probe;
+    Task task = ProbeTask(probe);
+    task.may_run_inline = true;
+    scheduler->Submit(std::move(task));
+    ASSERT_TRUE(probe.done.WaitForNotificationWithTimeout(kPrompt));
+    EXPECT_NE(probe.ran_on, std::this_thread::get_id()) << "task " << i << " ran inline";
+  }
+}
+
 TEST(SchedulerSpin, ShutdownDoesNotWaitForAPollingWorker) {
   auto scheduler = MakeScheduler(1, 4, {}, kLongSpin);
   RunOneQueuedTask(*scheduler);
