@@ -319,8 +319,12 @@ class CudaDevice final : public Device {
       copier_.Gather(up + b_at, *plan.b.host);
       up_bytes = b_at + size_t(plan.b.bytes);
     }
-    if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
-    if (up_bytes > 0) {
+    // Only the marks of the stages this request has are recorded: an event
+    // record costs about as much host time as a kernel launch.
+    const bool uploads = up_bytes > 0;
+    const bool downloads = !plan.out_resident;
+    if (uploads) {
+      if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
           cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream()),
           "upload cudaMemcpyAsync");
@@ -343,24 +347,19 @@ class CudaDevice final : public Device {
       return s;
     }
     if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
-    if (!plan.out_resident) {
+    if (downloads) {
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, dev + out_at, size_t(plan.out),
                                                       cudaMemcpyDeviceToHost, slot.stream()),
                                       "download cudaMemcpyAsync");
+      if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
     }
-    if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
-    if (auto s =
-            slot.WaitFor(Mark::kDownloaded, plan.out_resident ? "kernel wait" : "download wait");
+    if (auto s = downloads ? slot.WaitFor(Mark::kDownloaded, "download wait")
+                           : slot.WaitFor(Mark::kKernelEnd, "kernel wait");
         !s.ok()) {
       return s;
     }
-    if (!plan.out_resident) std::memcpy(job.out, down, size_t(plan.out));
-
-    auto times = slot.Stages();
-    if (!times.ok()) return times.status();
-    if (up_bytes == 0) times->upload_us = 0;
-    if (plan.out_resident) times->download_us = 0;
-    return times;
+    if (downloads) std::memcpy(job.out, down, size_t(plan.out));
+    return slot.Stages(uploads, downloads);
   }
 
   // A larger request: the bytes of its own buffers are reserved from the

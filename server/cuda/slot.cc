@@ -56,10 +56,12 @@ absl::StatusOr<int64_t> Slot::MicrosBetween(Mark from, Mark to) const {
   return int64_t(ms * 1000.0f);
 }
 
-absl::StatusOr<StageTimes> Slot::Stages() const {
-  auto upload_us = MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
+absl::StatusOr<StageTimes> Slot::Stages(bool uploaded, bool downloaded) const {
+  auto upload_us =
+      uploaded ? MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart) : absl::StatusOr<int64_t>(0);
   auto compute_us = MicrosBetween(Mark::kKernelStart, Mark::kKernelEnd);
-  auto download_us = MicrosBetween(Mark::kKernelEnd, Mark::kDownloaded);
+  auto download_us =
+      downloaded ? MicrosBetween(Mark::kKernelEnd, Mark::kDownloaded) : absl::StatusOr<int64_t>(0);
   for (const auto* t : {&upload_us, &compute_us, &download_us}) {
     if (!t->ok()) return t->status();
   }

@@ -51,8 +51,10 @@ class Slot {
   absl::Status WaitFor(Mark mark, const char* what);
   // Microseconds between two recorded marks that have fired.
   absl::StatusOr<int64_t> MicrosBetween(Mark from, Mark to) const;
-  // Upload, compute and download times from all four marks, once fired.
-  absl::StatusOr<StageTimes> Stages() const;
+  // Upload, compute and download times, once the marks have fired. A stage
+  // whose marks were not recorded for this request (nothing went up, or
+  // nothing came down) is 0: its events still hold an earlier request's.
+  absl::StatusOr<StageTimes> Stages(bool uploaded = true, bool downloaded = true) const;
 
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,

@@ -293,11 +293,7 @@ void Metrics::RequestStarted() { in_flight_.Increment(); }
 
 void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::StatusCode code,
                               const StageLatencies& latencies) {
-  requests_
-      .Add({{"op", RpcOpName(op)},
-            {"variant", variant.empty() ? "none" : variant},
-            {"code", absl::StatusCodeToString(code)}})
-      .Increment();
+  RequestCounter(op, variant, code).Increment();
   in_flight_.Decrement();
   if (code != absl::StatusCode::kOk) return;
   const int64_t stages[kStages] = {latencies.queue_us, latencies.upload_us, latencies.compute_us,
@@ -310,6 +306,25 @@ void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::Status
   if (latencies.batch_size > 0 && batch_size_[static_cast<int>(op)] != nullptr) {
     batch_size_[static_cast<int>(op)]->Observe(double(latencies.batch_size));
   }
+}
+
+prometheus::Counter& Metrics::RequestCounter(RpcOp op, const std::string& variant,
+                                             absl::StatusCode code) {
+  const int c = static_cast<int>(code);
+  if (c < 0 || c >= kStatusCodes) {  // not a gRPC code: no cache slot
+    return requests_.Add({{"op", RpcOpName(op)},
+                          {"variant", variant.empty() ? "none" : variant},
+                          {"code", absl::StatusCodeToString(code)}});
+  }
+  absl::MutexLock lock(&counters_mu_);
+  auto& by_variant = counters_[static_cast<int>(op)][c];
+  auto it = by_variant.find(variant);
+  if (it != by_variant.end()) return *it->second;
+  prometheus::Counter& counter = requests_.Add({{"op", RpcOpName(op)},
+                                                {"variant", variant.empty() ? "none" : variant},
+                                                {"code", absl::StatusCodeToString(code)}});
+  by_variant.emplace(variant, &counter);
+  return counter;
 }
 
 void Metrics::AttachScheduler(const Scheduler* scheduler) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -90,9 +91,19 @@ class Metrics {
   class TensorCollector;
   class SharedMemoryCollector;
   static constexpr int kStages = 5;
+  static constexpr int kStatusCodes = 17;  // OK (0) to UNAUTHENTICATED (16)
+
+  // The counter of (op, variant, code), made on first use and kept: looking
+  // it up in the family builds and hashes a label map on every request.
+  prometheus::Counter& RequestCounter(RpcOp op, const std::string& variant, absl::StatusCode code);
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
+  absl::Mutex counters_mu_;
+  // [op][code]: variant -> counter.
+  std::array<std::array<absl::flat_hash_map<std::string, prometheus::Counter*>, kStatusCodes>,
+             kRpcOpCount>
+      counters_ ABSL_GUARDED_BY(counters_mu_);
   prometheus::Gauge& in_flight_;
   // [op][stage], created up front so recording takes no lock.
   std::array<std::array<prometheus::Histogram*, kStages>, kRpcOpCount> latency_{};
