@@ -81,10 +81,11 @@ struct RequestPlan {
   bool out_resident = false;
   bool out_pinned = false;
   int64_t workspace = 0;
+  bool workspace_in_slot = false;  // the slot's own (Slot::kWorkspaceBytes)
   int64_t out_buffer() const { return out_resident ? 0 : out; }
   int64_t Total() const {
     return AlignedBytes(a.buffer_bytes()) + AlignedBytes(b.buffer_bytes()) +
-           AlignedBytes(out_buffer()) + AlignedBytes(workspace);
+           AlignedBytes(out_buffer()) + (workspace_in_slot ? 0 : AlignedBytes(workspace));
   }
   bool uploads() const { return a.buffer_bytes() > 0 || b.buffer_bytes() > 0; }
   bool peer() const { return a.source == Source::kPeer || b.source == Source::kPeer; }
@@ -172,6 +173,7 @@ class CudaDevice final : public Device {
     plan.out_resident = job.out_resident != nullptr;
     plan.out_pinned = !plan.out_resident && job.out_pinned;
     plan.workspace = int64_t(job.variant->WorkspaceBytes(p));
+    plan.workspace_in_slot = plan.workspace <= Slot::kWorkspaceBytes;
     auto times = plan.Total() <= Slot::kScratchBytes && !plan.peer() && !plan.pinned()
                      ? ExecuteSmall(job, stop, *slot, plan)
                      : ExecuteLarge(job, stop, *slot, plan);
@@ -340,8 +342,10 @@ class CudaDevice final : public Device {
                     : plan.b.source == Source::kResident ? plan.b.resident->data()
                                                          : dev + b_at;
     void* out = plan.out_resident ? job.out_resident->data() : dev + out_at;
-    const kernels::Buffers buffers{a, b, out, plan.workspace ? dev + ws_at : nullptr,
-                                   size_t(plan.workspace)};
+    void* workspace = plan.workspace == 0      ? nullptr
+                      : plan.workspace_in_slot ? slot.workspace()
+                                               : dev + ws_at;
+    const kernels::Buffers buffers{a, b, out, workspace, size_t(plan.workspace)};
     if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok()) {
       cudaStreamSynchronize(slot.stream());
       return s;
@@ -384,7 +388,9 @@ class CudaDevice final : public Device {
     auto a = buffer(plan.a.buffer_bytes());
     auto b = buffer(plan.b.buffer_bytes());
     auto out = buffer(plan.out_buffer());
-    auto ws = buffer(plan.workspace);
+    auto ws = plan.workspace_in_slot
+                  ? absl::StatusOr<void*>(plan.workspace ? slot.workspace() : nullptr)
+                  : buffer(plan.workspace);
     for (const auto* r : {&a, &b, &out, &ws}) {
       if (!r->ok()) return r->status();
     }

@@ -20,6 +20,8 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   }
   auto scratch = DeviceMalloc(kScratchBytes, "cudaMalloc(scratch)", device_malloc_calls);
   if (!scratch.ok()) return scratch.status();
+  auto workspace = DeviceMalloc(kWorkspaceBytes, "cudaMalloc(workspace)", device_malloc_calls);
+  if (!workspace.ok()) return workspace.status();
   auto timer = kernels::cuda::EventTimer::Create();
   if (!timer.ok()) return timer.status();
   auto cublas = CreateCublas();
@@ -27,16 +29,17 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   auto staging = StagingBuffers::Create(host_alloc_calls);
   if (!staging.ok()) return staging.status();
   return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
-                                        std::move(*timer), std::move(*cublas),
-                                        std::move(*staging)));
+                                        std::move(*workspace), std::move(*timer),
+                                        std::move(*cublas), std::move(*staging)));
 }
 
 Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
-           kernels::cuda::EventTimer timer, UniqueCublas cublas,
+           UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
            std::unique_ptr<StagingBuffers> staging)
     : stream_(std::move(stream)),
       marks_(std::move(marks)),
       scratch_(std::move(scratch)),
+      workspace_(std::move(workspace)),
       timer_(std::move(timer)),
       cublas_(std::move(cublas)),
       staging_(std::move(staging)) {}

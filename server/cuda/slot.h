@@ -26,6 +26,10 @@ class Slot {
   // Device memory kept for small requests, whose operands, result and
   // workspace all fit: they skip the pool and wait on the host only once.
   static constexpr int64_t kScratchBytes = int64_t{1} << 20;
+  // A variant's workspace up to this size (cuBLAS asks for 32 MiB) is the
+  // slot's own, allocated once: a request neither takes it from the pool
+  // nor waits to give it back, and a small cuBLAS request fits the scratch.
+  static constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;
 
   // Stage boundaries, recorded on the stream: upload begin -> kernel start
   // is the upload, kernel start -> kernel end the kernel, kernel end ->
@@ -42,6 +46,7 @@ class Slot {
     return kernels::LaunchContext{stream(), cublas()};
   }
   char* scratch() const { return static_cast<char*>(scratch_.get()); }  // kScratchBytes
+  void* workspace() const { return workspace_.get(); }                  // kWorkspaceBytes
   StagingBuffers& staging() { return *staging_; }
   // Times launches for Profile and the ceilings.
   kernels::cuda::EventTimer& timer() { return timer_; }
@@ -58,7 +63,7 @@ class Slot {
 
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
-       kernels::cuda::EventTimer timer, UniqueCublas cublas,
+       UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
        std::unique_ptr<StagingBuffers> staging);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
@@ -67,6 +72,7 @@ class Slot {
   UniqueStream stream_;
   std::array<UniqueEvent, 4> marks_;
   UniqueDeviceMemory scratch_;
+  UniqueDeviceMemory workspace_;
   kernels::cuda::EventTimer timer_;
   UniqueCublas cublas_;
   std::unique_ptr<StagingBuffers> staging_;
