@@ -310,21 +310,18 @@ void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::Status
 
 prometheus::Counter& Metrics::RequestCounter(RpcOp op, const std::string& variant,
                                              absl::StatusCode code) {
-  const int c = static_cast<int>(code);
-  if (c < 0 || c >= kStatusCodes) {  // not a gRPC code: no cache slot
+  auto make = [&]() -> prometheus::Counter& {
     return requests_.Add({{"op", RpcOpName(op)},
                           {"variant", variant.empty() ? "none" : variant},
                           {"code", absl::StatusCodeToString(code)}});
-  }
+  };
+  const int c = static_cast<int>(code);
+  if (c < 0 || c >= kStatusCodes) return make();  // not a gRPC code: no cache slot
   absl::MutexLock lock(&counters_mu_);
   auto& by_variant = counters_[static_cast<int>(op)][c];
   auto it = by_variant.find(variant);
-  if (it != by_variant.end()) return *it->second;
-  prometheus::Counter& counter = requests_.Add({{"op", RpcOpName(op)},
-                                                {"variant", variant.empty() ? "none" : variant},
-                                                {"code", absl::StatusCodeToString(code)}});
-  by_variant.emplace(variant, &counter);
-  return counter;
+  if (it == by_variant.end()) it = by_variant.emplace(variant, &make()).first;
+  return *it->second;
 }
 
 void Metrics::AttachScheduler(const Scheduler* scheduler) {
