@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/call_record.h"
@@ -54,36 +55,38 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     info_ = info.SerializeAsString();
     if (request.has_shared_memory()) return StartToRegion(request.shared_memory());
     free_ = {0, 1};
-    Pump();
+    Pump([] {});
   }
 
   void OnCancel() override { record_.Cancel(); }
   void OnDone() override { delete this; }
 
   void OnWriteDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mu_);
+    Pump([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       writing_ = false;
       const int b = ready_.front();
       ready_.pop_front();
       messages_[b].Clear();  // the chunk goes back to the pool once gRPC lets it go
       free_.push_back(b);
       if (!ok && status_.ok()) status_ = absl::CancelledError("download cancelled");
-    }
-    Pump();
+    });
   }
 
  private:
   // Decides the next steps under the lock and takes them outside it: read
   // the next chunk into a free buffer, send a filled one, or finish once
-  // nothing is in flight.
-  void Pump() {
+  // nothing is in flight. A read or write that ended clears its flag in
+  // `settle`, under the same lock as the decision: cleared first, another
+  // thread could finish the call, and free this reactor, before this Pump
+  // ran.
+  void Pump(absl::FunctionRef<void()> settle) {
     int read_into = -1, write_from = -1;
     int64_t offset = 0, length = 0;
     bool finish = false;
     absl::Status status;
     {
       absl::MutexLock lock(&mu_);
+      settle();
       if (status_.ok() && !reading_ && next_offset_ < tensor_->bytes() && !free_.empty()) {
         read_into = free_.front();
         free_.pop_front();
@@ -119,8 +122,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       reading_ = true;
     }
     transfers_->ReadToRegion(tensor_, slice->region, slice->offset, [this](absl::Status s) {
-      {
-        absl::MutexLock lock(&mu_);
+      Pump([this, &s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         reading_ = false;
         if (s.ok()) {
           messages_[0] = Message(nullptr);  // the TensorInfo alone
@@ -128,8 +130,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
         } else if (status_.ok()) {
           status_ = s;
         }
-      }
-      Pump();
+      });
     });
   }
 
@@ -138,8 +139,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
                                   : std::make_unique<std::string>(size_t(length), '\0');
     char* into = chunks_[b]->data();
     transfers_->Read(tensor_, offset, length, into, [this, b](absl::Status s) {
-      {
-        absl::MutexLock lock(&mu_);
+      Pump([this, b, &s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         reading_ = false;
         if (s.ok()) {
           messages_[b] = Message(std::move(chunks_[b]));
@@ -147,8 +147,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
         } else if (status_.ok()) {
           status_ = s;
         }
-      }
-      Pump();
+      });
     });
   }
 

@@ -14,6 +14,7 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/call_record.h"
@@ -92,7 +93,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
     }
     if (first) Begin(std::move(first));
-    Pump();
+    Pump([] {});
   }
 
  private:
@@ -144,12 +145,13 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       gathered_bytes_ += f.data_bytes;
       gathered_.push_back(std::move(first));
     }
+    // creating_ stays set until the callback's own Pump clears it: until
+    // then no other thread can finish the call and free this reactor.
     transfers_->Create(*shape, record_.deadline(),
                        [this](absl::StatusOr<std::shared_ptr<Tensor>> tensor) {
                          bool from_region = false;
                          {
                            absl::MutexLock lock(&mu_);
-                           creating_ = false;
                            if (tensor.ok()) {
                              tensor_ = std::move(*tensor);
                              from_region = slice_.has_value();
@@ -159,7 +161,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                            }
                          }
                          if (from_region) WriteFromRegion();
-                         Pump();
+                         Pump([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { creating_ = false; });
                        });
   }
 
@@ -198,13 +200,21 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // a full batch (or the last one) when no write is in flight, read the next
   // message while the gathered batch has room, and finish once the stream
   // has ended (or failed) and no transfer still uses this reactor.
-  void Pump() {
+  //
+  // The reactor is freed once the call is finished, so whatever still has a
+  // use for it keeps the call from finishing: a transfer in flight by its
+  // flag, which its callback clears in `settle`, under the same lock as the
+  // decision (cleared first, another thread could finish the call before
+  // this Pump ran); and a Pump between its decision and the write or read it
+  // starts by `acting_`, after which it decides again.
+  void Pump(absl::FunctionRef<void()> settle) {
     bool read = false, finish = false;
     Batch write;
     int64_t offset = 0;
     absl::Status status;
     {
       absl::MutexLock lock(&mu_);
+      settle();
       if (finished_) return;
       const bool busy = creating_ || writing_;
       if (status_.ok() && tensor_ && !writing_ && !gathered_.empty() &&
@@ -232,13 +242,23 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       // A failed call answers at once unless a transfer still refers to
       // this reactor; a read in flight ends with the call.
       if (!status_.ok() && !busy && !writing_) finish = true;
+      if (read || !write.empty()) {
+        ++acting_;
+        finish = false;
+      } else if (acting_ > 0) {
+        finish = false;  // the acting Pump decides again when it is done
+      }
       if (finish) {
         finished_ = true;
         status = status_;
       }
     }
-    if (!write.empty()) Write(std::move(write), offset);
-    if (read) StartRead(&incoming_);
+    if (read || !write.empty()) {
+      if (!write.empty()) Write(std::move(write), offset);
+      if (read) StartRead(&incoming_);
+      Pump([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --acting_; });
+      return;
+    }
     if (!finish) return;
     if (status.ok()) {
       std::shared_ptr<Tensor> tensor;
@@ -267,12 +287,10 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     transfers_->WriteFromRegion(std::move(tensor), slice_->region, slice_->offset,
                                 [this](absl::Status s) {
-                                  {
-                                    absl::MutexLock lock(&mu_);
+                                  Pump([this, &s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
                                     writing_ = false;
                                     if (!s.ok()) FailLocked(s);
-                                  }
-                                  Pump();
+                                  });
                                 });
   }
 
@@ -290,12 +308,10 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     auto owned = std::make_shared<Batch>(std::move(batch));
     transfers_->Write(std::move(tensor), offset, std::move(pieces), [this, owned](absl::Status s) {
       owned->clear();
-      {
-        absl::MutexLock lock(&mu_);
+      Pump([this, &s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         writing_ = false;
         if (!s.ok()) FailLocked(s);
-      }
-      Pump();
+      });
     });
   }
 
@@ -332,6 +348,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;  // the client half-closed, or the call broke
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int acting_ ABSL_GUARDED_BY(mu_) = 0;  // Pumps starting a write or a read
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
