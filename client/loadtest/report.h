@@ -27,8 +27,7 @@ inline bool IsBaseline(const std::string& variant) {
 }
 
 struct Row {
-  std::string
-      variant;  // kernel variant, or a baseline (kTcpEcho, kUnixEcho, kGrpcHealth, kServiceCall)
+  std::string variant;        // kernel variant, or one of the baselines above
   std::string mode;           // "closed" (fixed concurrency) or "open" (Poisson rate)
   int concurrency = 0;        // closed loop
   double rate = 0;            // open loop: target arrivals per second

@@ -208,7 +208,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // this Pump ran); and a Pump between its decision and the write or read it
   // starts by `acting_`, after which it decides again.
   void Pump(absl::FunctionRef<void()> settle) {
-    bool read = false, finish = false;
+    bool read = false, acting = false, finish = false;
     Batch write;
     int64_t offset = 0;
     absl::Status status;
@@ -242,7 +242,8 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       // A failed call answers at once unless a transfer still refers to
       // this reactor; a read in flight ends with the call.
       if (!status_.ok() && !busy && !writing_) finish = true;
-      if (read || !write.empty()) {
+      acting = read || !write.empty();
+      if (acting) {
         ++acting_;
         finish = false;
       } else if (acting_ > 0) {
@@ -253,7 +254,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         status = status_;
       }
     }
-    if (read || !write.empty()) {
+    if (acting) {
       if (!write.empty()) Write(std::move(write), offset);
       if (read) StartRead(&incoming_);
       Pump([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --acting_; });
