@@ -38,6 +38,15 @@ for busy_poll in false true; do
     --placement=inline,tensor --concurrency=1 --baseline=grpc,service --max_time=4s >> "$log" 2>&1
 done
 
+# Inline requests (no tensors), which holding tensors must leave within
+# noise, beside the no-op gRPC call of the same run.
+"${lt[@]}" --op=matmul --shape=1024x1024x1024 --variants=auto --concurrency=1,8 \
+  --max_time=8s >> "$log" 2>&1
+for conns in 1 8; do
+  "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 --connections=$conns \
+    --baseline=grpc --max_time=8s >> "$log" 2>&1
+done
+
 # Upload and Download streams beside a TCP echo of the same bytes, the
 # server's resident size sampled every 0.1 s while the uploads run.
 rss() { awk '/VmRSS/{print $2}' "/proc/$server/status"; }
