@@ -406,7 +406,7 @@ testing::ServerProcess* LoadtestBinaryTest::server_ = nullptr;
 
 TEST_F(LoadtestBinaryTest, SweepsVariantsWithBaselineAndWritesReports) {
   const std::string csv = dir_ / "out.csv", json = dir_ / "out.json", html = dir_ / "out.html";
-  RunResult r = RunLoadtest(absl::StrCat(Fast(),
+  RunResult r = RunLoadtest(absl::StrCat(Fastest(),
                                          " --op=transpose --shape=64x48 --variants=all"
                                          " --concurrency=1,2 --rate=40 --baseline=tcp --csv=",
                                          csv, " --json=", json, " --html=", html));
@@ -468,7 +468,7 @@ TEST_F(LoadtestBinaryTest, MatMulAndReduceShapes) {
 
 TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
   const std::string csv = dir_ / "g.csv";
-  RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=1x1 --variants=auto",
+  RunResult r = RunLoadtest(absl::StrCat(Fastest(), " --op=transpose --shape=1x1 --variants=auto",
                                          " --concurrency=1,4 --connections=3 --baseline=grpc,tcp",
                                          " --csv=", csv));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -721,7 +721,7 @@ TEST(LoadtestServerGone, UnavailableCallsAreRetriedAfterAPause) {
 TEST_F(LoadtestBinaryTest, TensorPlacementRowsBesideInline) {
   const std::string json = dir_ / "p.json";
   RunResult r =
-      RunLoadtest(absl::StrCat(Fast(), " --op=matmul --shape=24x16x8 --placement=inline,tensor",
+      RunLoadtest(absl::StrCat(Fastest(), " --op=matmul --shape=24x16x8 --placement=inline,tensor",
                                " --concurrency=1,2 --json=", json));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("auto [tensor]"), std::string::npos) << r.output;
@@ -791,7 +791,7 @@ TEST_F(LoadtestBinaryTest, BusyPollingClientAnswersTheSameRows) {
 TEST_F(LoadtestBinaryTest, SharedMemoryPlacementRowsBesideInline) {
   const std::string json = dir_ / "s.json";
   RunResult r =
-      RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=33x17 --placement=inline,shm",
+      RunLoadtest(absl::StrCat(Fastest(), " --op=transpose --shape=33x17 --placement=inline,shm",
                                " --concurrency=1,2 --json=", json));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("auto [shm]"), std::string::npos) << r.output;
@@ -819,7 +819,7 @@ TEST_F(LoadtestBinaryTest, UploadAndDownloadRowsBesideTcp) {
     SCOPED_TRACE(op);
     const std::string json = dir_ / absl::StrCat(op, ".json");
     RunResult r = RunLoadtest(
-        absl::StrCat(Fast(), " --op=", op, " --shape=300x257 --concurrency=1,2 --json=", json));
+        absl::StrCat(Fastest(), " --op=", op, " --shape=300x257 --concurrency=1,2 --json=", json));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
     EXPECT_EQ(report.op(), op);
