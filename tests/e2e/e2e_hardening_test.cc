@@ -79,6 +79,9 @@ class HostileCalls : public ::testing::Test {
     channel_ = Connect(server_.process->target());
     stub_ = v1::Compute::NewStub(channel_);
   }
+  // The log is the test's own: it goes with the test (the server may still
+  // hold it open; the name goes now, the bytes when it exits).
+  void TearDown() override { std::remove(access_log_.c_str()); }
 
   double Count(const std::string& op, const std::string& code) {
     auto scrape = testing::ScrapeMetrics(server_.metrics_port);
