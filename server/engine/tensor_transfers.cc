@@ -111,8 +111,8 @@ void TensorTransfers::WriteFromRegion(std::shared_ptr<Tensor> tensor,
         done = std::move(done)] {
     Device& device = tensor->device();
     const int64_t total = tensor->bytes();
-    if (region->pinned()) {
-      const HostPieces src{{region->pinned_data(region_offset), size_t(total)}};
+    if (char* dma = region->dma_data(region_offset, total)) {
+      const HostPieces src{{dma, size_t(total)}};
       done(device.WriteResident(tensor->memory(), 0, src, /*src_pinned=*/true));
       return;
     }
@@ -134,9 +134,8 @@ void TensorTransfers::ReadToRegion(std::shared_ptr<Tensor> tensor,
         done = std::move(done)] {
     Device& device = tensor->device();
     const int64_t total = tensor->bytes();
-    if (region->pinned()) {
-      done(device.ReadResident(tensor->memory(), 0, total, region->pinned_data(region_offset),
-                               /*dst_pinned=*/true));
+    if (char* dma = region->dma_data(region_offset, total)) {
+      done(device.ReadResident(tensor->memory(), 0, total, dma, /*dst_pinned=*/true));
       return;
     }
     std::vector<char> chunk(size_t(std::min(total, kRegionChunkBytes)));

@@ -115,8 +115,9 @@ absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
 // themselves (DMA only), or a copy read through the region's file.
 absl::StatusOr<HostPieces> SliceInput(const RegionSlice& slice, ResponseBufferPool& buffers,
                                       std::unique_ptr<std::string>& copy, bool& pinned) {
-  pinned = slice.region->pinned();
-  if (pinned) return HostPieces{{slice.region->pinned_data(slice.offset), size_t(slice.bytes)}};
+  char* dma = slice.region->dma_data(slice.offset, slice.bytes);
+  pinned = dma != nullptr;
+  if (pinned) return HostPieces{{dma, size_t(slice.bytes)}};
   copy = buffers.Acquire(size_t(slice.bytes));
   if (auto s = slice.region->Read(slice.offset, slice.bytes, copy->data()); !s.ok()) return s;
   return HostPieces{{copy->data(), size_t(slice.bytes)}};
@@ -200,18 +201,20 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     }
     *pieces = std::move(*input);
   }
-  call.output_pinned = state->out_slice && state->out_slice->region->pinned();
+  char* out_dma = state->out_slice ? state->out_slice->region->dma_data(state->out_slice->offset,
+                                                                        state->out_slice->bytes)
+                                   : nullptr;
+  call.output_pinned = out_dma != nullptr;
   // A reused buffer: a fresh one would page-fault and zero-fill every byte.
-  call.output = [this, state, pinned = call.output_pinned](size_t bytes) {
-    if (pinned) {
-      return static_cast<void*>(state->out_slice->region->pinned_data(state->out_slice->offset));
-    }
+  call.output = [this, state, out_dma](size_t bytes) {
+    if (out_dma != nullptr) return static_cast<void*>(out_dma);
     state->out = buffers_.Acquire(bytes);
     return static_cast<void*>(state->out->data());
   };
   call.lifetime = RequestLifetime{reactor->deadline(), reactor->cancelled()};
-  engine->Compute(std::move(call), [this, reactor, response, state](absl::Status status,
-                                                                    const ComputeOutcome& outcome) {
+  engine->Compute(std::move(call), [this, reactor, response, state,
+                                    out_by_file = state->out_slice && out_dma == nullptr](
+                                       absl::Status status, const ComputeOutcome& outcome) {
     StageLatencies latencies;
     if (status.ok()) {
       const StageTimes& t = outcome.times;
@@ -222,8 +225,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
                    absl::ToInt64Microseconds(absl::Now() - reactor->received()),
                    outcome.batch_size};
       const kernels::Problem& p = state->problem;
-      if (state->out_slice && !state->out_slice->region->pinned()) {
-        // Unpinned: the result goes into the region through its file.
+      if (out_by_file) {
+        // Not by DMA: the result goes into the region through its file.
         status = state->out_slice->region->Write(state->out_slice->offset, state->out->data(),
                                                  state->out_slice->bytes);
       }
