@@ -1,28 +1,64 @@
 #!/usr/bin/env bash
-# The GPU tests, the kernel bench and the standard load-test rows, in one go,
-# on a GPU host. Every log goes to OUT_DIR; a short summary is printed last.
-#   bench/gpu_checks.sh BIN_DIR OUT_DIR
+# The GPU tests, the hostile end-to-end suites against the CUDA backend,
+# compute-sanitizer over the shared-memory and tensor suites, the kernel
+# bench and the standard load-test rows, on a GPU host. Every log goes to
+# OUT_DIR; a short summary is printed last.
+#   bench/gpu_checks.sh BIN_DIR OUT_DIR [PARTS]
+# PARTS is a comma-separated subset of tests,hostile,memcheck,bench (all
+# by default), so that each part can run in its own shorter session.
 # BIN_DIR holds the executables (gpucompute-server, gpucompute-loadtest,
-# gpucompute-bench and the gpu tests), e.g. a build's files gathered in one
-# folder. The server listens on 127.0.0.1:50051 while the rows run.
+# gpucompute-bench and the test executables), e.g. a build's files gathered
+# in one folder. The server listens on 127.0.0.1:50051 while the rows run.
 set -u
-bin=${1:?usage: gpu_checks.sh BIN_DIR OUT_DIR}
-out=${2:?usage: gpu_checks.sh BIN_DIR OUT_DIR}
+bin=${1:?usage: gpu_checks.sh BIN_DIR OUT_DIR [PARTS]}
+out=${2:?usage: gpu_checks.sh BIN_DIR OUT_DIR [PARTS]}
+parts=,${3:-tests,hostile,memcheck,bench},
 mkdir -p "$out"
 export GPUCOMPUTE_SERVER_BINARY=$bin/gpucompute-server
 summary=$out/summary.txt
 : > "$summary"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$summary" 2>&1
-for t in cuda_kernels_test cuda_device_fault_test host_copy_test memory_resources_test e2e_gpu_test; do
-  [ -x "$bin/$t" ] || continue
-  timeout 300 "$bin/$t" > "$out/$t.log" 2>&1
-  echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/$t.log" | tr '\n' ' ')" >> "$summary"
-done
-if [ -x "$bin/e2e_batching_test" ]; then
-  GPUCOMPUTE_BATCH_TEST_BACKEND=cuda timeout 300 "$bin/e2e_batching_test" \
-    > "$out/e2e_batching_test.log" 2>&1
-  echo "e2e_batching_test (cuda) rc=$? $(grep -E '^\[  (PASSED|FAILED)' \
-    "$out/e2e_batching_test.log" | tr '\n' ' ')" >> "$summary"
+wants() { [[ $parts == *,$1,* ]]; }
+
+# Runs test executable $1 (skipped when absent) with a log named $2.
+suite() {
+  local t=$1 log=$out/$2.log
+  [ -x "$bin/$t" ] || return 0
+  timeout 600 "$bin/$t" > "$log" 2>&1
+  echo "$2 rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ')" >> "$summary"
+}
+
+if wants tests; then
+  for t in cuda_kernels_test cuda_device_fault_test pinned_region_test host_copy_test \
+    memory_resources_test e2e_gpu_test; do
+    suite "$t" "$t"
+  done
+fi
+
+# The suites CI runs against the CPU backend, here against CUDA.
+hostile_suites="e2e_hardening_test e2e_shared_memory_test e2e_shrunk_region_test e2e_tensor_test
+  e2e_batching_test"
+if wants hostile; then
+  for t in $hostile_suites; do
+    GPUCOMPUTE_TEST_BACKEND=cuda suite "$t" "${t}_cuda"
+  done
+fi
+
+# compute-sanitizer's memcheck over the servers of the shared-memory and
+# tensor suites: each server writes its report to a log of its own.
+if wants memcheck; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for t in e2e_shared_memory_test e2e_shrunk_region_test e2e_tensor_test; do
+    GPUCOMPUTE_TEST_BACKEND=cuda GPUCOMPUTE_SERVER_WRAPPER="$sanitizer --tool memcheck \
+      --log-file $out/memcheck_${t}.%p.log" suite "$t" "${t}_memcheck"
+  done
+  errors=$(cat "$out"/memcheck_*.log 2>/dev/null | grep -E "ERROR SUMMARY" | tr '\n' ' ')
+  echo "memcheck: ${errors:-no reports written}" >> "$summary"
+fi
+
+if ! wants bench; then
+  cat "$summary"
+  exit 0
 fi
 timeout 300 "$bin/gpucompute-bench" --json "$out/bench.json" --ceilings_out "$out/ceilings.json" \
   > "$out/bench.log" 2>&1

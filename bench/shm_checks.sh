@@ -14,7 +14,7 @@ summary=$out/shm_summary.txt
 : > "$summary"
 export GPUCOMPUTE_SERVER_BINARY=$bin/gpucompute-server
 if [ -x "$bin/e2e_shared_memory_test" ]; then
-  GPUCOMPUTE_SHM_TEST_BACKEND=cuda timeout 300 "$bin/e2e_shared_memory_test" \
+  GPUCOMPUTE_TEST_BACKEND=cuda timeout 300 "$bin/e2e_shared_memory_test" \
     > "$out/e2e_shared_memory_test.log" 2>&1
   echo "e2e_shared_memory_test (cuda) rc=$? $(grep -E '^\[  (PASSED|FAILED)' \
     "$out/e2e_shared_memory_test.log" | tr '\n' ' ')" >> "$summary"

@@ -4,7 +4,7 @@
 // its batch mates; ExecutionReport.batch_size and the batch-size histogram
 // say what ran; 64 clients with mixed shapes all get correct answers.
 //
-// CPU backend by default; GPUCOMPUTE_BATCH_TEST_BACKEND=cuda runs the same
+// CPU backend by default; GPUCOMPUTE_TEST_BACKEND=cuda runs the same
 // tests on a GPU.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -32,11 +32,6 @@ namespace v1 = ::gpucompute::v1;
 using testing::Connect;
 using testing::FreshSeed;
 using testing::RandomMatrix;
-
-std::string Backend() {
-  const char* env = std::getenv("GPUCOMPUTE_BATCH_TEST_BACKEND");
-  return env != nullptr && *env != 0 ? env : "cpu";
-}
 
 // Concurrent requests of one kind: the batched server runs them as one batch
 // once this many are waiting, or after a second.
@@ -135,11 +130,11 @@ class BatchingTest : public ::testing::Test {
   static void SetUpTestSuite() {
     batched_ = new testing::ServerWithMetrics(testing::StartServerWithMetrics(
         GPUCOMPUTE_SERVER_PATH,
-        {"--backend=" + Backend(), "--cpu_workers=1", absl::StrCat("--max_batch_size=", kGroup),
+        {testing::BackendFlag(), "--cpu_workers=1", absl::StrCat("--max_batch_size=", kGroup),
          "--batch_delay_us=1000000"}));
     alone_ = new testing::ServerProcess(
         GPUCOMPUTE_SERVER_PATH,
-        {"--backend=" + Backend(), "--max_batch_size=1", "--metrics_listen="});
+        {testing::BackendFlag(), "--max_batch_size=1", "--metrics_listen="});
   }
   static void TearDownTestSuite() {
     delete batched_;
@@ -231,7 +226,7 @@ TEST_F(BatchingTest, ABadMemberNeverFailsItsBatchMates) {
     good.push_back(RandomRequest<float>(kernels::Op::kTranspose, rng_));
     good.back().variant = "cpu_reference";
   }
-  if (Backend() != "cpu") {
+  if (testing::TestBackend() != "cpu") {
     for (Request& r : good) r.variant = "";  // auto: one variant for all of them
   }
   Request late = RandomRequest<float>(kernels::Op::kTranspose, rng_);
@@ -302,7 +297,7 @@ TEST_F(BatchingTest, HistogramAndReportsAgree) {
 TEST(BatchingLoad, SixtyFourClientsWithMixedShapes) {
   testing::ServerWithMetrics server = testing::StartServerWithMetrics(
       GPUCOMPUTE_SERVER_PATH,
-      {"--backend=" + Backend(), "--max_batch_size=16", "--batch_delay_us=2000"});
+      {testing::BackendFlag(), "--max_batch_size=16", "--batch_delay_us=2000"});
   ASSERT_TRUE(server.started());
   constexpr int kClients = 64, kEach = 8;
   const uint64_t seed = FreshSeed();

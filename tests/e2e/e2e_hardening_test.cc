@@ -59,7 +59,8 @@ TEST(ServerCommandLine, BadLogLevelStopsStartUp) {
 }
 
 TEST(ServerPort, ASecondServerOnTheSamePortFailsToStart) {
-  testing::ServerProcess first(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--metrics_listen="});
+  testing::ServerProcess first(GPUCOMPUTE_SERVER_PATH,
+                               {testing::BackendFlag(), "--metrics_listen="});
   ASSERT_TRUE(first.started());
   const CommandResult second =
       RunCommand(absl::StrCat("timeout 30 ", GPUCOMPUTE_SERVER_PATH,
@@ -74,7 +75,7 @@ class HostileCalls : public ::testing::Test {
     access_log_ = ::testing::TempDir() + "/access-" + std::to_string(FreshSeed()) + ".log";
     server_ = testing::StartServerWithMetrics(
         GPUCOMPUTE_SERVER_PATH,
-        {"--backend=cpu", "--cpu_workers=2", "--access_log=" + access_log_});
+        {testing::BackendFlag(), "--cpu_workers=2", "--access_log=" + access_log_});
     ASSERT_TRUE(server_.started());
     channel_ = Connect(server_.process->target());
     stub_ = v1::Compute::NewStub(channel_);
@@ -197,8 +198,8 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 TEST(ServerCommandLine, CeilingsFileReplacesTheMeasuredCeilings) {
   const std::string path = WriteFile(
       "ceilings.json", R"({"devices": [{"device": "cpu", "gbytes_per_s": 12.5, "gflops": 321}]})");
-  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
-                                {"--backend=cpu", "--metrics_listen=", "--ceilings=" + path});
+  testing::ServerProcess server(
+      GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--metrics_listen=", "--ceilings=" + path});
   ASSERT_TRUE(server.started());
   auto stub = v1::Compute::NewStub(Connect(server.target()));
   grpc::ClientContext info_ctx;
@@ -256,8 +257,8 @@ TEST(ServerCommandLine, AnUnusableCeilingsFileStopsStartUp) {
 TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
   // One worker: the calls queue behind each other, so most are still waiting
   // or running when the signal comes.
-  testing::ServerWithMetrics server =
-      testing::StartServerWithMetrics(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=1"});
+  testing::ServerWithMetrics server = testing::StartServerWithMetrics(
+      GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--cpu_workers=1"});
   ASSERT_TRUE(server.started());
   std::mt19937_64 rng(FreshSeed());
   v1::TransposeRequest req;
@@ -339,8 +340,9 @@ int64_t ResidentKiB(pid_t pid) {
 // its memory back: resident size within 1.2x of what it was at start.
 TEST(ServerMemory, IdleResidentSizeReturnsNearTheStartAfterLargeRequests) {
   SKIP_UNDER_SANITIZERS();
-  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
-                                {"--backend=cpu", "--metrics_listen=", "--idle_trim_seconds=1"});
+  testing::ServerProcess server(
+      GPUCOMPUTE_SERVER_PATH,
+      {testing::BackendFlag(), "--metrics_listen=", "--idle_trim_seconds=1"});
   ASSERT_TRUE(server.started());
   std::this_thread::sleep_for(std::chrono::seconds(2));  // start-up settles, then a trim
   const int64_t at_start = ResidentKiB(server.pid());
@@ -380,9 +382,9 @@ TEST(ServerMemory, ConnectionMemoryIsBoundedByTheQuota) {
   SKIP_UNDER_SANITIZERS();
   constexpr int64_t kQuota = 32 << 20;
   constexpr int kConnections = 400;  // under the default limit of 1024 open files
-  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
-                                {"--backend=cpu", "--metrics_listen=", "--idle_trim_seconds=0",
-                                 "--grpc_memory_quota_bytes=" + std::to_string(kQuota)});
+  testing::ServerProcess server(
+      GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--metrics_listen=", "--idle_trim_seconds=0",
+                               "--grpc_memory_quota_bytes=" + std::to_string(kQuota)});
   ASSERT_TRUE(server.started());
   const int64_t at_start = ResidentKiB(server.pid());
   std::vector<std::shared_ptr<grpc::Channel>> idle;

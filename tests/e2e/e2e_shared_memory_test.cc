@@ -7,7 +7,7 @@
 // Results are checked against the float64 reference.
 //
 // CPU backend by default (regions read and written through their files);
-// GPUCOMPUTE_SHM_TEST_BACKEND=cuda runs the same tests on a GPU, where
+// GPUCOMPUTE_TEST_BACKEND=cuda runs the same tests on a GPU, where
 // regions are pinned and the device copies by DMA.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -30,6 +30,7 @@
 #include "support/metrics_scrape.h"
 #include "support/server_process.h"
 #include "support/shm_object.h"
+#include "support/shm_requests.h"
 #include "support/tensor_client.h"
 #include "support/test_util.h"
 
@@ -38,8 +39,13 @@ namespace {
 
 namespace v1 = ::gpucompute::v1;
 using testing::Connect;
+using testing::ElementSize;
+using testing::FillRandom;
+using testing::Inline;
 using testing::SetDeadline;
+using testing::SetSlice;
 using testing::ShmObject;
+using testing::SliceMatrix;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -50,59 +56,12 @@ constexpr int64_t kMiB = int64_t{1} << 20;
     EXPECT_NE(s_.error_message().find(needle), std::string::npos) << s_.error_message(); \
   } while (0)
 
-std::string Backend() {
-  const char* env = std::getenv("GPUCOMPUTE_SHM_TEST_BACKEND");
-  return env != nullptr && *env != 0 ? env : "cpu";
-}
-
-v1::Matrix SliceMatrix(v1::DType dtype, int64_t rows, int64_t cols, const std::string& region,
-                       int64_t offset, int64_t bytes) {
-  v1::Matrix m;
-  m.set_dtype(dtype);
-  m.set_rows(rows);
-  m.set_cols(cols);
-  v1::SharedMemorySlice* s = m.mutable_shared_memory();
-  s->set_region(region);
-  s->set_offset(offset);
-  s->set_byte_size(bytes);
-  return m;
-}
-
-void SetSlice(v1::SharedMemorySlice* s, const std::string& region, int64_t offset, int64_t bytes) {
-  s->set_region(region);
-  s->set_offset(offset);
-  s->set_byte_size(bytes);
-}
-
-int64_t ElementSize(v1::DType dtype) { return dtype == v1::DTYPE_FLOAT32 ? 4 : 8; }
-
-// Random values of `dtype` written at `at`.
-void FillRandom(char* at, v1::DType dtype, int64_t count, std::mt19937_64& rng) {
-  if (dtype == v1::DTYPE_FLOAT32) {
-    auto v = testing::RandomValues<float>(count, rng);
-    std::memcpy(at, v.data(), v.size() * 4);
-  } else {
-    auto v = testing::RandomValues<double>(count, rng);
-    std::memcpy(at, v.data(), v.size() * 8);
-  }
-}
-
-// `rows` x `cols` at `at`, as an inline Matrix (to compare with MaxError).
-v1::Matrix Inline(v1::DType dtype, int64_t rows, int64_t cols, const char* at) {
-  v1::Matrix m;
-  m.set_dtype(dtype);
-  m.set_rows(rows);
-  m.set_cols(cols);
-  m.set_data(std::string(at, size_t(rows * cols * ElementSize(dtype))));
-  return m;
-}
-
 class SharedMemoryTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
     server_ = new testing::ServerWithMetrics(testing::StartServerWithMetrics(
-        GPUCOMPUTE_SERVER_PATH, {absl::StrCat("--backend=", Backend()), "--cpu_workers=4",
-                                 "--allow_shared_memory", "--shared_memory_max_regions=40"}));
+        GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--cpu_workers=4", "--allow_shared_memory",
+                                 "--shared_memory_max_regions=40"}));
     ASSERT_TRUE(server_->started()) << "server did not start";
   }
   static void TearDownTestSuite() {
@@ -171,7 +130,7 @@ TEST_F(SharedMemoryTest, RegisterListUnregisterAndTheirStatusRows) {
   EXPECT_EQ(region.key(), object.key());
   EXPECT_EQ(region.offset(), 4096);
   EXPECT_EQ(region.byte_size(), 64 * 1024);
-  EXPECT_EQ(region.pinned(), Backend() == "cuda");
+  EXPECT_EQ(region.pinned(), testing::TestBackend() == "cuda");
   {
     grpc::ClientContext ctx;
     v1::ServerInfo info;
@@ -211,7 +170,7 @@ TEST_F(SharedMemoryTest, RegisterListUnregisterAndTheirStatusRows) {
     EXPECT_EQ(scrape->Sum("gpucompute_shared_memory_regions"), 2);
     EXPECT_EQ(scrape->Sum("gpucompute_shared_memory_registered_bytes"), 64 * 1024 + 24);
     EXPECT_EQ(scrape->Sum("gpucompute_shared_memory_pinned_bytes"),
-              Backend() == "cuda" ? 64 * 1024 + 24 : 0);
+              testing::TestBackend() == "cuda" ? 64 * 1024 + 24 : 0);
   }
   int64_t count = 0;
   EXPECT_CODE(Unregister("nope"), NOT_FOUND, "\"nope\"");
@@ -480,7 +439,7 @@ TEST_F(SharedMemoryTest, TruncatedUnlinkedAndRewrittenObjects) {
   *read_only.mutable_input() = SliceMatrix(v1::DTYPE_FLOAT32, rows, cols, "victim", 0, bytes);
   grpc::ClientContext read_ctx;
   grpc::Status s = stub_->Transpose(&read_ctx, read_only, &resp);
-  if (Backend() == "cpu") {
+  if (testing::TestBackend() == "cpu") {
     EXPECT_CODE(s, FAILED_PRECONDITION, "shrank");
   }  // pinned pages stay allocated: the GPU copies stale bytes, no error
   ASSERT_TRUE(Unregister("victim").ok());
@@ -550,7 +509,7 @@ TEST_F(SharedMemoryTest, SixteenClientsEachWithTheirOwnRegion) {
 TEST(SharedMemoryShutdown, RegionsReleasedObjectsLeftToTheirOwners) {
   testing::ServerProcess server(
       GPUCOMPUTE_SERVER_PATH,
-      {absl::StrCat("--backend=", Backend()), "--allow_shared_memory", "--metrics_listen="});
+      {testing::BackendFlag(), "--allow_shared_memory", "--metrics_listen="});
   ASSERT_TRUE(server.started());
   ShmObject object(1 * kMiB);
   ASSERT_TRUE(object.ok());

@@ -118,7 +118,7 @@ class TensorServerTest : public testing::SeededStubTest {
   static void SetUpTestSuite() {
     server_ = new testing::ServerWithMetrics(testing::StartServerWithMetrics(
         GPUCOMPUTE_SERVER_PATH,
-        {"--backend=cpu", "--cpu_workers=4", absl::StrCat("--instance_name=", kInstance),
+        {testing::BackendFlag(), "--cpu_workers=4", absl::StrCat("--instance_name=", kInstance),
          absl::StrCat("--tensor_memory_bytes=", kBudget),
          absl::StrCat("--max_matrix_bytes=", kMaxMatrixBytes)}));
     ASSERT_TRUE(server_->started()) << "server did not start";
@@ -811,7 +811,7 @@ TEST(LargeTensor, UpTransposedReducedAndDown) {
               (long long)rows, (long long)cols, (long long)(bytes >> 20));
   auto server = testing::StartServerWithMetrics(
       GPUCOMPUTE_SERVER_PATH,
-      {"--backend=cpu", absl::StrCat("--tensor_memory_bytes=", 2 * bytes + kMiB)});
+      {testing::BackendFlag(), absl::StrCat("--tensor_memory_bytes=", 2 * bytes + kMiB)});
   ASSERT_TRUE(server.started());
   auto stub = v1::Compute::NewStub(Connect(server.process->target()));
   std::vector<double> row_sums(size_t(rows), 0);
@@ -871,8 +871,8 @@ class SmallTensorServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = testing::StartServerWithMetrics(
-        GPUCOMPUTE_SERVER_PATH,
-        {"--backend=cpu", "--cpu_workers=2", "--tensor_ttl=1s", "--tensor_memory_bytes=1048576"});
+        GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--cpu_workers=2", "--tensor_ttl=1s",
+                                 "--tensor_memory_bytes=1048576"});
     ASSERT_TRUE(server_.started());
     stub_ = v1::Compute::NewStub(Connect(server_.process->target()));
   }

@@ -4,10 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "absl/strings/str_split.h"
 
 extern char** environ;
 
@@ -20,7 +23,14 @@ ServerProcess::ServerProcess(const std::string& built_binary,
   const std::string binary = override_path ? override_path : built_binary;
   int out[2];
   if (pipe(out) != 0) return;
-  std::vector<std::string> args = {binary, "--listen=127.0.0.1:0"};
+  // GPUCOMPUTE_SERVER_WRAPPER runs the server under a tool, e.g.
+  // "compute-sanitizer --tool memcheck --log-file /tmp/memcheck.%p.log".
+  std::vector<std::string> args = absl::StrSplit(
+      std::getenv("GPUCOMPUTE_SERVER_WRAPPER") ? std::getenv("GPUCOMPUTE_SERVER_WRAPPER") : "", ' ',
+      absl::SkipEmpty());
+  wrapped_ = !args.empty();
+  args.push_back(binary);
+  args.push_back("--listen=127.0.0.1:0");
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -30,7 +40,7 @@ ServerProcess::ServerProcess(const std::string& built_binary,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
-  const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&pid_, args[0].c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   if (rc != 0) {
@@ -59,9 +69,24 @@ ServerProcess::~ServerProcess() {
   if (pid_ > 0) Stop(SIGKILL);
 }
 
+// The server a wrapper started: the wrapper's child, where /proc says so.
+pid_t WrappedChild(pid_t wrapper) {
+  std::ifstream children("/proc/" + std::to_string(wrapper) + "/task/" + std::to_string(wrapper) +
+                         "/children");
+  pid_t child = -1;
+  return children >> child ? child : -1;
+}
+
 int ServerProcess::Stop(int signal) {
   if (pid_ <= 0) return -1;
-  kill(pid_, signal);
+  // A wrapped server is stopped itself, and politely, so that its wrapper
+  // sees it end and writes its report.
+  const pid_t child = wrapped_ ? WrappedChild(pid_) : -1;
+  if (child > 0) {
+    kill(child, signal == SIGKILL ? SIGTERM : signal);
+  } else {
+    kill(pid_, signal);
+  }
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;

@@ -21,11 +21,13 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
 
   // Sends `signal` and waits for the exit; returns the exit status (or
-  // 128 + signal number when killed by one).
+  // 128 + signal number when killed by one). Under a wrapper, the server
+  // gets the signal (SIGTERM for SIGKILL) and the wrapper's status returns.
   int Stop(int signal);
 
  private:
   pid_t pid_ = -1;
+  bool wrapped_ = false;  // pid_ is GPUCOMPUTE_SERVER_WRAPPER's, the server its child
   std::string target_;
 };
 
