@@ -508,6 +508,30 @@ PreparedCall PreparedCall::ServiceCall() {
   return call;
 }
 
+PreparedCall PreparedCall::Echo(const PreparedCall& op_call) {
+  PreparedCall call = op_call;
+  call.echo_ = true;
+  return call;
+}
+
+absl::StatusOr<grpc::ByteBuffer> CallOnce(const std::shared_ptr<grpc::Channel>& channel,
+                                          const PreparedCall& call, const CallSettings& settings) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  SetUpContext(&context, settings);
+  grpc::ByteBuffer response;
+  const grpc::Status status =
+      internal::UnaryOnThisThread(stub, &context, call.method(), call.request(), &response, false);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat(call.method(), ": ", status.error_message()));
+  }
+  grpc::ByteBuffer parsed = response;  // ParseResponse may consume what it reads
+  v1::ExecutionReport report;
+  if (absl::Status st = call.ParseResponse(&parsed, &report); !st.ok()) return st;
+  return response;
+}
+
 absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
                                          v1::ExecutionReport* report) const {
   if (service_call_) {

@@ -114,6 +114,11 @@ class PreparedCall {
   // (its reactor, metrics, authentication) that touches no device; beside
   // the health Check, what the service adds to gRPC's floor.
   static PreparedCall ServiceCall();
+  // `op_call`'s method and request, sent to the gRPC echo server
+  // (grpc_echo.h), whose canned answer is a response of that op: the same
+  // bytes both ways and the same checks of the answer, without the server's
+  // report (the echo's is a copy of one call's).
+  static PreparedCall Echo(const PreparedCall& op_call);
 
   const std::string& method() const { return method_; }
   const grpc::ByteBuffer& request() const { return request_; }
@@ -122,7 +127,7 @@ class PreparedCall {
   // for a copy of the payload.
   absl::Status ParseResponse(grpc::ByteBuffer* buffer, v1::ExecutionReport* report) const;
   // Whether responses carry an ExecutionReport (compute calls do).
-  bool has_report() const { return !health_check_ && !service_call_; }
+  bool has_report() const { return !health_check_ && !service_call_ && !echo_; }
 
  private:
   Workload workload_;
@@ -132,6 +137,7 @@ class PreparedCall {
   grpc::ByteBuffer request_;
   bool health_check_ = false;
   bool service_call_ = false;
+  bool echo_ = false;
 };
 
 // Completions of one measurement window.
@@ -187,6 +193,11 @@ struct CallSettings {
 // Channels to the server, each with its own connection when more than one;
 // drivers spread their calls over them.
 using Channels = std::vector<std::shared_ptr<grpc::Channel>>;
+
+// One call of `call` on `channel`, checked as its rows check theirs; the
+// response as the server encoded it.
+absl::StatusOr<grpc::ByteBuffer> CallOnce(const std::shared_ptr<grpc::Channel>& channel,
+                                          const PreparedCall& call, const CallSettings& settings);
 
 // `concurrency` requests always in flight.
 std::unique_ptr<Driver> MakeClosedLoop(Channels channels, const PreparedCall* call,

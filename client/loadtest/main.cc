@@ -34,6 +34,7 @@
 #include "absl/time/clock.h"
 #include "gpucompute/client.h"
 #include "gpucompute/host_memory.h"
+#include "loadtest/grpc_echo.h"
 #include "loadtest/load.h"
 #include "loadtest/report.h"
 #include "loadtest/tcp_echo.h"
@@ -87,7 +88,12 @@ ABSL_FLAG(std::string, baseline, "",
           "Check to the server over the same channel, the round trip of a gRPC call that "
           "does no work; service sends ListTensors (row list_tensors), a call of the Compute "
           "service itself that touches no device: what the service's own handling adds to "
-          "the health Check");
+          "the health Check; echo (row grpc_echo, compute ops) sends the first variant's "
+          "inline request to a gRPC server that this process starts on loopback (a unix "
+          "socket against a unix: target), plaintext, which answers every call with a copy "
+          "of the op's response as the server encoded it: gRPC carrying the op's bytes both "
+          "ways with no work behind it, over the same --connections; xEcho gives an inline "
+          "row's req/s over it at the same concurrency and connections");
 ABSL_FLAG(std::string, label, "",
           "free text added to every row, e.g. delay=100us: in its name in the table and the "
           "HTML (\"auto delay=100us\"), and as label in the CSV and JSON; names the server's "
@@ -395,7 +401,7 @@ int Run() {
   if (transfer && placements != std::vector<std::string>{"inline"}) {
     return Fail("--placement: upload and download rows move the matrix by definition");
   }
-  bool tcp_baseline = false, grpc_baseline = false, service_baseline = false;
+  bool tcp_baseline = false, grpc_baseline = false, service_baseline = false, echo_baseline = false;
   std::string baseline_flag = absl::GetFlag(FLAGS_baseline);
   if (transfer && baseline_flag.empty()) baseline_flag = "tcp";  // what a stream is measured by
   for (absl::string_view b : absl::StrSplit(baseline_flag, ',', absl::SkipEmpty())) {
@@ -405,9 +411,14 @@ int Run() {
       grpc_baseline = true;
     } else if (b == "service") {
       service_baseline = true;
+    } else if (b == "echo") {
+      echo_baseline = true;
     } else {
-      return Fail(absl::StrCat("--baseline: \"", b, "\" is not tcp, grpc or service"));
+      return Fail(absl::StrCat("--baseline: \"", b, "\" is not tcp, grpc, service or echo"));
     }
+  }
+  if (transfer && echo_baseline) {
+    return Fail("--baseline=echo: compute ops only; upload and download rows have the tcp echo");
   }
   const std::string progress_flag = absl::GetFlag(FLAGS_progress);
   if (progress_flag != "auto" && progress_flag != "always" && progress_flag != "never") {
@@ -577,7 +588,7 @@ int Run() {
   std::vector<Plan> plan;
   for (const auto& [wanted, name] :
        {std::pair{tcp_baseline, kTcpEcho}, std::pair{grpc_baseline, kGrpcHealth},
-        std::pair{service_baseline, kServiceCall}}) {
+        std::pair{service_baseline, kServiceCall}, std::pair{echo_baseline, kGrpcEcho}}) {
     if (!wanted) continue;
     const char* row = name == kTcpEcho && unix_target ? kUnixEcho : name;
     // The echo opens its own sockets: one row per concurrency.
@@ -611,6 +622,41 @@ int Run() {
           kUnixEcho);
     }
   }
+  // --baseline=echo: the first variant's inline call, sent once to the
+  // server, whose response the echo server then returns to every call; one
+  // client to the echo per --connections value, as for the server.
+  std::optional<PreparedCall> echo_call;
+  std::unique_ptr<GrpcEchoServer> grpc_echo;
+  std::map<int, Client> echo_clients;
+  if (echo_baseline) {
+    auto op_call = PreparedCall::Create(w, variants->front() == "auto" ? "" : variants->front());
+    if (!op_call.ok()) return Fail(std::string(op_call.status().message()));
+    auto response = CallOnce(client->channels().front(), *op_call, call_settings);
+    if (!response.ok()) {
+      return Fail(absl::StrCat("--baseline=echo: the call whose response the echo sends back: ",
+                               response.status().message()));
+    }
+    auto started =
+        GrpcEchoServer::Start(unix_target ? EchoTransport::kUnix : EchoTransport::kTcp, *response);
+    if (!started.ok()) return Fail(std::string(started.status().message()));
+    grpc_echo = std::move(*started);
+    echo_call.emplace(PreparedCall::Echo(*op_call));
+    ClientOptions echo_options;
+    echo_options.target = grpc_echo->target();
+    echo_options.large_message_transport = options.large_message_transport;
+    for (int n : *connections) {
+      echo_options.connections = n;
+      auto created = Client::Create(echo_options);
+      if (!created.ok()) return Fail(std::string(created.status().message()));
+      echo_clients.emplace(n, std::move(*created));
+    }
+    std::printf(
+        "baseline: row %s sends %s's request (%zu bytes, variant %s, inline) to a gRPC server "
+        "in this process on %s that answers with its response as the server encoded it (%zu "
+        "bytes) and does nothing else; xEcho compares inline rows' req/s with it\n",
+        kGrpcEcho, run.op.c_str(), op_call->request().Length(), variants->front().c_str(),
+        grpc_echo->target().c_str(), response->Length());
+  }
 
   Progress progress(progress_flag == "always" ||
                     (progress_flag == "auto" && isatty(STDERR_FILENO)));
@@ -626,7 +672,8 @@ int Run() {
   std::printf("%s\n", FormatTableHeader(width).c_str());
   std::fflush(stdout);
   std::vector<Row> rows;
-  std::map<int, double> tcp_gbytes_per_s;  // concurrency -> GB/s
+  std::map<int, double> tcp_gbytes_per_s;                     // concurrency -> GB/s
+  std::map<std::pair<int, int>, double> echo_requests_per_s;  // (connections, concurrency)
   std::string prepared_variant;
   std::optional<PreparedCall> call;
   const PreparedCall health_check = PreparedCall::HealthCheck();
@@ -635,15 +682,19 @@ int Run() {
   for (size_t i = 0; i < plan.size(); ++i) {
     const Plan& p = plan[i];
     // The row's channels: those of the client with its --connections value.
-    const Channels& channels =
-        p.connections > 0 && !transfer ? clients.at(p.connections).channels() : client->channels();
+    const Channels& channels = p.variant == kGrpcEcho ? echo_clients.at(p.connections).channels()
+                               : p.connections > 0 && !transfer
+                                   ? clients.at(p.connections).channels()
+                                   : client->channels();
     std::unique_ptr<Driver> driver;
-    if (IsEcho(p.variant)) {
+    if (IsSocketEcho(p.variant)) {
       driver =
           MakeTcpEcho(echo.get(), w.RequestPayloadBytes(), w.ResponsePayloadBytes(), p.concurrency);
     } else if (p.variant == kGrpcHealth || p.variant == kServiceCall) {
       driver = MakeClosedLoop(channels, p.variant == kGrpcHealth ? &health_check : &service_call,
                               call_settings, p.concurrency);
+    } else if (p.variant == kGrpcEcho) {
+      driver = MakeClosedLoop(channels, &*echo_call, call_settings, p.concurrency);
     } else if (transfer) {
       driver = MakeTransferLoop(client, w.transfer, &*transfer_matrix, download_id, p.concurrency);
     } else {
@@ -672,16 +723,23 @@ int Run() {
                             });
     progress.Clear();
     if (releaser != nullptr) releaser->Flush();  // the row's kept outputs, before the next row
-    Row row = MakeRow(
-        p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
-        (IsBaseline(p.variant) && !IsEcho(p.variant)) || p.placement == "tensor" ? 0 : payload, m);
+    // The health Check and ListTensors carry no payload; the echoes carry the op's.
+    const bool no_payload = p.variant == kGrpcHealth || p.variant == kServiceCall;
+    Row row = MakeRow(p.variant, p.concurrency > 0 ? "closed" : "open", p.concurrency, p.rate,
+                      no_payload || p.placement == "tensor" ? 0 : payload, m);
     row.placement = p.placement;
     row.connections = p.connections;
     row.label = label;
-    if (IsEcho(p.variant)) {
+    if (IsSocketEcho(p.variant)) {
       tcp_gbytes_per_s[p.concurrency] = row.gbytes_per_s;
     } else if (p.concurrency > 0 && tcp_gbytes_per_s[p.concurrency] > 0) {
       row.vs_tcp = row.gbytes_per_s / tcp_gbytes_per_s[p.concurrency];
+    }
+    if (p.variant == kGrpcEcho) {
+      echo_requests_per_s[{p.connections, p.concurrency}] = row.requests_per_s;
+    } else if (!IsBaseline(p.variant) && p.placement == "inline" && p.concurrency > 0 &&
+               echo_requests_per_s[{p.connections, p.concurrency}] > 0) {
+      row.vs_grpc_echo = row.requests_per_s / echo_requests_per_s[{p.connections, p.concurrency}];
     }
     if (row.requests == 0) ++failed_rows;
     std::printf("%s\n", FormatTableRow(row, width).c_str());
@@ -700,6 +758,15 @@ int Run() {
     std::string load = r.LoadText();
     if (several_connections) absl::StrAppend(&load, " conn=", r.connections);
     std::printf("  %-*s %-8s %s\n", width, r.Label().c_str(), load.c_str(), codes.c_str());
+  }
+  if (grpc_echo != nullptr)
+    std::printf("  and the one call whose response %s returns\n", kGrpcEcho);
+  if (grpc_echo != nullptr && grpc_echo->calls() > 0) {
+    // What the echo server received and sent: the op's request and response.
+    const double calls = static_cast<double>(grpc_echo->calls());
+    std::printf("%s server: %lld calls answered, %g request bytes and %g response bytes each\n",
+                kGrpcEcho, static_cast<long long>(grpc_echo->calls()),
+                grpc_echo->request_bytes() / calls, grpc_echo->response_bytes() / calls);
   }
   if (releaser != nullptr) {
     releaser->Flush();

@@ -386,6 +386,7 @@ std::string FormatTableRow(const Row& r, int label_width) {
   auto server = [&](double v) { return r.has_server_report ? FormatMicros(v) : std::string("-"); };
   std::string transport = r.has_server_report ? FormatMicros(r.client_other_us) : "-";
   if (r.vs_tcp > 0) transport += absl::StrFormat(" (%.2fxTCP)", r.vs_tcp);
+  if (r.vs_grpc_echo > 0) transport += absl::StrFormat(" (%.2fxEcho)", r.vs_grpc_echo);
   return absl::StrFormat(
       "%-*s %-9s %4s %9.1f %7.3f %9s %9s %9s %9s %9s %9s | %8s %8s %9s %8s %9s %5s %10s | %6s %s",
       label_width, r.Label(), r.LoadText(), r.ConnectionsText(), r.requests_per_s, r.gbytes_per_s,
@@ -399,7 +400,8 @@ std::string ToCsv(const std::vector<Row>& rows) {
   std::string out =
       "variant,mode,concurrency,rate,payload_bytes,requests,seconds,requests_per_s,gbytes_per_s,"
       "avg_us,p50_us,p90_us,p95_us,p99_us,max_us,server_queue_us,server_upload_us,"
-      "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,errors,dropped,"
+      "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,vs_grpc_echo,"
+      "errors,dropped,"
       "windows,stable,placement,connections,batch,label\n";
   for (const Row& r : rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
@@ -427,6 +429,7 @@ std::string ToCsv(const std::vector<Row>& rows) {
                                              server(r.server_total_us),
                                              server(r.client_other_us),
                                              r.vs_tcp > 0 ? Num(r.vs_tcp) : "",
+                                             r.vs_grpc_echo > 0 ? Num(r.vs_grpc_echo) : "",
                                              absl::StrJoin(errors, ";"),
                                              absl::StrCat(r.dropped),
                                              absl::StrCat(r.windows),
@@ -489,6 +492,7 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
       if (r.batch > 0) out->set_batch(r.batch);
     }
     if (r.vs_tcp > 0) out->set_vs_tcp(r.vs_tcp);
+    if (r.vs_grpc_echo > 0) out->set_vs_grpc_echo(r.vs_grpc_echo);
     for (const auto& [code, count] : r.errors) (*out->mutable_errors())[code] = int32_t(count);
     out->set_dropped(static_cast<int32_t>(r.dropped));
     out->set_windows(r.windows);
@@ -594,11 +598,13 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
       "<em>transport</em> is the client-seen average minus the server's total: the network, "
       "serialization and the client. GB/s counts the matrix payload both ways; xTCP compares "
       "it with the loopback echo at the same concurrency (TCP; a unix socket, row unix_echo, "
-      "when the target is one).</p>\n<table>\n<tr>";
+      "when the target is one); xEcho compares an inline row's req/s with grpc_echo's at the "
+      "same concurrency and connections: the op's own request and response through a gRPC "
+      "server that does no work.</p>\n<table>\n<tr>";
   for (const char* h :
-       {"variant", "load",      "conn", "req/s",    "GB/s",   "avg",     "p50",      "p90",
-        "p95",     "p99",       "max",  "queue",    "upload", "compute", "download", "server total",
-        "batch",   "transport", "xTCP", "requests", "errors", "stable"}) {
+       {"variant", "load",      "conn", "req/s", "GB/s",     "avg",     "p50",      "p90",
+        "p95",     "p99",       "max",  "queue", "upload",   "compute", "download", "server total",
+        "batch",   "transport", "xTCP", "xEcho", "requests", "errors",  "stable"}) {
     absl::StrAppend(&html, "<th>", h, "</th>");
   }
   html += "</tr>\n";
@@ -627,6 +633,7 @@ std::string ToHtml(const RunInfo& info, const std::vector<Row>& rows) {
           BatchText(r),
           server(r.client_other_us),
           r.vs_tcp > 0 ? absl::StrFormat("%.2f", r.vs_tcp) : std::string("-"),
+          r.vs_grpc_echo > 0 ? absl::StrFormat("%.2f", r.vs_grpc_echo) : std::string("-"),
           absl::StrCat(r.requests),
           r.ErrorsText(),
           std::string(r.stable ? "yes" : "no")}) {
@@ -697,6 +704,7 @@ absl::StatusOr<RunReport> FromJson(const std::string& json) {
     r.windows = in.windows();
     r.stable = in.stable();
     r.vs_tcp = in.vs_tcp();
+    r.vs_grpc_echo = in.vs_grpc_echo();
     r.placement = in.placement().empty() ? "inline" : in.placement();
     r.connections = in.connections();
     r.label = in.label();

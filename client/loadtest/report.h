@@ -19,11 +19,16 @@ inline constexpr const char* kUnixEcho = "unix_echo";      // ... over a unix so
 inline constexpr const char* kGrpcHealth = "grpc_health";  // a gRPC call doing no work
 // A call of the Compute service itself that touches no device: ListTensors.
 inline constexpr const char* kServiceCall = "list_tensors";
-inline bool IsEcho(const std::string& variant) {
+// The op's own request and response through a gRPC server that does no work
+// (grpc_echo.h): the payload-matched floor of the inline rows.
+inline constexpr const char* kGrpcEcho = "grpc_echo";
+// The echo over a plain socket, without gRPC.
+inline bool IsSocketEcho(const std::string& variant) {
   return variant == kTcpEcho || variant == kUnixEcho;
 }
 inline bool IsBaseline(const std::string& variant) {
-  return IsEcho(variant) || variant == kGrpcHealth || variant == kServiceCall;
+  return IsSocketEcho(variant) || variant == kGrpcHealth || variant == kServiceCall ||
+         variant == kGrpcEcho;
 }
 
 struct Row {
@@ -54,6 +59,9 @@ struct Row {
   int windows = 0;
   bool stable = false;
   double vs_tcp = 0;  // gbytes_per_s / the echo's (TCP or unix) at the same concurrency; 0: none
+  // Inline rows: requests_per_s / grpc_echo's at the same concurrency and
+  // connections, the share of gRPC's throughput for the same bytes; 0: none.
+  double vs_grpc_echo = 0;
   std::string placement = "inline";  // or "tensor": operands held, outputs kept
   // gRPC channels, each with its own connection, that the row's requests were
   // spread over (--connections); 0: none, the echo baselines (one socket per

@@ -44,6 +44,17 @@ bool IsUnixTarget(const std::string& target) {
   return absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:");
 }
 
+absl::StatusOr<std::string> MakePrivateSocketDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir =
+      absl::StrCat(tmp != nullptr && tmp[0] != 0 ? tmp : "/tmp", "/gpucompute-echo-XXXXXX");
+  if (mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("echo baseline: mkdtemp ", dir, ": ", std::strerror(errno)));
+  }
+  return dir;
+}
+
 namespace {
 
 absl::Status Error(EchoTransport transport, const char* what) {
@@ -64,12 +75,10 @@ absl::StatusOr<std::unique_ptr<TcpEchoServer>> TcpEchoServer::Start(EchoTranspor
   std::unique_ptr<TcpEchoServer> server(new TcpEchoServer);
   server->transport_ = transport;
   if (transport == EchoTransport::kUnix) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string dir =
-        absl::StrCat(tmp != nullptr && tmp[0] != 0 ? tmp : "/tmp", "/gpucompute-echo-XXXXXX");
-    if (mkdtemp(dir.data()) == nullptr) return Error(transport, "mkdtemp");
-    server->dir_ = dir;
-    server->path_ = dir + "/echo.sock";
+    absl::StatusOr<std::string> dir = MakePrivateSocketDir();
+    if (!dir.ok()) return dir.status();
+    server->dir_ = *dir;
+    server->path_ = *dir + "/echo.sock";
     if (server->path_.size() >= sizeof(sockaddr_un::sun_path)) {
       return absl::InvalidArgumentError(
           absl::StrCat("unix socket baseline: the path ", server->path_, " is too long"));

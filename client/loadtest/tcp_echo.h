@@ -27,6 +27,10 @@ enum class EchoTransport { kTcp, kUnix };
 // Whether a gRPC target is a unix socket (unix:, unix-abstract:).
 bool IsUnixTarget(const std::string& target);
 
+// A new directory only this user may enter, under $TMPDIR (or /tmp), for an
+// echo server's socket: no other process can take or connect to its path.
+absl::StatusOr<std::string> MakePrivateSocketDir();
+
 class TcpEchoServer {
  public:
   // kTcp: listens on 127.0.0.1 at a free port. kUnix: on a socket in a new

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,14 +17,17 @@
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
+#include "loadtest/grpc_echo.h"
 #include "loadtest/load.h"
 #include "loadtest/report.h"
 #include "loadtest/tcp_echo.h"
+#include "src/unary_call.h"
 #include "support/run_command.h"
 #include "support/server_process.h"
 
@@ -191,6 +195,7 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   m.stable = true;
   Row compute = MakeRow("tiled32", "closed", 4, 0, 3'000'000'000, m);
   compute.vs_tcp = 0.5;
+  compute.vs_grpc_echo = 0.25;
   Measurement echo_m;
   echo_m.stats.duration = std::chrono::seconds(1);
   echo_m.stats.latencies_ns = {1000};
@@ -227,6 +232,7 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   ASSERT_TRUE(c.has_client_other_us());
   EXPECT_DOUBLE_EQ(c.client_other_us(), 500);
   EXPECT_DOUBLE_EQ(c.vs_tcp(), 0.5);
+  EXPECT_DOUBLE_EQ(c.vs_grpc_echo(), 0.25);
   ASSERT_TRUE(c.has_batch());
   EXPECT_DOUBLE_EQ(c.batch(), 1.5);
   EXPECT_EQ(c.errors().at("UNAVAILABLE"), 2);
@@ -240,6 +246,7 @@ TEST(ReportTest, JsonKeepsKeysAndNumbers) {
   EXPECT_FALSE(e.has_server_us());
   EXPECT_FALSE(e.has_client_other_us());
   EXPECT_FALSE(e.has_vs_tcp());
+  EXPECT_FALSE(e.has_vs_grpc_echo());
   EXPECT_FALSE(e.has_batch());
 }
 
@@ -258,6 +265,7 @@ TEST(ReportTest, JsonReadsBackAndRunsMerge) {
   m.stable = true;
   Row compute = MakeRow("tiled32", "closed", 4, 0, 3000, m);
   compute.vs_tcp = 0.5;
+  compute.vs_grpc_echo = 0.25;
   compute.connections = 8;
   compute.placement = "tensor";
   compute.label = "delay=100us, \"max\" 4";
@@ -359,6 +367,54 @@ TEST_P(EchoTest, EchoesRequestAndResponseSizes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAndUnix, EchoTest,
+                         ::testing::Values(EchoTransport::kTcp, EchoTransport::kUnix),
+                         [](const auto& info) {
+                           return info.param == EchoTransport::kTcp ? "Tcp" : "Unix";
+                         });
+
+// The gRPC echo answers the compute methods with its canned response,
+// counting what each call carried, and nothing else.
+class GrpcEchoTest : public ::testing::TestWithParam<EchoTransport> {};
+
+TEST_P(GrpcEchoTest, AnswersComputeCallsWithItsResponse) {
+  const std::string canned(5000, 'r');
+  grpc::Slice canned_slice(canned);
+  auto server = GrpcEchoServer::Start(GetParam(), grpc::ByteBuffer(&canned_slice, 1));
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::GenericStub stub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  grpc::Slice request_slice(std::string(1000, 'q'));
+  const grpc::ByteBuffer request(&request_slice, 1);
+  for (const char* method : {"/gpucompute.v1.Compute/MatMul", "/gpucompute.v1.Compute/Reduce"}) {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    grpc::Status status =
+        internal::UnaryOnThisThread(stub, &context, method, request, &response, false);
+    ASSERT_TRUE(status.ok()) << method << ": " << status.error_message();
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(response.Dump(&slices).ok());
+    std::string bytes;
+    for (const grpc::Slice& s : slices) bytes.append(s.begin(), s.end());
+    EXPECT_EQ(bytes, canned) << method;
+  }
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  EXPECT_EQ(internal::UnaryOnThisThread(stub, &context, "/gpucompute.v1.Compute/ListTensors",
+                                        request, &response, false)
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ((*server)->calls(), 2);
+  EXPECT_EQ((*server)->request_bytes(), 2 * 1000);
+  EXPECT_EQ((*server)->response_bytes(), 2 * 5000);
+  if (GetParam() == EchoTransport::kUnix) {
+    const std::string path = (*server)->target().substr(std::string("unix:").size());
+    EXPECT_TRUE(std::filesystem::exists(path)) << path;
+    server->reset();
+    EXPECT_FALSE(std::filesystem::exists(path)) << "the echo's socket outlived it";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpAndUnix, GrpcEchoTest,
                          ::testing::Values(EchoTransport::kTcp, EchoTransport::kUnix),
                          [](const auto& info) {
                            return info.param == EchoTransport::kTcp ? "Tcp" : "Unix";
@@ -495,7 +551,8 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
 
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --baseline=udp"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("\"udp\" is not tcp, grpc or service"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"udp\" is not tcp, grpc, service or echo"), std::string::npos)
+      << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=0"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--connections: \"0\" is not a positive number"), std::string::npos)
@@ -767,6 +824,61 @@ TEST_F(LoadtestBinaryTest, ServiceBaselineBesideTheHealthCheck) {
   }
   EXPECT_EQ(r.output.find("list_tensors     c=1      OK"), std::string::npos)
       << "ListTensors calls are not compute requests";
+}
+
+// --baseline=echo: grpc_echo rows at each concurrency and connection count,
+// carrying the op's payload; the echo server received the op's encoded
+// request and sent its response back, and the inline rows (only they) carry
+// their throughput over the echo's.
+TEST_F(LoadtestBinaryTest, GrpcEchoCarriesTheOpsBytes) {
+  const std::string csv = dir_ / "e.csv";
+  RunResult r = RunLoadtest(absl::StrCat(Fastest(), " --op=matmul --shape=16x8x4",
+                                         " --placement=inline,tensor --baseline=echo",
+                                         " --concurrency=2 --connections=1,2 --csv=", csv));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch sent, seen;
+  ASSERT_TRUE(std::regex_search(r.output, sent,
+                                std::regex("request \\((\\d+) bytes, variant auto, inline\\).* "
+                                           "encoded it \\((\\d+) bytes\\)")))
+      << r.output;
+  ASSERT_TRUE(std::regex_search(
+      r.output, seen,
+      std::regex("grpc_echo server: (\\d+) calls answered, (\\d+) request bytes and (\\d+) "
+                 "response bytes each")))
+      << r.output;
+  EXPECT_GT(std::stoi(seen[1]), 0);
+  EXPECT_EQ(seen[2], sent[1]);
+  EXPECT_EQ(seen[3], sent[2]);
+  // The matrices (16x8 and 8x4 in, 16x4 out, float32) and a little framing.
+  const int request_bytes = std::stoi(sent[1]), response_bytes = std::stoi(sent[2]);
+  EXPECT_GT(request_bytes, (16 * 8 + 8 * 4) * 4);
+  EXPECT_LT(request_bytes, (16 * 8 + 8 * 4) * 4 + 64);
+  EXPECT_GT(response_bytes, 16 * 4 * 4);
+  EXPECT_LT(response_bytes, 16 * 4 * 4 + 256);
+
+  // grpc_echo at 1 and 2 connections, then auto inline and tensor at each.
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 6) << ReadFile(csv);
+  const std::string payload = absl::StrCat((16 * 8 + 8 * 4 + 16 * 4) * 4);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::string variant = CsvCell(lines[0], lines[i], "variant");
+    const std::string placement = CsvCell(lines[0], lines[i], "placement");
+    EXPECT_GT(std::stod(CsvCell(lines[0], lines[i], "requests_per_s")), 0.0) << lines[i];
+    EXPECT_EQ(CsvCell(lines[0], lines[i], "errors"), "") << lines[i];
+    if (variant == "grpc_echo") {
+      EXPECT_LE(i, 2u) << "the baseline runs first: " << lines[i];
+      EXPECT_EQ(CsvCell(lines[0], lines[i], "connections"), i == 1 ? "1" : "2");
+      EXPECT_EQ(CsvCell(lines[0], lines[i], "payload_bytes"), payload) << lines[i];
+      EXPECT_EQ(CsvCell(lines[0], lines[i], "server_total_us"), "") << lines[i];
+    }
+    const bool compared = variant == "auto" && placement == "inline";
+    EXPECT_EQ(CsvCell(lines[0], lines[i], "vs_grpc_echo").empty(), !compared) << lines[i];
+  }
+  EXPECT_NE(r.output.find("xEcho)"), std::string::npos) << r.output;
+
+  r = RunLoadtest(absl::StrCat(Fast(), " --op=upload --shape=8x8 --baseline=echo"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--baseline=echo: compute ops only"), std::string::npos) << r.output;
 }
 
 // --busy_poll: the same closed-loop rows from threads that poll their
