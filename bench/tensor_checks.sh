@@ -28,23 +28,25 @@ for _ in $(seq 1 120); do grep -q "listening on" "$out/server_tensors.log" && br
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s)
 
 # MatMul on resident operands with the output kept, beside the same call
-# inline; at 64^3 also beside the no-op gRPC call. Each twice: from a client
-# that sleeps while it waits, and from one that polls (--busy_poll).
+# inline; at 64^3 also beside the no-op gRPC calls and the gRPC echo of the
+# inline call's own bytes. Each twice: from a client that sleeps while it
+# waits, and from one that polls (--busy_poll).
 for busy_poll in false true; do
   echo "== client --busy_poll=$busy_poll" >> "$log"
   "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape="${big}x${big}x${big}" --variants="$variant" \
     --placement=inline,tensor --concurrency=1 --max_time=10s >> "$log" 2>&1
   "${lt[@]}" --busy_poll=$busy_poll --op=matmul --shape=64x64x64 --variants="$variant",auto \
-    --placement=inline,tensor --concurrency=1 --baseline=grpc,service --max_time=4s >> "$log" 2>&1
+    --placement=inline,tensor --concurrency=1 --baseline=grpc,service,echo --max_time=4s \
+    >> "$log" 2>&1
 done
 
 # Inline requests (no tensors), which holding tensors must leave within
-# noise, beside the no-op gRPC call of the same run.
+# noise, beside the no-op gRPC call and the gRPC echo of the same bytes.
 "${lt[@]}" --op=matmul --shape=1024x1024x1024 --variants=auto --concurrency=1,8 \
   --max_time=8s >> "$log" 2>&1
 for conns in 1 8; do
   "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 --connections=$conns \
-    --baseline=grpc --max_time=8s >> "$log" 2>&1
+    --baseline=grpc,echo --max_time=8s >> "$log" 2>&1
 done
 
 # Upload and Download streams beside a TCP echo of the same bytes, the
@@ -73,4 +75,4 @@ echo "server VmRSS peak during the uploads (KiB): $(cat "$peak_file")" >> "$log"
 kill -TERM "$server"
 wait "$server"
 echo "server exit rc=$?" >> "$log"
-grep -E " c=[0-9]+ |VmRSS|exit rc|gpucompute-loadtest:|^== " "$log"
+grep -E " c=[0-9]+ |VmRSS|exit rc|gpucompute-loadtest:|^grpc_echo server:|^== " "$log"
