@@ -184,7 +184,7 @@ TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   std::ifstream log(access_log_);
   std::stringstream text;
   text << log.rdbuf();
-  EXPECT_NE(text.str().find("transpose OK variant=cpu_reference"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("transpose OK variant="), std::string::npos) << text.str();
 }
 
 // --ceilings: figures from a file replace the measured ones in Profile and

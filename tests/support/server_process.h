@@ -19,6 +19,9 @@ class ServerProcess {
   bool started() const { return !target_.empty(); }
   const std::string& target() const { return target_; }  // "127.0.0.1:PORT"
   pid_t pid() const { return pid_; }
+  // Runs under GPUCOMPUTE_SERVER_WRAPPER: pid() and Stop()'s status are the
+  // wrapper's.
+  bool wrapped() const { return wrapped_; }
 
   // Sends `signal` and waits for the exit; returns the exit status (or
   // 128 + signal number when killed by one). Under a wrapper, the server
