@@ -1,10 +1,28 @@
 #include "server/ops/host_memory.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 
 namespace gpucompute::server {
+namespace {
+
+// gperftools' tcmalloc, when it serves this process (the server links it;
+// see server/CMakeLists.txt), returns free pages through its own call.
+using ReleaseFreeMemoryFn = void (*)();
+ReleaseFreeMemoryFn TcmallocRelease() {
+  static const auto fn = reinterpret_cast<ReleaseFreeMemoryFn>(
+      dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+  return fn;
+}
+
+}  // namespace
+
+bool TcmallocServesMalloc() { return TcmallocRelease() != nullptr; }
 
 void KeepLargeAllocationsInHeap() {
+  // tcmalloc keeps freed spans of every size in its page heap already, and
+  // has no arenas: glibc's settings below would only cost it nothing.
+  if (TcmallocServesMalloc()) return;
   mallopt(M_MMAP_MAX, 0);              // large blocks come from the heap...
   mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...which is not shrunk after each free...
   // ...and is one heap. Per-thread arenas keep their freed tops, which
@@ -14,7 +32,13 @@ void KeepLargeAllocationsInHeap() {
   mallopt(M_ARENA_MAX, 1);
 }
 
-void ReturnFreeHeapToSystem() { malloc_trim(0); }
+void ReturnFreeHeapToSystem() {
+  if (ReleaseFreeMemoryFn release = TcmallocRelease()) {
+    release();
+  } else {
+    malloc_trim(0);
+  }
+}
 
 IdleMemoryTrimmer::IdleMemoryTrimmer(absl::Duration period, std::function<Activity()> activity,
                                      std::function<void()> release)

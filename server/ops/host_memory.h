@@ -1,8 +1,12 @@
-// How the server's host memory is kept and given back. glibc serves every
-// allocation above 32 MiB with a fresh mmap and returns it with munmap, so
-// each large request or response would pay a page fault per 4 KiB page
-// before a byte is copied: the server keeps such blocks in its heap while it
-// is busy, and hands free memory back to the system once it has been idle.
+// How the server's host memory is kept and given back. The server links
+// tcmalloc (gperftools): with glibc's malloc in one arena, every thread's
+// allocations waited on one lock, the first cap on small requests per second
+// (bench/RESULTS.md). Under glibc (sanitizer builds, GPUCOMPUTE_ALLOCATOR=
+// glibc), which serves every allocation above 32 MiB with a fresh mmap and
+// returns it with munmap, each large request or response would pay a page
+// fault per 4 KiB page before a byte is copied: the server keeps such blocks
+// in its heap while it is busy. Either way it hands free memory back to the
+// system once it has been idle.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +18,14 @@
 
 namespace gpucompute::server {
 
-// Call once at start-up, before threads start.
+// Whether tcmalloc serves this process's malloc (linked or preloaded).
+bool TcmallocServesMalloc();
+
+// Call once at start-up, before threads start. Under tcmalloc, nothing.
 void KeepLargeAllocationsInHeap();
 
-// Returns free heap pages to the system (malloc_trim).
+// Returns free heap pages to the system (tcmalloc's ReleaseFreeMemory, or
+// malloc_trim).
 void ReturnFreeHeapToSystem();
 
 // Every `period`, when nothing happened since the last look (the activity

@@ -317,6 +317,13 @@ prometheus::Counter& Metrics::RequestCounter(RpcOp op, const std::string& varian
   };
   const int c = static_cast<int>(code);
   if (c < 0 || c >= kStatusCodes) return make();  // not a gRPC code: no cache slot
+  {
+    // Every call looks its counter up; only a new (op, variant, code) adds
+    // one: readers share the lock instead of queueing on it.
+    absl::ReaderMutexLock lock(&counters_mu_);
+    const auto& by_variant = counters_[static_cast<int>(op)][c];
+    if (auto it = by_variant.find(variant); it != by_variant.end()) return *it->second;
+  }
   absl::MutexLock lock(&counters_mu_);
   auto& by_variant = counters_[static_cast<int>(op)][c];
   auto it = by_variant.find(variant);

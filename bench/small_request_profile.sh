@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Small requests at c=64 on a GPU host: the rows of the small-request targets
+# beside the same run's floors, and what the server spends per request while
+# a 1x1 Transpose runs over 8 connections: cores busy and context switches
+# and futex calls per request (perf stat), on-CPU time per thread and per
+# function (perf record), and where threads go to sleep (sched_switch call
+# chains: the off-CPU picture). Every log goes to OUT_DIR; a short table is
+# printed last.
+#   bench/small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...
+# e.g. before=BIN/gpucompute-server-old after=BIN/gpucompute-server
+#      cpu=BIN/gpucompute-server:--backend=cpu
+# BIN_DIR holds gpucompute-loadtest and, where it is on the machine, perf
+# (PERF overrides). Each server listens on 127.0.0.1:50051 in turn.
+set -u
+bin=${1:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
+out=${2:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
+shift 2
+mkdir -p "$out"
+perf=${PERF:-$bin/perf}
+summary=$out/summary.txt
+: > "$summary"
+lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
+  --max_time=4s)
+
+for spec in "$@"; do
+  label=${spec%%=*}
+  rest=${spec#*=}
+  server_bin=${rest%%:*}
+  flags=()
+  [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
+  log=$out/rows_$label.log
+  "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" \
+    > "$out/server_$label.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 120); do grep -q "listening on" "$out/server_$label.log" && break; sleep 0.5; done
+
+  # The rows, over 1 and 8 connections, beside the health Check,
+  # ListTensors and a gRPC echo of the MatMul's own bytes; the resident
+  # MatMul keeps its output.
+  for conns in 1 8; do
+    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=$conns \
+      --baseline=grpc,service >> "$log" 2>&1
+    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 \
+      --connections=$conns --placement=inline,tensor --baseline=echo >> "$log" 2>&1
+  done
+  "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=1 --baseline=grpc \
+    >> "$log" 2>&1
+
+  # The profile: a 1x1 Transpose at c=64 over 8 connections for 9 s.
+  "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=8 \
+    --max_time=9s --stable_windows=100 > "$out/profiled_$label.log" 2>&1 &
+  load=$!
+  sleep 1.5
+  if [ -x "$perf" ]; then
+    "$perf" stat -e task-clock,context-switches,cpu-migrations,syscalls:sys_enter_futex \
+      -p "$server" -- sleep 2 > "$out/perf_stat_$label.txt" 2>&1
+    "$perf" record -F 499 --call-graph dwarf,8192 -p "$server" -o "$out/oncpu_$label.data" -- sleep 2 \
+      > /dev/null 2>&1
+    "$perf" record -e sched:sched_switch --call-graph dwarf,8192 -p "$server" -o "$out/offcpu_$label.data" \
+      -- sleep 1 > /dev/null 2>&1
+  fi
+  wait "$load"
+  kill -TERM "$server"
+  wait "$server"
+  if [ -x "$perf" ]; then
+    {
+      echo "== on-CPU by thread"
+      "$perf" report -i "$out/oncpu_$label.data" --stdio --no-children --sort comm \
+        --percent-limit 1 -g none 2>/dev/null | grep -v "^#" | grep -v "^$"
+      echo "== on-CPU by function (self), top"
+      "$perf" report -i "$out/oncpu_$label.data" --stdio --no-children --sort sym \
+        --percent-limit 0.7 -g none 2>/dev/null | grep -v "^#" | grep -v "^$" | head -45
+      echo "== on-CPU inclusive, top"
+      "$perf" report -i "$out/oncpu_$label.data" --stdio --children --sort sym \
+        --percent-limit 4 -g none 2>/dev/null | grep -v "^#" | grep -v "^$" | head -45
+      echo "== off-CPU: where threads switch out (callers), top"
+      "$perf" report -i "$out/offcpu_$label.data" --stdio --no-children --sort comm,sym \
+        -g caller,2,callee,function,percent --percent-limit 3 2>/dev/null | grep -v "^#" \
+        | grep -v "^$" | head -160
+    } > "$out/profile_$label.txt"
+    rm -f "$out/oncpu_$label.data" "$out/offcpu_$label.data"
+  fi
+  {
+    echo "== $label ($server_bin ${flags[*]})"
+    grep -E " c=(1|64) " "$log"
+    grep -E " c=64 " "$out/profiled_$label.log" | tail -1
+    grep -E "task-clock|context-switches|futex|seconds time" "$out/perf_stat_$label.txt" 2>/dev/null
+  } >> "$summary"
+done
+cat "$summary"
