@@ -19,6 +19,7 @@
 #include "server/grpc/convert.h"
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
+#include "support/run_command.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -562,6 +563,21 @@ TEST_F(CpuServerTest, ReduceNaNAndInfinityFollowNumPy) {
       }
     }
   }
+}
+
+// The server runs on the allocator it was built with: tcmalloc in a release
+// build. glibc's one-arena malloc made every thread's allocations queue on
+// one lock, the first cap on small requests per second; a link that drops
+// tcmalloc (an --as-needed linker, say) would bring it back unnoticed.
+TEST(ServerAllocator, TheServerRunsOnTheAllocatorItWasBuiltWith) {
+  const std::string want = GPUCOMPUTE_SERVER_ALLOCATOR;
+  const testing::CommandResult r =
+      testing::RunCommand(absl::StrCat("timeout -s TERM 3 ", GPUCOMPUTE_SERVER_PATH,
+                                       " --backend=cpu --listen=127.0.0.1:0 --metrics_listen="));
+  EXPECT_NE(r.output.find(want == "tcmalloc" ? "host memory: tcmalloc" : "host memory: glibc"),
+            std::string::npos)
+      << "built with " << want << ":\n"
+      << r.output;
 }
 
 }  // namespace
