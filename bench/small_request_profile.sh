@@ -10,7 +10,8 @@
 # e.g. before=BIN/gpucompute-server-old after=BIN/gpucompute-server
 #      cpu=BIN/gpucompute-server:--backend=cpu
 # BIN_DIR holds gpucompute-loadtest and, where it is on the machine, perf
-# (PERF overrides). Each server listens on 127.0.0.1:50051 in turn.
+# (PERF overrides; without perf, only the rows run). Each server listens on
+# 127.0.0.1:50051 in turn.
 set -u
 bin=${1:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
 out=${2:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
@@ -40,26 +41,26 @@ for spec in "$@"; do
   for conns in 1 8; do
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=$conns \
       --baseline=grpc,service >> "$log" 2>&1
-    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 \
+    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
       --connections=$conns --placement=inline,tensor --baseline=echo >> "$log" 2>&1
   done
   "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=1 --baseline=grpc \
     >> "$log" 2>&1
 
   # The profile: a 1x1 Transpose at c=64 over 8 connections for 9 s.
-  "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=8 \
-    --max_time=9s --stable_windows=100 > "$out/profiled_$label.log" 2>&1 &
-  load=$!
-  sleep 1.5
   if [ -x "$perf" ]; then
+    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=8 \
+      --max_time=9s --stable_windows=100 > "$out/profiled_$label.log" 2>&1 &
+    load=$!
+    sleep 1.5
     "$perf" stat -e task-clock,context-switches,cpu-migrations,syscalls:sys_enter_futex \
       -p "$server" -- sleep 2 > "$out/perf_stat_$label.txt" 2>&1
-    "$perf" record -F 499 --call-graph dwarf,8192 -p "$server" -o "$out/oncpu_$label.data" -- sleep 2 \
-      > /dev/null 2>&1
-    "$perf" record -e sched:sched_switch --call-graph dwarf,8192 -p "$server" -o "$out/offcpu_$label.data" \
-      -- sleep 1 > /dev/null 2>&1
+    "$perf" record -F 499 --call-graph dwarf,8192 -p "$server" -o "$out/oncpu_$label.data" \
+      -- sleep 2 > /dev/null 2>&1
+    "$perf" record -e sched:sched_switch --call-graph dwarf,8192 -p "$server" \
+      -o "$out/offcpu_$label.data" -- sleep 1 > /dev/null 2>&1
+    wait "$load"
   fi
-  wait "$load"
   kill -TERM "$server"
   wait "$server"
   if [ -x "$perf" ]; then
@@ -82,8 +83,8 @@ for spec in "$@"; do
   fi
   {
     echo "== $label ($server_bin ${flags[*]})"
-    grep -E " c=(1|64) " "$log"
-    grep -E " c=64 " "$out/profiled_$label.log" | tail -1
+    grep -E " c=(1|8|64) " "$log"
+    grep -E " c=64 " "$out/profiled_$label.log" 2>/dev/null | tail -1
     grep -E "task-clock|context-switches|futex|seconds time" "$out/perf_stat_$label.txt" 2>/dev/null
   } >> "$summary"
 done
