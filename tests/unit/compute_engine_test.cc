@@ -17,36 +17,20 @@
 #include "server/engine/scheduler.h"
 #include "server/engine/tensor_store.h"
 #include "server/engine/variant_selector.h"
+#include "support/host_device.h"
 
 namespace gpucompute::server {
 namespace {
 
-class HostMemory final : public ResidentMemory {
- public:
-  explicit HostMemory(int64_t bytes) : data_(size_t(bytes)) {}
-  void* data() const override { return const_cast<char*>(data_.data()); }
-  int64_t bytes() const override { return int64_t(data_.size()); }
-
- private:
-  std::vector<char> data_;
-};
-
 // A device that runs nothing, notes the thread each job ran on, and whose
 // tensor memory is either free at once or comes only to those who wait.
-class ProbeDevice final : public Device {
+class ProbeDevice final : public testing::HostDevice {
  public:
-  ProbeDevice() { description_.name = "probe"; }
-  const DeviceDescription& description() const override { return description_; }
-  const Ceilings& ceilings() const override { return ceilings_; }
-  int concurrency() const override { return 1; }
+  ProbeDevice() : HostDevice("probe") {}
   absl::StatusOr<StageTimes> Execute(const ComputeJob&, const StopRequested&) override {
     absl::MutexLock lock(&mu_);
     ran_on_ = std::this_thread::get_id();
     return StageTimes{};
-  }
-  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob&,
-                                                          const StopRequested&) override {
-    return std::vector<VariantMeasurement>{};
   }
   absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
                                                                    absl::Time deadline) override {
@@ -56,13 +40,7 @@ class ProbeDevice final : public Device {
     if (!free_now_ && deadline <= absl::Now()) {
       return absl::ResourceExhaustedError("device memory is not free now");
     }
-    return std::make_unique<HostMemory>(bytes);
-  }
-  absl::Status WriteResident(ResidentMemory&, int64_t, const HostPieces&, bool) override {
-    return absl::OkStatus();
-  }
-  absl::Status ReadResident(const ResidentMemory&, int64_t, int64_t, void*, bool) override {
-    return absl::OkStatus();
+    return std::make_unique<testing::HostResidentMemory>(bytes);
   }
 
   void set_free_now(bool free) {
@@ -79,8 +57,6 @@ class ProbeDevice final : public Device {
   }
 
  private:
-  DeviceDescription description_;
-  Ceilings ceilings_;
   mutable absl::Mutex mu_;
   bool free_now_ ABSL_GUARDED_BY(mu_) = true;
   std::thread::id ran_on_ ABSL_GUARDED_BY(mu_);

@@ -17,6 +17,7 @@
 #include "server/engine/scheduler.h"
 #include "server/engine/tensor_store.h"
 #include "server/engine/variant_selector.h"
+#include "support/host_device.h"
 
 namespace gpucompute::server {
 namespace {
@@ -24,45 +25,14 @@ namespace {
 constexpr int kCalls = 8;
 constexpr absl::Duration kRunTime = absl::Milliseconds(100);
 
-class HostMemory final : public ResidentMemory {
- public:
-  explicit HostMemory(int64_t bytes) : data_(size_t(bytes)) {}
-  void* data() const override { return const_cast<char*>(data_.data()); }
-  int64_t bytes() const override { return int64_t(data_.size()); }
-
- private:
-  std::vector<char> data_;
-};
-
 // Runs kCalls jobs at once, each taking kRunTime.
-class SleepingDevice final : public Device {
+class SleepingDevice final : public testing::HostDevice {
  public:
-  SleepingDevice() { description_.name = "sleeper"; }
-  const DeviceDescription& description() const override { return description_; }
-  const Ceilings& ceilings() const override { return ceilings_; }
-  int concurrency() const override { return kCalls; }
+  SleepingDevice() : HostDevice("sleeper", kCalls) {}
   absl::StatusOr<StageTimes> Execute(const ComputeJob&, const StopRequested&) override {
     absl::SleepFor(kRunTime);
     return StageTimes{};
   }
-  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob&,
-                                                          const StopRequested&) override {
-    return std::vector<VariantMeasurement>{};
-  }
-  absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
-                                                                   absl::Time) override {
-    return std::make_unique<HostMemory>(bytes);
-  }
-  absl::Status WriteResident(ResidentMemory&, int64_t, const HostPieces&, bool) override {
-    return absl::OkStatus();
-  }
-  absl::Status ReadResident(const ResidentMemory&, int64_t, int64_t, void*, bool) override {
-    return absl::OkStatus();
-  }
-
- private:
-  DeviceDescription description_;
-  Ceilings ceilings_;
 };
 
 class EngineConcurrency : public ::testing::TestWithParam<bool> {
@@ -140,10 +110,9 @@ TEST_P(EngineConcurrency, NCallsAtOnceTakeAboutAsLongAsOne) {
   EXPECT_LT(took, 3 * kRunTime) << "took " << took;
 }
 
-INSTANTIATE_TEST_SUITE_P(InlineAndKept, EngineConcurrency, ::testing::Bool(),
-                         [](const auto& info) {
-                           return std::string(info.param ? "TensorsInResultKept" : "Inline");
-                         });
+INSTANTIATE_TEST_SUITE_P(InlineAndKept, EngineConcurrency, ::testing::Bool(), [](const auto& info) {
+  return std::string(info.param ? "TensorsInResultKept" : "Inline");
+});
 
 }  // namespace
 }  // namespace gpucompute::server

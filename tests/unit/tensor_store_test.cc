@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/engine/tensor_transfers.h"
+#include "support/host_device.h"
 
 namespace gpucompute::server {
 namespace {
@@ -34,19 +35,9 @@ class CountedMemory final : public ResidentMemory {
   std::atomic<int64_t>& live_;
 };
 
-class FakeDevice final : public Device {
+class FakeDevice final : public testing::HostDevice {
  public:
-  explicit FakeDevice(std::string name) { description_.name = std::move(name); }
-  const DeviceDescription& description() const override { return description_; }
-  const Ceilings& ceilings() const override { return ceilings_; }
-  int concurrency() const override { return 1; }
-  absl::StatusOr<StageTimes> Execute(const ComputeJob&, const StopRequested&) override {
-    return StageTimes{};
-  }
-  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob&,
-                                                          const StopRequested&) override {
-    return std::vector<VariantMeasurement>{};
-  }
+  explicit FakeDevice(std::string name) : HostDevice(std::move(name)) {}
   absl::StatusOr<std::unique_ptr<ResidentMemory>> AllocateResident(int64_t bytes,
                                                                    absl::Time) override {
     if (fail_next) {
@@ -54,17 +45,6 @@ class FakeDevice final : public Device {
       return absl::ResourceExhaustedError("device full");
     }
     return std::make_unique<CountedMemory>(bytes, live);
-  }
-  absl::Status WriteResident(ResidentMemory& dst, int64_t offset, const HostPieces& src,
-                             bool /*src_pinned*/) override {
-    char* at = static_cast<char*>(dst.data()) + offset;
-    for (const auto& p : src) at = std::copy(p.begin(), p.end(), at);
-    return absl::OkStatus();
-  }
-  absl::Status ReadResident(const ResidentMemory& src, int64_t offset, int64_t bytes, void* dst,
-                            bool /*dst_pinned*/) override {
-    std::copy_n(static_cast<const char*>(src.data()) + offset, bytes, static_cast<char*>(dst));
-    return absl::OkStatus();
   }
 
   std::atomic<int64_t> live{0};
