@@ -34,6 +34,7 @@ namespace {
 
 namespace v1 = ::gpucompute::v1;
 using testing::Connect;
+using Clock = std::chrono::steady_clock;
 using testing::FreshSeed;
 using testing::RandomMatrix;
 
@@ -77,8 +78,8 @@ class HostileCalls : public ::testing::Test {
   void SetUp() override {
     access_log_ = ::testing::TempDir() + "/access-" + std::to_string(FreshSeed()) + ".log";
     server_ = testing::StartServerWithMetrics(
-        GPUCOMPUTE_SERVER_PATH,
-        {"--backend=cpu", "--cpu_workers=2", "--access_log=" + access_log_});
+        GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--cpu_workers=2", "--allow_shared_memory",
+                                 "--access_log=" + access_log_});
     ASSERT_TRUE(server_.started());
     channel_ = Connect(server_.process->target());
     stub_ = v1::Compute::NewStub(channel_);
@@ -88,10 +89,18 @@ class HostileCalls : public ::testing::Test {
   void TearDown() override { std::remove(access_log_.c_str()); }
 
   double Count(const std::string& op, const std::string& code) {
-    auto scrape = testing::ScrapeMetrics(server_.metrics_port);
+    auto scrape = testing::ScrapeMetricsSettled(server_.metrics_port);
     EXPECT_TRUE(scrape.ok()) << scrape.status();
     return scrape.ok() ? scrape->Sum("gpucompute_requests_total", {{"op", op}, {"code", code}})
                        : -1;
+  }
+  // Calls counted over every op, with `code` (empty: any).
+  double Total(const std::string& code = "") {
+    auto scrape = testing::ScrapeMetricsSettled(server_.metrics_port);
+    EXPECT_TRUE(scrape.ok()) << scrape.status();
+    if (!scrape.ok()) return -1;
+    return code.empty() ? scrape->Sum("gpucompute_requests_total")
+                        : scrape->Sum("gpucompute_requests_total", {{"code", code}});
   }
 
   std::string access_log_;
@@ -100,32 +109,120 @@ class HostileCalls : public ::testing::Test {
   std::unique_ptr<v1::Compute::Stub> stub_;
 };
 
+// Starts `method` and half-closes it without sending a message.
+grpc::Status CallWithoutAMessage(grpc::GenericStub& generic, const std::string& method) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(&ctx, method, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  if (!cq.Next(&tag, &ok) || !ok) return grpc::Status(grpc::UNKNOWN, "the call did not start");
+  call->WritesDone(reinterpret_cast<void*>(2));  // half-close without a message
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer reply;
+  call->Read(&reply, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  return status;
+}
+
+// Every method of the service, the unary ones that gRPC's generated handlers
+// answered UNIMPLEMENTED with an empty message included. Upload is a stream
+// of messages, the first giving the shape: none is a request without one.
 TEST_F(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
   grpc::GenericStub generic(channel_);
-  for (const char* method : {"/gpucompute.v1.Compute/MatMul", "/gpucompute.v1.Compute/Transpose",
-                             "/gpucompute.v1.Compute/Reduce"}) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    grpc::CompletionQueue cq;
-    auto call = generic.PrepareCall(&ctx, method, &cq);
-    void* tag = nullptr;
-    bool ok = false;
-    call->StartCall(reinterpret_cast<void*>(1));
-    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-    call->WritesDone(reinterpret_cast<void*>(2));  // half-close without a message
-    ASSERT_TRUE(cq.Next(&tag, &ok));
-    grpc::ByteBuffer reply;
-    grpc::Status status;
-    call->Read(&reply, reinterpret_cast<void*>(3));
-    ASSERT_TRUE(cq.Next(&tag, &ok));
-    call->Finish(&status, reinterpret_cast<void*>(4));
-    ASSERT_TRUE(cq.Next(&tag, &ok));
+  const std::vector<std::pair<std::string, std::string>> methods = {
+      {"MatMul", "matmul"},
+      {"Transpose", "transpose"},
+      {"Reduce", "reduce"},
+      {"Profile", "profile"},
+      {"GetServerInfo", "server_info"},
+      {"Download", "download"},
+      {"ReleaseTensors", "release_tensors"},
+      {"ListTensors", "list_tensors"},
+      {"RegisterSharedMemory", "shared_memory"},
+      {"UnregisterSharedMemory", "shared_memory"},
+      {"ListSharedMemory", "shared_memory"},
+      {"Upload", "upload"}};
+  for (const auto& [method, op] : methods) {
+    const grpc::Status status = CallWithoutAMessage(generic, "/gpucompute.v1.Compute/" + method);
     EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT)
+        << method << ": " << status.error_code() << " " << status.error_message();
+    const std::string expected =
+        method == "Upload" ? "ended before its first message"
+                           : absl::StrCat(
+                                 "no request message was received (expected a "
+                                 "gpucompute.v1.",
+                                 method == "GetServerInfo" ? "ServerInfo" : method, "Request)");
+    EXPECT_NE(status.error_message().find(expected), std::string::npos)
         << method << ": " << status.error_message();
-    EXPECT_NE(status.error_message().find("no request message"), std::string::npos);
   }
-  EXPECT_EQ(Count("matmul", "INTERNAL"), 0);
-  EXPECT_EQ(Count("matmul", "INVALID_ARGUMENT"), 1);
+  // Each call is counted once it is done, just after its client has the answer.
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(10);
+  while (Total("INVALID_ARGUMENT") < methods.size() && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const auto& [method, op] : methods) {
+    EXPECT_EQ(Count(op, "INVALID_ARGUMENT"), op == "shared_memory" ? 3 : 1) << method;
+  }
+  EXPECT_EQ(Total("INVALID_ARGUMENT"), methods.size());
+  EXPECT_EQ(Total(), methods.size());
+}
+
+// Calls the client cancels as soon as it has started them (0 to 1 ms
+// after): the server counts each as its client saw it, CANCELLED, whether
+// the cancel overtook the request message (before, counted
+// INVALID_ARGUMENT: "no request message") or the answer (counted OK). A
+// call whose cancel came before its headers never reached a handler (the
+// server cannot count it), and one whose answer came before its cancel is
+// the OK its client saw.
+TEST_F(HostileCalls, CallsCancelledAsTheyStartAreCountedCancelled) {
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest req;
+  *req.mutable_input() = RandomMatrix<float>(512, 513, rng);  // 1 MiB: about a ms each
+  constexpr int kCalls = 200;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::TransposeResponse> responses(kCalls);
+  std::vector<std::promise<grpc::Status>> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    stub_->async()->Transpose(contexts[i].get(), &req, &responses[i],
+                              [&done, i](grpc::Status s) { done[i].set_value(std::move(s)); });
+    std::this_thread::sleep_for(std::chrono::microseconds(50 * (i % 20)));
+    contexts[i]->TryCancel();
+  }
+  int client_ok = 0, client_cancelled = 0;
+  for (auto& d : done) {
+    const grpc::Status s = d.get_future().get();
+    client_ok += s.ok();
+    client_cancelled += s.error_code() == grpc::CANCELLED;
+  }
+  EXPECT_EQ(client_ok + client_cancelled, kCalls);
+  // The server's count settles once every call it saw is done.
+  double counted = -1;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto scrape = testing::ScrapeMetrics(server_.metrics_port);
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    const double now = scrape->Sum("gpucompute_requests_total", {{"op", "transpose"}});
+    if (scrape->Sum("gpucompute_requests_in_flight") == 0 && now == counted) break;
+    counted = now;
+  }
+  const double server_ok = Count("transpose", "OK");
+  const double server_cancelled = Count("transpose", "CANCELLED");
+  std::printf("client: %d OK, %d CANCELLED; server: %.0f OK, %.0f CANCELLED, %.0f in all\n",
+              client_ok, client_cancelled, server_ok, server_cancelled, counted);
+  EXPECT_EQ(Count("transpose", "INVALID_ARGUMENT"), 0);
+  EXPECT_EQ(server_ok + server_cancelled, counted);
+  // An answer that went out in full just before its cancel arrived is the
+  // server's OK beside the client's CANCELLED: the server cannot tell.
+  EXPECT_GE(server_ok, client_ok);
+  EXPECT_LE(counted, kCalls);
+  EXPECT_GE(server_cancelled, kCalls / 4) << "too few cancels reached the server to test";
 }
 
 // Calls the client abandons (deadlines far shorter than the work, and
@@ -267,7 +364,6 @@ TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
   v1::TransposeRequest req;
   *req.mutable_input() = RandomMatrix<float>(2896, 2896, rng);  // 32 MiB each way
   constexpr int kCalls = 16;
-  using Clock = std::chrono::steady_clock;
   std::vector<std::shared_ptr<grpc::Channel>> channels;  // a connection each, made first
   for (int i = 0; i < kCalls; ++i) {
     channels.push_back(Connect(server.process->target()));
