@@ -30,6 +30,11 @@ absl::Status ComputeService::Readiness(grpc::CallbackServerContext* ctx) const {
   if (auth_ != nullptr) {
     if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) return s;
   }
+  if (draining_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(
+        "server shutting down: it answers the calls in flight and takes no new ones (health "
+        "reports NOT_SERVING)");
+  }
   if (engine_.load(std::memory_order_acquire) == nullptr) {
     return absl::UnavailableError(
         "server starting: its devices are not open yet (health reports NOT_SERVING until then)");

@@ -69,6 +69,9 @@ class ComputeService final : public RawComputeService {
   // Calls done so far: answered in full, and cancelled (see CallCounts).
   int64_t calls_answered() const { return calls_.answered.load(std::memory_order_relaxed); }
   int64_t calls_cancelled() const { return calls_.cancelled.load(std::memory_order_relaxed); }
+  // Shutdown: from now on every new call is refused with UNAVAILABLE, while
+  // the calls already in flight go on.
+  void StopAdmitting() { draining_.store(true, std::memory_order_release); }
   // Frees the response buffers kept for reuse; returns their bytes.
   int64_t ReleaseRetainedBuffers() { return buffers_.Trim(); }
 
@@ -143,6 +146,7 @@ class ComputeService final : public RawComputeService {
   std::atomic<TensorTransfers*> transfers_{nullptr};
   std::atomic<SharedMemoryRegistry*> regions_{nullptr};
   CallCounts calls_;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace gpucompute::server

@@ -3,7 +3,16 @@
 #include <grpcpp/resource_quota.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+
+#include <dirent.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "absl/time/clock.h"
 
 namespace gpucompute::server {
 namespace {
@@ -49,6 +58,44 @@ void ApplyTransportOptions(grpc::ServerBuilder& builder, const ConnectionLimits&
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              ClampToInt(limits.min_ping_interval_ms));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+}
+
+int64_t UnacknowledgedSocketBytes() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  int64_t total = 0;
+  while (const dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    struct stat st;
+    if (fstat(int(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    int type = 0, listening = 0;
+    socklen_t length = sizeof type;
+    if (getsockopt(int(fd), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) {
+      continue;
+    }
+    length = sizeof listening;
+    if (getsockopt(int(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 || listening) {
+      continue;
+    }
+    int queued = 0;
+    if (ioctl(int(fd), SIOCOUTQ, &queued) == 0 && queued > 0) total += queued;
+  }
+  closedir(dir);
+  return total;
+}
+
+int64_t WaitForSocketsToDrain(absl::Time deadline) {
+  // Twice in a row: between a socket's queue running empty and gRPC writing
+  // the rest of an answer into it, the queue reads 0 for an instant.
+  int empty_in_a_row = 0;
+  for (;;) {
+    const int64_t held = UnacknowledgedSocketBytes();
+    empty_in_a_row = held == 0 ? empty_in_a_row + 1 : 0;
+    if (empty_in_a_row == 2 || absl::Now() >= deadline) return held;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
 }
 
 }  // namespace gpucompute::server
