@@ -15,28 +15,45 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
 }  // namespace
 
 CallRecord::CallRecord(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op,
-                       std::atomic<int64_t>& started, std::atomic<int64_t>& in_flight)
-    : ctx_(ctx), metrics_(metrics), op_(op), deadline_(DeadlineOf(ctx)), in_flight_(in_flight) {
+                       CallCounts& counts)
+    : ctx_(ctx), metrics_(metrics), op_(op), deadline_(DeadlineOf(ctx)), counts_(counts) {
   metrics_.RequestStarted();
-  started.fetch_add(1, std::memory_order_relaxed);
-  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  counts_.started.fetch_add(1, std::memory_order_relaxed);
+  counts_.in_flight.fetch_add(1, std::memory_order_relaxed);
 }
 
-CallRecord::~CallRecord() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+absl::Status CallRecord::AsTheClientSawIt(absl::Time now) const {
+  return now >= deadline_ ? absl::DeadlineExceededError("deadline passed")
+                          : absl::CancelledError("cancelled by the client");
+}
 
 absl::Status CallRecord::End(absl::Status status, const std::string& variant,
                              StageLatencies latencies) {
   const absl::Time now = absl::Now();
   if (latencies.total_us < 0) latencies.total_us = absl::ToInt64Microseconds(now - received_);
   if (cancelled_->load() || ctx_->IsCancelled()) {
-    status = now >= deadline_ ? absl::DeadlineExceededError("deadline passed")
-                              : absl::CancelledError("cancelled by the client");
+    status = AsTheClientSawIt(now);
   } else if ((status.ok() || status.code() == absl::StatusCode::kCancelled) && now >= deadline_) {
     // The work stops itself once the deadline passes ("abandoned"): that is
     // the deadline, not a cancellation.
     status = absl::DeadlineExceededError("deadline passed before the response was ready");
   }
-  metrics_.RequestFinished(op_, variant, status.code(), latencies);
+  ended_ = true;
+  status_ = status;
+  variant_ = variant;
+  latencies_ = latencies;
+  return status;
+}
+
+CallRecord::~CallRecord() {
+  // gRPC's view is final once the call is done: cancelled means the answer
+  // did not reach the client as sent (a call cancelled before its message
+  // arrived was answered "no request message", which the client never saw).
+  const bool cancelled = cancelled_->load() || ctx_->IsCancelled() || !ended_;
+  const absl::Status status = cancelled ? AsTheClientSawIt(absl::Now()) : status_;
+  metrics_.RequestFinished(op_, variant_, status.code(), latencies_);
+  (cancelled ? counts_.cancelled : counts_.answered).fetch_add(1, std::memory_order_relaxed);
+  counts_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (!status.ok() && status.code() != absl::StatusCode::kCancelled &&
       status.code() != absl::StatusCode::kDeadlineExceeded) {
     LogWarning(absl::StrCat(RpcOpName(op_), " from ", ctx_->peer(), ": ",
@@ -45,10 +62,9 @@ absl::Status CallRecord::End(absl::Status status, const std::string& variant,
   if (AccessLogEnabled()) {
     LogAccess(absl::StrCat(
         ctx_->peer(), " ", RpcOpName(op_), " ", absl::StatusCodeToString(status.code()),
-        " variant=", variant.empty() ? "none" : variant, " total_us=", latencies.total_us,
-        latencies.batch_size > 1 ? absl::StrCat(" batch=", latencies.batch_size) : ""));
+        " variant=", variant_.empty() ? "none" : variant_, " total_us=", latencies_.total_us,
+        latencies_.batch_size > 1 ? absl::StrCat(" batch=", latencies_.batch_size) : ""));
   }
-  return status;
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {

@@ -1,7 +1,7 @@
-// One call's bookkeeping from its arrival to its answer, shared by the unary
-// and streaming reactors: counted in flight while it lives, and at its end
-// counted once in the metrics with the status the client sees, logged when
-// it failed, and written to the access log.
+// One call's bookkeeping from its arrival to its end, shared by the unary
+// and streaming reactors: counted in flight while it lives, and when it is
+// done (its reactor's OnDone) counted once in the metrics with the status
+// its client saw, logged when it failed, and written to the access log.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -17,11 +17,25 @@
 
 namespace gpucompute::server {
 
+// The service's tally of its calls, kept by every CallRecord.
+struct CallCounts {
+  std::atomic<int64_t> started{0};
+  std::atomic<int64_t> in_flight{0};
+  // Calls done whose answer gRPC sent in full, and calls done without it:
+  // cancelled by the client, past their deadline, cut off by the server's
+  // shutdown, or on a connection that broke.
+  std::atomic<int64_t> answered{0};
+  std::atomic<int64_t> cancelled{0};
+};
+
 class CallRecord {
  public:
-  CallRecord(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op,
-             std::atomic<int64_t>& started, std::atomic<int64_t>& in_flight);
-  ~CallRecord();  // the call is no longer in flight
+  CallRecord(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op, CallCounts& counts);
+  // The call is done: its reactor's OnDone deletes the record. Counts it
+  // with the status End returned, or as the client saw it when gRPC reports
+  // the call cancelled (the client left, its deadline passed, or the answer
+  // never went out), whatever End decided.
+  ~CallRecord();
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
 
@@ -31,21 +45,29 @@ class CallRecord {
   absl::Time received() const { return received_; }
   absl::Time deadline() const { return deadline_; }
 
-  // Records the outcome once and returns the status to answer with: a call
-  // the client gave up on ends as the client sees it (CANCELLED or
+  // Decides once the status to answer with, kept for the count: a call the
+  // client gave up on ends as the client sees it (CANCELLED or
   // DEADLINE_EXCEEDED), whatever the work's own outcome was. `variant` is
   // the one that ran or was chosen ("" when none was).
   absl::Status End(absl::Status status, const std::string& variant = "",
                    StageLatencies latencies = {});
 
  private:
+  // A call gRPC reports cancelled ends as its client saw it.
+  absl::Status AsTheClientSawIt(absl::Time now) const;
+
   grpc::CallbackServerContext* const ctx_;
   Metrics& metrics_;
   const RpcOp op_;
   const absl::Time received_ = absl::Now();
   const absl::Time deadline_;
-  std::atomic<int64_t>& in_flight_;
+  CallCounts& counts_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  // Set by End.
+  bool ended_ = false;
+  absl::Status status_;
+  std::string variant_;
+  StageLatencies latencies_;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

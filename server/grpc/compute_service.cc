@@ -30,6 +30,11 @@ absl::Status ComputeService::Readiness(grpc::CallbackServerContext* ctx) const {
   if (auth_ != nullptr) {
     if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) return s;
   }
+  if (draining_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(
+        "server shutting down: it answers the calls in flight and takes no new ones (health "
+        "reports NOT_SERVING)");
+  }
   if (engine_.load(std::memory_order_acquire) == nullptr) {
     return absl::UnavailableError(
         "server starting: its devices are not open yet (health reports NOT_SERVING until then)");
@@ -60,6 +65,15 @@ struct ComputeService::ComputeState {
 };
 
 namespace {
+
+// The request message of a compute call, for errors that name it.
+const char* RequestName(RpcOp rpc) {
+  switch (rpc) {
+    case RpcOp::kMatMul: return "MatMulRequest";
+    case RpcOp::kTranspose: return "TransposeRequest";
+    default: return "ReduceRequest";
+  }
+}
 
 // The request's operands (tensors looked up) and where its result goes,
 // validated into a Problem.
@@ -144,15 +158,17 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
                                                      kernels::Op op,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, rpc, calls_started_, calls_in_flight_);
+  auto* reactor = new CallReactor(ctx, metrics_, rpc, calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
 
   auto state = std::make_shared<ComputeState>();
-  // No message at all (the client half-closed without sending one) leaves
-  // the buffer invalid.
+  // No message at all (the client half-closed without sending one, or
+  // cancelled the call before it arrived) leaves the buffer invalid.
   if (!request->Valid() || !request->Dump(&state->slices).ok()) {
-    reactor->Complete(absl::InvalidArgumentError("request: no request message was received"));
+    reactor->Complete(absl::InvalidArgumentError(
+        absl::StrCat("request: no request message was received (expected a gpucompute.v1.",
+                     RequestName(rpc), ")")));
     return reactor;
   }
   auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);
@@ -280,11 +296,15 @@ grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ct
 }
 
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,
-                                                  const v1::ProfileRequest* req,
-                                                  v1::ProfileResponse* resp) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kProfile, calls_started_, calls_in_flight_);
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kProfile, calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
+  v1::ProfileRequest parsed;
+  if (!reactor->Parse(request, parsed)) return reactor;
+  const v1::ProfileRequest* req = &parsed;
+  v1::ProfileResponse* resp = reactor->Respond<v1::ProfileResponse>(response);
   auto problem = ValidateProfile(*req, config_.limits);
   if (!problem.ok()) {
     reactor->Complete(problem.status());
@@ -335,12 +355,14 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
 }
 
 grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerContext* ctx,
-                                                        const v1::ServerInfoRequest*,
-                                                        v1::ServerInfo* resp) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kServerInfo, calls_started_, calls_in_flight_);
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kServerInfo, calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
+  v1::ServerInfoRequest req;
+  if (!reactor->Parse(request, req)) return reactor;
+  v1::ServerInfo* resp = reactor->Respond<v1::ServerInfo>(response);
   resp->set_version(config_.version);
   resp->set_backend(kernels::BackendName(engine->backend()));
   for (const auto& device : engine->devices()) {
@@ -381,8 +403,7 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
 }
 
 StreamContext ComputeService::stream_context() {
-  return StreamContext{metrics_, calls_started_, calls_in_flight_,
-                       regions_.load(std::memory_order_acquire), &buffers_};
+  return StreamContext{metrics_, calls_, regions_.load(std::memory_order_acquire), &buffers_};
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ComputeService::Upload(grpc::CallbackServerContext* ctx,
@@ -395,9 +416,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::Download(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
   if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseDownload(ctx, s, stream_context());
   v1::DownloadRequest parsed;
+  if (!request->Valid()) {
+    return RefuseDownload(ctx,
+                          absl::InvalidArgumentError("request: no request message was received "
+                                                     "(expected a gpucompute.v1.DownloadRequest)"),
+                          stream_context());
+  }
   grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes its copy
-  if (!request->Valid() ||
-      !grpc::SerializationTraits<v1::DownloadRequest>::Deserialize(&bytes, &parsed).ok()) {
+  if (!grpc::SerializationTraits<v1::DownloadRequest>::Deserialize(&bytes, &parsed).ok()) {
     return RefuseDownload(
         ctx, absl::InvalidArgumentError("request: not a DownloadRequest (unparsable bytes)"),
         stream_context());
@@ -406,12 +432,15 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::Download(
 }
 
 grpc::ServerUnaryReactor* ComputeService::ReleaseTensors(grpc::CallbackServerContext* ctx,
-                                                         const v1::ReleaseTensorsRequest* req,
-                                                         v1::ReleaseTensorsResponse* resp) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kReleaseTensors, calls_started_, calls_in_flight_);
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kReleaseTensors, calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
+  v1::ReleaseTensorsRequest parsed;
+  if (!reactor->Parse(request, parsed)) return reactor;
+  const v1::ReleaseTensorsRequest* req = &parsed;
+  v1::ReleaseTensorsResponse* resp = reactor->Respond<v1::ReleaseTensorsResponse>(response);
   if (engine->tensors() != nullptr) {
     // Ids this server does not hold (unknown, already released, expired,
     // another instance's) are skipped: releasing is idempotent, and
@@ -426,12 +455,14 @@ grpc::ServerUnaryReactor* ComputeService::ReleaseTensors(grpc::CallbackServerCon
 }
 
 grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* ctx,
-                                                      const v1::ListTensorsRequest*,
-                                                      v1::ListTensorsResponse* resp) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kListTensors, calls_started_, calls_in_flight_);
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kListTensors, calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
+  v1::ListTensorsRequest req;
+  if (!reactor->Parse(request, req)) return reactor;
+  v1::ListTensorsResponse* resp = reactor->Respond<v1::ListTensorsResponse>(response);
   if (const TensorStore* tensors = engine->tensors()) {
     for (const TensorInfo& info : tensors->List()) ToProto(info, resp->add_tensors());
     const TensorCounters c = tensors->counters();

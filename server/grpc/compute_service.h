@@ -30,10 +30,24 @@ struct ServiceConfig {
   int64_t host_buffer_pool_bytes = int64_t{2} << 30;
 };
 
-class ComputeService final
-    : public v1::Compute::WithRawCallbackMethod_MatMul<v1::Compute::WithRawCallbackMethod_Transpose<
-          v1::Compute::WithRawCallbackMethod_Reduce<v1::Compute::WithRawCallbackMethod_Upload<
-              v1::Compute::WithRawCallbackMethod_Download<v1::Compute::CallbackService>>>>> {
+// Every method takes its messages as raw bytes (grpc::ByteBuffer). The
+// compute calls and the tensor streams read their payloads from the
+// transport's buffers (see server/wire.h); the others parse their protobuf
+// messages themselves (CallReactor::Parse), so that a call without a message
+// is answered INVALID_ARGUMENT and counted, where gRPC's generated handler
+// answers it UNIMPLEMENTED with an empty message.
+using RawComputeService = v1::Compute::WithRawCallbackMethod_MatMul<
+    v1::Compute::WithRawCallbackMethod_Transpose<v1::Compute::WithRawCallbackMethod_Reduce<
+        v1::Compute::WithRawCallbackMethod_Profile<v1::Compute::WithRawCallbackMethod_GetServerInfo<
+            v1::Compute::WithRawCallbackMethod_Upload<v1::Compute::WithRawCallbackMethod_Download<
+                v1::Compute::WithRawCallbackMethod_ReleaseTensors<
+                    v1::Compute::WithRawCallbackMethod_ListTensors<
+                        v1::Compute::WithRawCallbackMethod_RegisterSharedMemory<
+                            v1::Compute::WithRawCallbackMethod_UnregisterSharedMemory<
+                                v1::Compute::WithRawCallbackMethod_ListSharedMemory<
+                                    v1::Compute::Service>>>>>>>>>>>>;
+
+class ComputeService final : public RawComputeService {
  public:
   // `auth` (optional) must outlive the service. Until Activate, every call
   // gets UNAVAILABLE: the server listens while its devices are opened so
@@ -50,8 +64,14 @@ class ComputeService final
 
   // Calls begun so far, and calls not yet finished: the server is idle while
   // the first stays the same and the second is 0.
-  int64_t calls_started() const { return calls_started_.load(std::memory_order_relaxed); }
-  int64_t calls_in_flight() const { return calls_in_flight_.load(std::memory_order_relaxed); }
+  int64_t calls_started() const { return calls_.started.load(std::memory_order_relaxed); }
+  int64_t calls_in_flight() const { return calls_.in_flight.load(std::memory_order_relaxed); }
+  // Calls done so far: answered in full, and cancelled (see CallCounts).
+  int64_t calls_answered() const { return calls_.answered.load(std::memory_order_relaxed); }
+  int64_t calls_cancelled() const { return calls_.cancelled.load(std::memory_order_relaxed); }
+  // Shutdown: from now on every new call is refused with UNAVAILABLE, while
+  // the calls already in flight go on.
+  void StopAdmitting() { draining_.store(true, std::memory_order_release); }
   // Frees the response buffers kept for reuse; returns their bytes.
   int64_t ReleaseRetainedBuffers() { return buffers_.Trim(); }
 
@@ -67,11 +87,12 @@ class ComputeService final
   grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx, const v1::ProfileRequest* req,
-                                    v1::ProfileResponse* resp) override;
+  grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
-                                          const v1::ServerInfoRequest* req,
-                                          v1::ServerInfo* resp) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
   // Tensors (server/grpc/tensor_upload.cc, tensor_download.cc). Upload and
   // Download take raw bytes too: Upload's chunks are written to the tensor
@@ -82,21 +103,21 @@ class ComputeService final
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Download(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ReleaseTensors(grpc::CallbackServerContext* ctx,
-                                           const v1::ReleaseTensorsRequest* req,
-                                           v1::ReleaseTensorsResponse* resp) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* ctx,
-                                        const v1::ListTensorsRequest* req,
-                                        v1::ListTensorsResponse* resp) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   // Shared memory (server/grpc/shared_memory_calls.cc).
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                 const v1::RegisterSharedMemoryRequest* req,
-                                                 v1::SharedMemoryRegion* resp) override;
-  grpc::ServerUnaryReactor* UnregisterSharedMemory(
-      grpc::CallbackServerContext* ctx, const v1::UnregisterSharedMemoryRequest* req,
-      v1::UnregisterSharedMemoryResponse* resp) override;
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListSharedMemory(grpc::CallbackServerContext* ctx,
-                                             const v1::ListSharedMemoryRequest* req,
-                                             v1::ListSharedMemoryResponse* resp) override;
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
 
  private:
   class CallReactor;
@@ -124,8 +145,8 @@ class ComputeService final
   std::atomic<ComputeEngine*> engine_{nullptr};
   std::atomic<TensorTransfers*> transfers_{nullptr};
   std::atomic<SharedMemoryRegistry*> regions_{nullptr};
-  std::atomic<int64_t> calls_started_{0};
-  std::atomic<int64_t> calls_in_flight_{0};
+  CallCounts calls_;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace gpucompute::server

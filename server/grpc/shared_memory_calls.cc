@@ -26,13 +26,16 @@ SharedMemoryRegistry* ComputeService::AdmitSharedMemory(grpc::CallbackServerCont
   return regions;
 }
 
-grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
-    grpc::CallbackServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
-    v1::SharedMemoryRegion* resp) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_started_, calls_in_flight_);
+grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                               const grpc::ByteBuffer* request,
+                                                               grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_);
   SharedMemoryRegistry* regions = AdmitSharedMemory(ctx, reactor);
   if (regions == nullptr) return reactor;
+  v1::RegisterSharedMemoryRequest parsed;
+  if (!reactor->Parse(request, parsed)) return reactor;
+  const v1::RegisterSharedMemoryRequest* req = &parsed;
+  v1::SharedMemoryRegion* resp = reactor->Respond<v1::SharedMemoryRegion>(response);
   auto info = regions->Register(
       SharedMemoryRegionInfo{req->name(), req->key(), req->offset(), req->byte_size()});
   if (info.ok()) ToProto(*info, resp);
@@ -40,13 +43,16 @@ grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
-    grpc::CallbackServerContext* ctx, const v1::UnregisterSharedMemoryRequest* req,
-    v1::UnregisterSharedMemoryResponse* resp) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_started_, calls_in_flight_);
+grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                                 const grpc::ByteBuffer* request,
+                                                                 grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_);
   SharedMemoryRegistry* regions = AdmitSharedMemory(ctx, reactor);
   if (regions == nullptr) return reactor;
+  v1::UnregisterSharedMemoryRequest parsed;
+  if (!reactor->Parse(request, parsed)) return reactor;
+  const v1::UnregisterSharedMemoryRequest* req = &parsed;
+  auto* resp = reactor->Respond<v1::UnregisterSharedMemoryResponse>(response);
   auto count = regions->Unregister(req->name());
   if (count.ok()) resp->set_unregistered(*count);
   reactor->Complete(count.status());
@@ -54,12 +60,14 @@ grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
 }
 
 grpc::ServerUnaryReactor* ComputeService::ListSharedMemory(grpc::CallbackServerContext* ctx,
-                                                           const v1::ListSharedMemoryRequest*,
-                                                           v1::ListSharedMemoryResponse* resp) {
-  auto* reactor =
-      new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_started_, calls_in_flight_);
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_);
   SharedMemoryRegistry* regions = AdmitSharedMemory(ctx, reactor);
   if (regions == nullptr) return reactor;
+  v1::ListSharedMemoryRequest req;
+  if (!reactor->Parse(request, req)) return reactor;
+  auto* resp = reactor->Respond<v1::ListSharedMemoryResponse>(response);
   for (const SharedMemoryRegionInfo& info : regions->List()) ToProto(info, resp->add_regions());
   reactor->Complete(absl::OkStatus());
   return reactor;

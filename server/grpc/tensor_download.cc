@@ -29,7 +29,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       : transfers_(transfers),
         regions_(call.regions),
         pool_(call.buffers),
-        record_(ctx, call.metrics, RpcOp::kDownload, call.calls_started, call.calls_in_flight) {}
+        record_(ctx, call.metrics, RpcOp::kDownload, call.calls) {}
 
   void Refuse(absl::Status status) { Finish(ToGrpcStatus(record_.End(std::move(status)))); }
 

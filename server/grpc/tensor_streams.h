@@ -12,6 +12,7 @@
 #include "gpucompute/v1/compute.pb.h"
 #include "server/engine/shared_memory.h"
 #include "server/engine/tensor_transfers.h"
+#include "server/grpc/call_record.h"
 #include "server/grpc/response_buffers.h"
 #include "server/ops/metrics.h"
 
@@ -21,8 +22,7 @@ namespace gpucompute::server {
 // the shared-memory regions (null: the server runs without them).
 struct StreamContext {
   Metrics& metrics;
-  std::atomic<int64_t>& calls_started;
-  std::atomic<int64_t>& calls_in_flight;
+  CallCounts& calls;
   const SharedMemoryRegistry* regions = nullptr;
   ResponseBufferPool* buffers = nullptr;  // reused payload buffers (Download's chunks)
 };

@@ -40,7 +40,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       : response_(response),
         transfers_(transfers),
         regions_(call.regions),
-        record_(ctx, call.metrics, RpcOp::kUpload, call.calls_started, call.calls_in_flight) {}
+        record_(ctx, call.metrics, RpcOp::kUpload, call.calls) {}
 
   void Start() {
     {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "absl/time/time.h"
+
 namespace gpucompute::server {
 
 struct ConnectionLimits {
@@ -25,5 +27,20 @@ struct ConnectionLimits {
 };
 
 void ApplyTransportOptions(grpc::ServerBuilder& builder, const ConnectionLimits& limits);
+
+// Bytes that this process's connected stream sockets (TCP and unix) hold in
+// the kernel, not yet taken by their peers: sent but unacknowledged, or not
+// yet sent.
+int64_t UnacknowledgedSocketBytes();
+
+// Shutdown's last step before the connections close: waits until the
+// answers already written have left for their clients (no socket holds
+// bytes, twice in a row), or until `deadline`. Returns the bytes still held
+// then (0: every answer left). gRPC closes a draining connection as soon as
+// it has written its last answer into the socket; a client still reading
+// that answer keeps sending flow-control updates, and the kernel answers
+// data arriving at a closed socket with a reset that discards what it still
+// held of the answer ("Connection reset by peer" on the client).
+int64_t WaitForSocketsToDrain(absl::Time deadline);
 
 }  // namespace gpucompute::server

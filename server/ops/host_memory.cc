@@ -53,15 +53,16 @@ IdleMemoryTrimmer::~IdleMemoryTrimmer() {
 
 void IdleMemoryTrimmer::Loop() {
   Activity last = activity_();
-  bool trimmed = false;
+  bool released = false;
   while (!stop_.WaitForNotificationWithTimeout(period_)) {
     const Activity now = activity_();
     const bool idle = now.in_flight == 0 && now.started == last.started;
-    if (!idle) trimmed = false;
-    if (idle && !trimmed) {
-      if (release_) release_();
+    if (!idle) released = false;
+    if (idle) {
+      if (!released && release_) release_();
+      released = true;
+      // Cheap when there is little to return (a walk of the free chunks).
       ReturnFreeHeapToSystem();
-      trimmed = true;
     }
     last = now;
   }

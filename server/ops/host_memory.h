@@ -28,10 +28,12 @@ void KeepLargeAllocationsInHeap();
 // malloc_trim).
 void ReturnFreeHeapToSystem();
 
-// Every `period`, when nothing happened since the last look (the activity
-// count did not move and nothing is in flight), calls `release` (for pools
-// the caller keeps) and returns free heap memory to the system, once per
-// idle spell.
+// Every `period` in which nothing happened (the activity count did not move
+// and nothing is in flight), returns free heap memory to the system; the
+// first such period of an idle spell also calls `release` (for pools the
+// caller keeps). Later periods of the spell trim again: connections open and
+// close without a call (each holds buffers while open), and what they free
+// would otherwise stay resident until the next call.
 class IdleMemoryTrimmer {
  public:
   struct Activity {

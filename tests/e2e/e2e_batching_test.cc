@@ -277,7 +277,7 @@ TEST_F(BatchingTest, HistogramAndReportsAgree) {
     EXPECT_GE(a.report.batch_size(), 1);
     reported += a.report.batch_size();
   }
-  auto after = testing::ScrapeMetrics(batched_->metrics_port);
+  auto after = testing::ScrapeMetricsSettled(batched_->metrics_port);
   ASSERT_TRUE(after.ok()) << after.status();
   const std::map<std::string, std::string> reduce = {{"op", "reduce"}};
   EXPECT_EQ(after->Sum("gpucompute_request_batch_size_count", reduce) -
@@ -330,7 +330,7 @@ TEST(BatchingLoad, SixtyFourClientsWithMixedShapes) {
   }
   for (auto& c : clients) EXPECT_EQ(c.get(), "");
   EXPECT_EQ(wrong.load(), 0);
-  auto scrape = testing::ScrapeMetrics(server.metrics_port);
+  auto scrape = testing::ScrapeMetricsSettled(server.metrics_port);
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   const double count = scrape->Sum("gpucompute_request_batch_size_count");
   EXPECT_EQ(count, double(kClients * kEach));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <future>
@@ -15,7 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -30,6 +35,7 @@ namespace {
 
 namespace v1 = ::gpucompute::v1;
 using testing::Connect;
+using Clock = std::chrono::steady_clock;
 using testing::FreshSeed;
 using testing::RandomMatrix;
 
@@ -74,8 +80,8 @@ class HostileCalls : public ::testing::Test {
   void SetUp() override {
     access_log_ = ::testing::TempDir() + "/access-" + std::to_string(FreshSeed()) + ".log";
     server_ = testing::StartServerWithMetrics(
-        GPUCOMPUTE_SERVER_PATH,
-        {testing::BackendFlag(), "--cpu_workers=2", "--access_log=" + access_log_});
+        GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--cpu_workers=2", "--allow_shared_memory",
+                                 "--access_log=" + access_log_});
     ASSERT_TRUE(server_.started());
     channel_ = Connect(server_.process->target());
     stub_ = v1::Compute::NewStub(channel_);
@@ -85,10 +91,18 @@ class HostileCalls : public ::testing::Test {
   void TearDown() override { std::remove(access_log_.c_str()); }
 
   double Count(const std::string& op, const std::string& code) {
-    auto scrape = testing::ScrapeMetrics(server_.metrics_port);
+    auto scrape = testing::ScrapeMetricsSettled(server_.metrics_port);
     EXPECT_TRUE(scrape.ok()) << scrape.status();
     return scrape.ok() ? scrape->Sum("gpucompute_requests_total", {{"op", op}, {"code", code}})
                        : -1;
+  }
+  // Calls counted over every op, with `code` (empty: any).
+  double Total(const std::string& code = "") {
+    auto scrape = testing::ScrapeMetricsSettled(server_.metrics_port);
+    EXPECT_TRUE(scrape.ok()) << scrape.status();
+    if (!scrape.ok()) return -1;
+    return code.empty() ? scrape->Sum("gpucompute_requests_total")
+                        : scrape->Sum("gpucompute_requests_total", {{"code", code}});
   }
 
   std::string access_log_;
@@ -97,32 +111,120 @@ class HostileCalls : public ::testing::Test {
   std::unique_ptr<v1::Compute::Stub> stub_;
 };
 
+// Starts `method` and half-closes it without sending a message.
+grpc::Status CallWithoutAMessage(grpc::GenericStub& generic, const std::string& method) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(&ctx, method, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  if (!cq.Next(&tag, &ok) || !ok) return grpc::Status(grpc::UNKNOWN, "the call did not start");
+  call->WritesDone(reinterpret_cast<void*>(2));  // half-close without a message
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer reply;
+  call->Read(&reply, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  return status;
+}
+
+// Every method of the service, the unary ones that gRPC's generated handlers
+// answered UNIMPLEMENTED with an empty message included. Upload is a stream
+// of messages, the first giving the shape: none is a request without one.
 TEST_F(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
   grpc::GenericStub generic(channel_);
-  for (const char* method : {"/gpucompute.v1.Compute/MatMul", "/gpucompute.v1.Compute/Transpose",
-                             "/gpucompute.v1.Compute/Reduce"}) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    grpc::CompletionQueue cq;
-    auto call = generic.PrepareCall(&ctx, method, &cq);
-    void* tag = nullptr;
-    bool ok = false;
-    call->StartCall(reinterpret_cast<void*>(1));
-    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-    call->WritesDone(reinterpret_cast<void*>(2));  // half-close without a message
-    ASSERT_TRUE(cq.Next(&tag, &ok));
-    grpc::ByteBuffer reply;
-    grpc::Status status;
-    call->Read(&reply, reinterpret_cast<void*>(3));
-    ASSERT_TRUE(cq.Next(&tag, &ok));
-    call->Finish(&status, reinterpret_cast<void*>(4));
-    ASSERT_TRUE(cq.Next(&tag, &ok));
+  const std::vector<std::pair<std::string, std::string>> methods = {
+      {"MatMul", "matmul"},
+      {"Transpose", "transpose"},
+      {"Reduce", "reduce"},
+      {"Profile", "profile"},
+      {"GetServerInfo", "server_info"},
+      {"Download", "download"},
+      {"ReleaseTensors", "release_tensors"},
+      {"ListTensors", "list_tensors"},
+      {"RegisterSharedMemory", "shared_memory"},
+      {"UnregisterSharedMemory", "shared_memory"},
+      {"ListSharedMemory", "shared_memory"},
+      {"Upload", "upload"}};
+  for (const auto& [method, op] : methods) {
+    const grpc::Status status = CallWithoutAMessage(generic, "/gpucompute.v1.Compute/" + method);
     EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT)
+        << method << ": " << status.error_code() << " " << status.error_message();
+    const std::string expected =
+        method == "Upload" ? "ended before its first message"
+                           : absl::StrCat(
+                                 "no request message was received (expected a "
+                                 "gpucompute.v1.",
+                                 method == "GetServerInfo" ? "ServerInfo" : method, "Request)");
+    EXPECT_NE(status.error_message().find(expected), std::string::npos)
         << method << ": " << status.error_message();
-    EXPECT_NE(status.error_message().find("no request message"), std::string::npos);
   }
-  EXPECT_EQ(Count("matmul", "INTERNAL"), 0);
-  EXPECT_EQ(Count("matmul", "INVALID_ARGUMENT"), 1);
+  // Each call is counted once it is done, just after its client has the answer.
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(10);
+  while (Total("INVALID_ARGUMENT") < methods.size() && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const auto& [method, op] : methods) {
+    EXPECT_EQ(Count(op, "INVALID_ARGUMENT"), op == "shared_memory" ? 3 : 1) << method;
+  }
+  EXPECT_EQ(Total("INVALID_ARGUMENT"), methods.size());
+  EXPECT_EQ(Total(), methods.size());
+}
+
+// Calls the client cancels as soon as it has started them (0 to 1 ms
+// after): the server counts each as its client saw it, CANCELLED, whether
+// the cancel overtook the request message (before, counted
+// INVALID_ARGUMENT: "no request message") or the answer (counted OK). A
+// call whose cancel came before its headers never reached a handler (the
+// server cannot count it), and one whose answer came before its cancel is
+// the OK its client saw.
+TEST_F(HostileCalls, CallsCancelledAsTheyStartAreCountedCancelled) {
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest req;
+  *req.mutable_input() = RandomMatrix<float>(512, 513, rng);  // 1 MiB: about a ms each
+  constexpr int kCalls = 200;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::TransposeResponse> responses(kCalls);
+  std::vector<std::promise<grpc::Status>> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    stub_->async()->Transpose(contexts[i].get(), &req, &responses[i],
+                              [&done, i](grpc::Status s) { done[i].set_value(std::move(s)); });
+    std::this_thread::sleep_for(std::chrono::microseconds(50 * (i % 20)));
+    contexts[i]->TryCancel();
+  }
+  int client_ok = 0, client_cancelled = 0;
+  for (auto& d : done) {
+    const grpc::Status s = d.get_future().get();
+    client_ok += s.ok();
+    client_cancelled += s.error_code() == grpc::CANCELLED;
+  }
+  EXPECT_EQ(client_ok + client_cancelled, kCalls);
+  // The server's count settles once every call it saw is done.
+  double counted = -1;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto scrape = testing::ScrapeMetrics(server_.metrics_port);
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    const double now = scrape->Sum("gpucompute_requests_total", {{"op", "transpose"}});
+    if (scrape->Sum("gpucompute_requests_in_flight") == 0 && now == counted) break;
+    counted = now;
+  }
+  const double server_ok = Count("transpose", "OK");
+  const double server_cancelled = Count("transpose", "CANCELLED");
+  std::printf("client: %d OK, %d CANCELLED; server: %.0f OK, %.0f CANCELLED, %.0f in all\n",
+              client_ok, client_cancelled, server_ok, server_cancelled, counted);
+  EXPECT_EQ(Count("transpose", "INVALID_ARGUMENT"), 0);
+  EXPECT_EQ(server_ok + server_cancelled, counted);
+  // An answer that went out in full just before its cancel arrived is the
+  // server's OK beside the client's CANCELLED: the server cannot tell.
+  EXPECT_GE(server_ok, client_ok);
+  EXPECT_LE(counted, kCalls);
+  EXPECT_GE(server_cancelled, kCalls / 4) << "too few cancels reached the server to test";
 }
 
 // Calls the client abandons (deadlines far shorter than the work, and
@@ -252,22 +354,31 @@ TEST(ServerCommandLine, AnUnusableCeilingsFileStopsStartUp) {
       << missing.output;
 }
 
-// SIGTERM while 16 large responses are on their way: every admitted call is
-// answered in full, then the process exits promptly.
-TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
+// SIGTERM while 16 large responses are on their way, each on its own
+// connection: every admitted call is answered in full, then the process
+// exits promptly. (gRPC's own drain closed each connection once its answer
+// was in the socket, and the client, still reading, lost the rest to a
+// reset: "Connection reset by peer", in about one run of two.)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kUnderSanitizer = true;
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+
+void SigtermWithLargeCallsInFlight(const v1::TransposeRequest& req) {
   // One worker: the calls queue behind each other, so most are still waiting
   // or running when the signal comes.
   testing::ServerWithMetrics server = testing::StartServerWithMetrics(
       GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--cpu_workers=1"});
   ASSERT_TRUE(server.started());
-  std::mt19937_64 rng(FreshSeed());
-  v1::TransposeRequest req;
-  *req.mutable_input() = RandomMatrix<float>(2896, 2896, rng);  // 32 MiB each way
   constexpr int kCalls = 16;
-  using Clock = std::chrono::steady_clock;
   std::vector<std::shared_ptr<grpc::Channel>> channels;  // a connection each, made first
   for (int i = 0; i < kCalls; ++i) {
-    channels.push_back(Connect(server.process->target()));
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // else the channels share one connection
+    channels.push_back(grpc::CreateCustomChannel(server.process->target(),
+                                                 grpc::InsecureChannelCredentials(), args));
     ASSERT_TRUE(channels.back()->WaitForConnected(std::chrono::system_clock::now() +
                                                   std::chrono::seconds(10)));
   }
@@ -321,17 +432,66 @@ TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
       << " s after the last answer";
 }
 
-// Resident size measures glibc's heap policy; a sanitizer's allocator has its own.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SKIP_UNDER_SANITIZERS() GTEST_SKIP() << "resident size under a sanitizer's allocator"
-#else
-#define SKIP_UNDER_SANITIZERS() (void)0
-#endif
+TEST(ServerShutdown, SigtermDeliversEveryAdmittedResponseThenExitsPromptly) {
+  std::mt19937_64 rng(FreshSeed());
+  v1::TransposeRequest req;
+  *req.mutable_input() = RandomMatrix<float>(2896, 2896, rng);  // 32 MiB each way
+  // Twice: a lost answer showed in about one round of two (once under the
+  // sanitizers, where a round takes several times as long).
+  const int rounds = kUnderSanitizer ? 1 : 2;
+  for (int round = 1; round <= rounds && !HasFailure(); ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    SigtermWithLargeCallsInFlight(req);
+  }
+}
 
-int64_t ResidentKiB(pid_t pid) {
+// While it drains, the server refuses new calls with UNAVAILABLE; a call
+// still running when the grace runs out (an Upload whose client stopped
+// sending) is cancelled, and the exit status says so (1).
+TEST(ServerShutdown, DrainRefusesNewCallsAndExitsOneWhenTheGraceRunsOut) {
+  testing::ServerWithMetrics server = testing::StartServerWithMetrics(
+      GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--shutdown_grace_seconds=1"});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.process->target()));
+  grpc::ClientContext upload_ctx;
+  v1::TensorInfo uploaded;
+  auto upload = stub->Upload(&upload_ctx, &uploaded);
+  v1::UploadRequest first;
+  first.set_dtype(v1::DTYPE_FLOAT32);
+  first.set_rows(64);
+  first.set_cols(64);
+  first.set_data(std::string(1024, '\0'));  // the first of 16 KiB; the rest never comes
+  ASSERT_TRUE(upload->Write(first));
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto scrape = testing::ScrapeMetrics(server.metrics_port);
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    if (scrape->Sum("gpucompute_requests_in_flight") >= 1) break;
+    ASSERT_LT(Clock::now(), give_up) << "the upload did not arrive";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(kill(server.process->pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  const grpc::Status refused = stub->GetServerInfo(&ctx, v1::ServerInfoRequest(), &info);
+  EXPECT_EQ(refused.error_code(), grpc::UNAVAILABLE) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("shutting down"), std::string::npos)
+      << refused.error_message();
+  EXPECT_EQ(server.process->Stop(SIGTERM), 1);
+  EXPECT_FALSE(upload->Finish().ok());
+}
+
+// Resident size measures glibc's heap policy; a sanitizer's allocator has its own.
+#define SKIP_UNDER_SANITIZERS() \
+  if (kUnderSanitizer) GTEST_SKIP() << "resident size under a sanitizer's allocator"
+
+// A figure of /proc/PID/status in KiB: VmRSS (all resident pages) or
+// RssAnon (those of the heap and stacks, leaving out code and files).
+int64_t ResidentKiB(pid_t pid, const std::string& field = "VmRSS") {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
   }
   return -1;
 }
@@ -415,6 +575,66 @@ TEST(ServerMemory, ConnectionMemoryIsBoundedByTheQuota) {
   v1::TransposeResponse small_resp;
   EXPECT_TRUE(stub->Transpose(&small_ctx, small, &small_resp).ok());
   idle.clear();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// A loopback TCP connection to `target` ("127.0.0.1:PORT") that sends
+// HTTP/2's client preface and an empty SETTINGS frame, then nothing: the
+// least a client can hold open. -1 when it cannot connect.
+int OpenIdleHttp2Connection(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(std::stoi(target.substr(colon + 1))));
+  if (inet_pton(AF_INET, target.substr(0, colon).c_str(), &addr.sin_addr) != 1) return -1;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  static constexpr char kPrefaceAndSettings[] =
+      "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+      "\x00\x00\x00\x04\x00\x00\x00\x00\x00";  // length 0, type SETTINGS, no flags, stream 0
+  const size_t bytes = sizeof kPrefaceAndSettings - 1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      send(fd, kPrefaceAndSettings, bytes, MSG_NOSIGNAL) != ssize_t(bytes)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Idle HTTP/2 connections cost the server little (they kept a 256 KiB read
+// buffer each: 287 KB resident), and what they held goes back to the system
+// once they close (27-50 MB stayed before, growing with each round).
+TEST(ServerMemory, IdleConnectionsCostLittleAndGiveTheirMemoryBack) {
+  SKIP_UNDER_SANITIZERS();
+  constexpr int kConnections = 300;  // under the default limit of 1024 open files
+  testing::ServerProcess server(
+      GPUCOMPUTE_SERVER_PATH,
+      {testing::BackendFlag(), "--metrics_listen=", "--idle_trim_seconds=1"});
+  ASSERT_TRUE(server.started());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // start-up settles, then a trim
+  const int64_t at_start = ResidentKiB(server.pid(), "RssAnon");
+  ASSERT_GT(at_start, 0);
+  std::vector<int> fds;
+  for (int i = 0; i < kConnections; ++i) {
+    fds.push_back(OpenIdleHttp2Connection(server.target()));
+    ASSERT_GE(fds.back(), 0) << "connection " << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server reads every preface
+  const int64_t with_idle = ResidentKiB(server.pid(), "RssAnon");
+  for (int fd : fds) close(fd);
+  // Measured 20 KB a connection; 287 KB before.
+  EXPECT_LE((with_idle - at_start) * 1024 / kConnections, 100 * 1000)
+      << kConnections << " idle connections: resident KiB " << at_start << " -> " << with_idle;
+  // Measured 1.5-2.5 MB held once trimmed (the first connections' allocations
+  // that gRPC keeps for reuse), the same after every round.
+  int64_t after = with_idle;
+  for (int i = 0; i < 50 && after - at_start > 6 * 1024; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    after = ResidentKiB(server.pid(), "RssAnon");
+  }
+  EXPECT_LE(after - at_start, 6 * 1024)
+      << "resident KiB: " << at_start << " at start, " << with_idle << " with " << kConnections
+      << " idle connections, " << after << " after they closed";
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

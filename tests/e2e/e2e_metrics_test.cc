@@ -35,8 +35,9 @@ using testing::StartServerWithMetrics;
 
 constexpr int64_t kMaxMatrixBytes = 1 << 20;
 
-Scrape MustScrape(int port) {
-  auto scrape = ScrapeMetrics(port);
+// `settled`: once every call begun is counted (see ScrapeMetricsSettled).
+Scrape MustScrape(int port, bool settled = false) {
+  auto scrape = settled ? testing::ScrapeMetricsSettled(port) : ScrapeMetrics(port);
   EXPECT_TRUE(scrape.ok()) << scrape.status();
   return scrape.ok() ? *scrape : Scrape{};
 }
@@ -144,7 +145,7 @@ TEST(MetricsEndpoint, CountersMoveByExactlyTheRequestsSent) {
   constexpr int kSent =
       kMatMuls + kTransposes + kReduces + kBadShapes + kBadVariants + kTooLarge + kInfos + 1;
 
-  Scrape after = MustScrape(server.metrics_port);
+  Scrape after = MustScrape(server.metrics_port, /*settled=*/true);
   EXPECT_EQ(after.types["gpucompute_requests_total"], "counter");
   EXPECT_EQ(after.types["gpucompute_request_duration_seconds"], "histogram");
   EXPECT_EQ(after.types["gpucompute_requests_in_flight"], "gauge");
@@ -260,7 +261,7 @@ TEST(MetricsEndpoint, InFlightAndQueuedWhileBusy) {
   for (auto& f : calls) EXPECT_TRUE(f.get());
   EXPECT_GT(max_in_flight, 1);
   EXPECT_GT(max_queued, 0);
-  const Scrape after = MustScrape(server.metrics_port);
+  const Scrape after = MustScrape(server.metrics_port, /*settled=*/true);
   EXPECT_EQ(after.Sum("gpucompute_requests_in_flight"), 0);
   EXPECT_EQ(Requests(after, "matmul", "cpu_reference", "OK"), kCalls);
 }
@@ -376,8 +377,8 @@ TEST(RoundRobin, SpreadsRequestsOverThreeServers) {
   auto served = [&] {
     std::vector<double> counts;
     for (const auto& server : servers) {
-      counts.push_back(
-          MustScrape(server.metrics_port).Sum("gpucompute_requests_total", {{"op", "transpose"}}));
+      counts.push_back(MustScrape(server.metrics_port, /*settled=*/true)
+                           .Sum("gpucompute_requests_total", {{"op", "transpose"}}));
     }
     return counts;
   };

@@ -258,7 +258,7 @@ TEST_F(SecurityTest, TokenAuthAcceptsTheTokenAndRejectsOthers) {
   EXPECT_TRUE(InfoWith(*server.process, options).ok());
 
   // Refusals are counted like any other outcome.
-  auto scrape = testing::ScrapeMetrics(server.metrics_port);
+  auto scrape = testing::ScrapeMetricsSettled(server.metrics_port);
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   EXPECT_EQ(scrape->Sum("gpucompute_requests_total",
                         {{"op", "server_info"}, {"code", "UNAUTHENTICATED"}}),

@@ -768,7 +768,7 @@ TEST_F(TensorServerTest, ThirtyTwoClientsUploadOperateAndReleaseConcurrently) {
 
 TEST_F(TensorServerTest, MetricsShowHeldBytesCountAndBudget) {
   const v1::TensorInfo t = MustUpload(v1::DTYPE_FLOAT32, 64, 64, std::string(64 * 64 * 4, '\0'));
-  auto scrape = testing::ScrapeMetrics(server_->metrics_port);
+  auto scrape = testing::ScrapeMetricsSettled(server_->metrics_port);
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   EXPECT_EQ(scrape->Sum("gpucompute_tensor_held_bytes"), 64 * 64 * 4);
   EXPECT_EQ(scrape->Sum("gpucompute_tensors"), 1);

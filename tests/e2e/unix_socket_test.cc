@@ -239,9 +239,7 @@ TEST_F(UnixSocketTest, CallsOverTheSocketAreCountedInTheMetrics) {
       GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--listen=127.0.0.1:0,unix:" + path_});
   ASSERT_TRUE(server.started());
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(CheckedMatMul("unix:" + path_).empty());
-  absl::StatusOr<std::string> text = testing::HttpGet(server.metrics_port, "/metrics");
-  ASSERT_TRUE(text.ok()) << text.status();
-  absl::StatusOr<testing::Scrape> scrape = testing::ParseExposition(*text);
+  absl::StatusOr<testing::Scrape> scrape = testing::ScrapeMetricsSettled(server.metrics_port);
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   EXPECT_EQ(scrape->Sum("gpucompute_requests_total", {{"op", "matmul"}, {"code", "OK"}}), 3);
 }

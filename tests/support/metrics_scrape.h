@@ -8,11 +8,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -172,6 +174,26 @@ inline absl::StatusOr<Scrape> ScrapeMetrics(int port) {
   auto body = HttpGet(port, "/metrics");
   if (!body.ok()) return body.status();
   return ParseExposition(*body);
+}
+
+// The metrics once every call the server began is counted. A call is
+// counted when it is done (its reactor's OnDone), which can come just after
+// its client has the answer: waits (up to `timeout`) for
+// gpucompute_requests_in_flight to read 0, then scrapes once more, so that
+// every call that read saw done is in the counts.
+inline absl::StatusOr<Scrape> ScrapeMetricsSettled(
+    int port, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto scrape = ScrapeMetrics(port);
+    if (!scrape.ok()) return scrape;
+    if (scrape->Sum("gpucompute_requests_in_flight") == 0 ||
+        std::chrono::steady_clock::now() >= give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return ScrapeMetrics(port);
 }
 
 }  // namespace gpucompute::testing
