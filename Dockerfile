@@ -59,7 +59,7 @@ RUN apt-get update \
         libabsl20220623t64 \
         libprometheus-cpp-core1.0 \
         libssl3t64 \
-        libtcmalloc-minimal4t64 \
+        libjemalloc2 \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed, unprivileged UID/GID, so that Kubernetes' runAsNonRoot can verify

@@ -421,8 +421,7 @@ int Run() {
     return 1;
   }
   KeepLargeAllocationsInHeap();
-  LogInfo(TcmallocServesMalloc() ? "host memory: tcmalloc"
-                                 : "host memory: glibc malloc, one arena");
+  LogInfo(absl::StrCat("host memory: ", HostAllocatorName(ServingAllocator())));
   // absl::Mutex (ours and gRPC's) otherwise keeps a global lock-order graph
   // on every lock and mutex destruction where abseil was built with it on:
   // a global lock and graph work per request on the hot path.

@@ -3,26 +3,48 @@
 #include <dlfcn.h>
 #include <malloc.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace gpucompute::server {
 namespace {
 
-// gperftools' tcmalloc, when it serves this process (the server links it;
-// see server/CMakeLists.txt), returns free pages through its own call.
+// What the allocator of this process offers to give memory back, found by
+// name: the build links one (server/CMakeLists.txt) and LD_PRELOAD may put
+// another in front.
+using MallctlFn = int (*)(const char*, void*, size_t*, void*, size_t);
 using ReleaseFreeMemoryFn = void (*)();
-ReleaseFreeMemoryFn TcmallocRelease() {
-  static const auto fn = reinterpret_cast<ReleaseFreeMemoryFn>(
-      dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
-  return fn;
+
+HostAllocator FindHostAllocator() {
+  // The library that defines the malloc this process calls.
+  Dl_info info{};
+  void* const malloc_address = reinterpret_cast<void*>(&malloc);
+  if (dladdr(malloc_address, &info) == 0 || info.dli_fname == nullptr) return HostAllocator::kGlibc;
+  if (std::strstr(info.dli_fname, "jemalloc") != nullptr) return HostAllocator::kJemalloc;
+  if (std::strstr(info.dli_fname, "tcmalloc") != nullptr) return HostAllocator::kTcmalloc;
+  return HostAllocator::kGlibc;
 }
 
 }  // namespace
 
-bool TcmallocServesMalloc() { return TcmallocRelease() != nullptr; }
+HostAllocator ServingAllocator() {
+  static const HostAllocator allocator = FindHostAllocator();
+  return allocator;
+}
+
+const char* HostAllocatorName(HostAllocator allocator) {
+  switch (allocator) {
+    case HostAllocator::kJemalloc: return "jemalloc";
+    case HostAllocator::kTcmalloc: return "tcmalloc";
+    case HostAllocator::kGlibc: break;
+  }
+  return "glibc malloc, one arena";
+}
 
 void KeepLargeAllocationsInHeap() {
-  // tcmalloc keeps freed spans of every size in its page heap already, and
-  // has no arenas: glibc's settings below would only cost it nothing.
-  if (TcmallocServesMalloc()) return;
+  // jemalloc and tcmalloc keep freed blocks of every size for reuse and
+  // have no arena lock to share: glibc's settings below are glibc's alone.
+  if (ServingAllocator() != HostAllocator::kGlibc) return;
   mallopt(M_MMAP_MAX, 0);              // large blocks come from the heap...
   mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...which is not shrunk after each free...
   // ...and is one heap. Per-thread arenas keep their freed tops, which
@@ -33,10 +55,20 @@ void KeepLargeAllocationsInHeap() {
 }
 
 void ReturnFreeHeapToSystem() {
-  if (ReleaseFreeMemoryFn release = TcmallocRelease()) {
-    release();
-  } else {
-    malloc_trim(0);
+  switch (ServingAllocator()) {
+    case HostAllocator::kJemalloc: {
+      // Every arena's unused pages now, instead of over its decay time.
+      static const auto mallctl = reinterpret_cast<MallctlFn>(dlsym(RTLD_DEFAULT, "mallctl"));
+      if (mallctl != nullptr) mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+      return;
+    }
+    case HostAllocator::kTcmalloc: {
+      static const auto release = reinterpret_cast<ReleaseFreeMemoryFn>(
+          dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+      if (release != nullptr) release();
+      return;
+    }
+    case HostAllocator::kGlibc: malloc_trim(0); return;
   }
 }
 

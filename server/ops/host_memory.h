@@ -1,12 +1,13 @@
 // How the server's host memory is kept and given back. The server links
-// tcmalloc (gperftools): with glibc's malloc in one arena, every thread's
-// allocations waited on one lock, the first cap on small requests per second
-// (bench/RESULTS.md). Under glibc (sanitizer builds, GPUCOMPUTE_ALLOCATOR=
-// glibc), which serves every allocation above 32 MiB with a fresh mmap and
-// returns it with munmap, each large request or response would pay a page
-// fault per 4 KiB page before a byte is copied: the server keeps such blocks
-// in its heap while it is busy. Either way it hands free memory back to the
-// system once it has been idle.
+// jemalloc: with glibc's malloc in one arena, every thread's allocations
+// waited on one lock, the first cap on small requests per second, and
+// jemalloc gives back what idle connections held, where tcmalloc kept 8-10
+// MB of 500 closed connections (bench/RESULTS.md). Under glibc (sanitizer
+// builds, GPUCOMPUTE_ALLOCATOR=glibc), which serves every allocation above
+// 32 MiB with a fresh mmap and returns it with munmap, each large request or
+// response would pay a page fault per 4 KiB page before a byte is copied:
+// the server keeps such blocks in its heap while it is busy. Whatever the
+// allocator, the server hands free memory back to the system once idle.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +19,16 @@
 
 namespace gpucompute::server {
 
-// Whether tcmalloc serves this process's malloc (linked or preloaded).
-bool TcmallocServesMalloc();
+// The allocator serving this process's malloc (linked, or preloaded).
+enum class HostAllocator { kGlibc, kJemalloc, kTcmalloc };
+HostAllocator ServingAllocator();
+const char* HostAllocatorName(HostAllocator allocator);
 
-// Call once at start-up, before threads start. Under tcmalloc, nothing.
+// Call once at start-up, before threads start. glibc only.
 void KeepLargeAllocationsInHeap();
 
-// Returns free heap pages to the system (tcmalloc's ReleaseFreeMemory, or
-// malloc_trim).
+// Returns free heap pages to the system: jemalloc purges its arenas,
+// tcmalloc releases its free spans, glibc trims (malloc_trim).
 void ReturnFreeHeapToSystem();
 
 // Every `period` in which nothing happened (the activity count did not move
