@@ -20,6 +20,15 @@ absl::Status NotWantedAnyMore(const Task& task, absl::Time now, int64_t queue_us
   return absl::OkStatus();
 }
 
+// Answers a task, having let go of what its work held (its call: tensors it
+// read, buffers): a client that has its answer may release a tensor and at
+// once reuse the bytes it held in the tensor budget.
+void Answer(Task& task, const absl::Status& status, Device* device, int64_t queue_us) {
+  task.run = nullptr;
+  task.batch.reset();
+  task.done(status, device, queue_us);
+}
+
 StopRequested StopOf(const Task& task) {
   return [cancelled = task.cancelled, deadline = task.deadline] {
     return (cancelled && cancelled->load()) || absl::Now() > deadline;
@@ -48,7 +57,8 @@ Scheduler::~Scheduler() { Shutdown(); }
 
 void Scheduler::Submit(Task task) {
   if (!accepting_.load()) {
-    task.done(absl::UnavailableError("server shutting down: not accepting new work"), nullptr, 0);
+    Answer(task, absl::UnavailableError("server shutting down: not accepting new work"), nullptr,
+           0);
     return;
   }
   // Least loaded: fewest queued + running tasks.
@@ -65,16 +75,18 @@ void Scheduler::Submit(Task task) {
     }
   }
   if (best == nullptr && task.device != nullptr) {
-    task.done(absl::UnavailableError(absl::StrCat(
-                  "device ", task.device->description().name,
-                  " holding a tensor of this request is out of service after a fatal error")),
-              nullptr, 0);
+    Answer(task,
+           absl::UnavailableError(absl::StrCat(
+               "device ", task.device->description().name,
+               " holding a tensor of this request is out of service after a fatal error")),
+           nullptr, 0);
     return;
   }
   if (best == nullptr) {
-    task.done(absl::UnavailableError("no healthy device: every device was taken out of service "
-                                     "after a fatal error"),
-              nullptr, 0);
+    Answer(task,
+           absl::UnavailableError("no healthy device: every device was taken out of service "
+                                  "after a fatal error"),
+           nullptr, 0);
     return;
   }
   bool stopping = false;
@@ -120,13 +132,15 @@ void Scheduler::Submit(Task task) {
     return;
   }
   if (stopping) {
-    task.done(absl::UnavailableError("server shutting down: not accepting new work"), nullptr, 0);
+    Answer(task, absl::UnavailableError("server shutting down: not accepting new work"), nullptr,
+           0);
     return;
   }
-  task.done(absl::ResourceExhaustedError(absl::StrCat(
-                "admission queue full: ", max_queue_depth_, " requests already queued on ",
-                best->device->description().name, " (max_queue_depth ", max_queue_depth_, ")")),
-            nullptr, 0);
+  Answer(task,
+         absl::ResourceExhaustedError(absl::StrCat(
+             "admission queue full: ", max_queue_depth_, " requests already queued on ",
+             best->device->description().name, " (max_queue_depth ", max_queue_depth_, ")")),
+         nullptr, 0);
 }
 
 void Scheduler::RunEntry(Lane& lane, Entry& entry) {
@@ -135,7 +149,7 @@ void Scheduler::RunEntry(Lane& lane, Entry& entry) {
   const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
   absl::Status status = NotWantedAnyMore(task, now, queue_us);
   if (status.ok()) status = task.run(*lane.device);
-  task.done(status, lane.device, queue_us);
+  Answer(task, status, lane.device, queue_us);
 }
 
 void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch) {
@@ -181,14 +195,15 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
   for (Entry& entry : batch) {
     const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
     if (absl::Status s = NotWantedAnyMore(entry.task, now, queue_us); !s.ok()) {
-      entry.task.done(s, &device, queue_us);
+      Answer(entry.task, s, &device, queue_us);
     } else {
       live.push_back({&entry, queue_us});
     }
   }
   if (live.size() == 1) {
     Task& task = live.front().entry->task;
-    task.done(task.run(device), &device, live.front().queue_us);
+    const absl::Status status = task.run(device);
+    Answer(task, status, &device, live.front().queue_us);
     return;
   }
   std::vector<ComputeJob> jobs;
@@ -198,7 +213,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
     Task& task = m.entry->task;
     auto job = task.batch->prepare(device);
     if (!job.ok()) {
-      task.done(job.status(), &device, m.queue_us);
+      Answer(task, job.status(), &device, m.queue_us);
       continue;
     }
     jobs.push_back(std::move(*job));
@@ -213,7 +228,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
         i < results.size() ? std::move(results[i])
                            : absl::InternalError("the device returned fewer results than jobs");
     const absl::Status status = task.batch->finish(std::move(result), int(jobs.size()));
-    task.done(status, &device, members[i].queue_us);
+    Answer(task, status, &device, members[i].queue_us);
   }
 }
 
