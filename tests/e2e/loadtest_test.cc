@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -47,6 +46,18 @@ std::string ReadFile(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The integer that follows the first `marker` in `text`; -1 when there is
+// none.
+int64_t NumberAfter(const std::string& text, const std::string& marker) {
+  const size_t at = text.find(marker);
+  if (at == std::string::npos) return -1;
+  int64_t value = -1;
+  for (size_t i = at + marker.size(); i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    value = (value < 0 ? 0 : value * 10) + (text[i] - '0');
+  }
+  return value;
 }
 
 // The cell of `column` in a CSV line (unquoted fields), found by the header's names.
@@ -836,21 +847,19 @@ TEST_F(LoadtestBinaryTest, GrpcEchoCarriesTheOpsBytes) {
                                          " --placement=inline,tensor --baseline=echo",
                                          " --concurrency=2 --connections=1,2 --csv=", csv));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::smatch sent, seen;
-  ASSERT_TRUE(std::regex_search(r.output, sent,
-                                std::regex("request \\((\\d+) bytes, variant auto, inline\\).* "
-                                           "encoded it \\((\\d+) bytes\\)")))
-      << r.output;
-  ASSERT_TRUE(std::regex_search(
-      r.output, seen,
-      std::regex("grpc_echo server: (\\d+) calls answered, (\\d+) request bytes and (\\d+) "
-                 "response bytes each")))
-      << r.output;
-  EXPECT_GT(std::stoi(seen[1]), 0);
-  EXPECT_EQ(seen[2], sent[1]);
-  EXPECT_EQ(seen[3], sent[2]);
+  // "... request (N bytes, variant auto, inline) ... encoded it (M bytes)"
+  // and "grpc_echo server: C calls answered, N request bytes and M response
+  // bytes each".
+  const int64_t sent_request = NumberAfter(r.output, "'s request (");
+  const int64_t sent_response = NumberAfter(r.output, "encoded it (");
+  const size_t echo_line = r.output.find("grpc_echo server: ");
+  ASSERT_NE(echo_line, std::string::npos) << r.output;
+  const std::string echo = r.output.substr(echo_line);
+  EXPECT_GT(NumberAfter(echo, "grpc_echo server: "), 0) << echo;
+  EXPECT_EQ(NumberAfter(echo, "calls answered, "), sent_request) << r.output;
+  EXPECT_EQ(NumberAfter(echo, "request bytes and "), sent_response) << r.output;
   // The matrices (16x8 and 8x4 in, 16x4 out, float32) and a little framing.
-  const int request_bytes = std::stoi(sent[1]), response_bytes = std::stoi(sent[2]);
+  const int64_t request_bytes = sent_request, response_bytes = sent_response;
   EXPECT_GT(request_bytes, (16 * 8 + 8 * 4) * 4);
   EXPECT_LT(request_bytes, (16 * 8 + 8 * 4) * 4 + 64);
   EXPECT_GT(response_bytes, 16 * 4 * 4);
