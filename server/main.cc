@@ -81,6 +81,10 @@ ABSL_FLAG(int32_t, worker_spin_us, 1000,
 ABSL_FLAG(int32_t, cpu_workers, 0, "CPU backend: requests run at once (0: one per core)");
 ABSL_FLAG(std::string, devices, "all", "CUDA backend: GPUs to use, \"all\" or a list like 0,1");
 ABSL_FLAG(int32_t, streams_per_device, 4, "CUDA backend: requests each GPU runs at once");
+ABSL_FLAG(int32_t, batch_graphs_per_stream, 64,
+          "CUDA backend: CUDA graphs of small batches' kernels each stream keeps (one per "
+          "variant, shape and batch size seen, least recently used dropped first), so a batch "
+          "costs one graph launch; 0: launch each member's kernels one by one (0 to 4096)");
 ABSL_FLAG(double, device_memory_fraction, 0.9,
           "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory");
 ABSL_FLAG(std::string, ceilings, "",
@@ -171,6 +175,11 @@ absl::StatusOr<Backend> OpenBackend(const std::string& choice) {
     CudaDeviceOptions options;
     options.devices = absl::GetFlag(FLAGS_devices);
     options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
+    options.batch_graphs_per_stream = absl::GetFlag(FLAGS_batch_graphs_per_stream);
+    if (options.batch_graphs_per_stream < 0 || options.batch_graphs_per_stream > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--batch_graphs_per_stream: must be 0 to 4096, got ", options.batch_graphs_per_stream));
+    }
     options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
     auto gpus = OpenCudaDevices(options);
     if (gpus.ok()) {

@@ -120,7 +120,8 @@ class CudaDevice final : public Device {
 
     std::vector<std::unique_ptr<Slot>> slots;
     for (int i = 0; i < slot_count_; ++i) {
-      auto slot = Slot::Create(device_malloc_calls_, host_alloc_calls_);
+      auto slot =
+          Slot::Create(device_malloc_calls_, host_alloc_calls_, options.batch_graphs_per_stream);
       if (!slot.ok()) return slot.status();
       slots.push_back(std::move(*slot));
     }

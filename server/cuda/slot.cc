@@ -9,7 +9,8 @@ namespace gpucompute::server::cuda {
 using kernels::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_malloc_calls,
-                                                   std::atomic<int64_t>& host_alloc_calls) {
+                                                   std::atomic<int64_t>& host_alloc_calls,
+                                                   int batch_graphs) {
   auto stream = CreateStream();
   if (!stream.ok()) return stream.status();
   std::array<UniqueEvent, 4> marks;
@@ -30,19 +31,20 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   if (!staging.ok()) return staging.status();
   return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
                                         std::move(*workspace), std::move(*timer),
-                                        std::move(*cublas), std::move(*staging)));
+                                        std::move(*cublas), std::move(*staging), batch_graphs));
 }
 
 Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
            UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-           std::unique_ptr<StagingBuffers> staging)
+           std::unique_ptr<StagingBuffers> staging, int batch_graphs)
     : stream_(std::move(stream)),
       marks_(std::move(marks)),
       scratch_(std::move(scratch)),
       workspace_(std::move(workspace)),
       timer_(std::move(timer)),
       cublas_(std::move(cublas)),
-      staging_(std::move(staging)) {}
+      staging_(std::move(staging)),
+      batch_graphs_(std::make_unique<BatchGraphCache>(batch_graphs)) {}
 
 absl::Status Slot::Record(Mark mark) {
   return CudaStatus(cudaEventRecord(event(mark), stream()), "cudaEventRecord");

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/variant.h"
+#include "server/cuda/batch_graphs.h"
 #include "server/cuda/cuda_handles.h"
 #include "server/cuda/staging.h"
 
@@ -37,8 +38,10 @@ class Slot {
   enum class Mark { kUploadBegin, kKernelStart, kKernelEnd, kDownloaded };
 
   // On the current device; counts its cudaMalloc and cudaHostAlloc calls.
+  // Keeps up to `batch_graphs` graphs of small batches (0: none).
   static absl::StatusOr<std::unique_ptr<Slot>> Create(std::atomic<int64_t>& device_malloc_calls,
-                                                      std::atomic<int64_t>& host_alloc_calls);
+                                                      std::atomic<int64_t>& host_alloc_calls,
+                                                      int batch_graphs = 0);
 
   cudaStream_t stream() const { return stream_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
@@ -48,6 +51,7 @@ class Slot {
   char* scratch() const { return static_cast<char*>(scratch_.get()); }  // kScratchBytes
   void* workspace() const { return workspace_.get(); }                  // kWorkspaceBytes
   StagingBuffers& staging() { return *staging_; }
+  BatchGraphCache& batch_graphs() { return *batch_graphs_; }
   // Times launches for Profile and the ceilings.
   kernels::cuda::EventTimer& timer() { return timer_; }
 
@@ -64,7 +68,7 @@ class Slot {
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
        UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-       std::unique_ptr<StagingBuffers> staging);
+       std::unique_ptr<StagingBuffers> staging, int batch_graphs);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
 
@@ -76,6 +80,8 @@ class Slot {
   kernels::cuda::EventTimer timer_;
   UniqueCublas cublas_;
   std::unique_ptr<StagingBuffers> staging_;
+  // Destroyed before the stream and the memory its graphs name.
+  std::unique_ptr<BatchGraphCache> batch_graphs_;
 };
 
 }  // namespace gpucompute::server::cuda

@@ -34,6 +34,16 @@ struct Layout {
   int64_t workspace_at(int n) const { return n * (in_stride + out_stride); }
 };
 
+// What a batch's launches depend on besides the slot: the variant, the
+// problem and how many members run.
+std::string GraphKey(const ComputeJob& job, int members) {
+  const kernels::Problem& p = job.problem;
+  return absl::StrCat(job.variant->name, " ", kernels::OpName(p.op), " ",
+                      kernels::DTypeName(p.dtype), " ", p.m, "x", p.n, "x", p.k, " ",
+                      kernels::ReduceOpName(p.reduce_op), " ",
+                      kernels::ReduceAxisName(p.reduce_axis), " x", members);
+}
+
 bool HostOnly(const ComputeJob& job) {
   return job.a_resident == nullptr && job.b_resident == nullptr && job.out_resident == nullptr &&
          !job.a_pinned && !job.b_pinned && !job.out_pinned && job.out != nullptr;
@@ -70,37 +80,55 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
 
   std::vector<absl::StatusOr<StageTimes>> results(
       size_t(n), absl::CancelledError("request abandoned before its kernel ran"));
-  std::vector<bool> live(size_t(n), false);
+  // The members still wanted, packed: member j's buffers are the j-th, so a
+  // batch's launches depend only on how many run, and a graph of them
+  // serves every later batch of that size.
+  std::vector<int> members;
+  members.reserve(size_t(n));
   for (int i = 0; i < n; ++i) {
     if (stops[i]()) continue;
-    live[i] = true;
-    copier.Gather(up + i * l.in_stride, jobs[i].a);  // small: on this thread
-    if (l.b > 0) copier.Gather(up + i * l.in_stride + AlignedBytes(l.a), jobs[i].b);
+    char* in = up + int64_t(members.size()) * l.in_stride;
+    copier.Gather(in, jobs[i].a);  // small: on this thread
+    if (l.b > 0) copier.Gather(in + AlignedBytes(l.a), jobs[i].b);
+    members.push_back(i);
   }
+  const int live = int(members.size());
+  if (live == 0) return results;
   if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(dev, up, size_t(n * l.in_stride), cudaMemcpyHostToDevice, slot.stream()),
+      cudaMemcpyAsync(dev, up, size_t(live * l.in_stride), cudaMemcpyHostToDevice, slot.stream()),
       "batch upload cudaMemcpyAsync");
   if (auto s = slot.Record(Mark::kKernelStart); !s.ok()) return s;
-  char* outputs = dev + l.outputs_at(n);
-  void* workspace = l.workspace > 0 ? dev + l.workspace_at(n) : nullptr;
-  for (int i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    if (stops[i]()) {
-      live[i] = false;
-      continue;
-    }
-    char* in = dev + i * l.in_stride;
+  char* outputs = dev + l.outputs_at(live);
+  void* workspace = l.workspace > 0 ? dev + l.workspace_at(live) : nullptr;
+  auto launch = [&](int j) {
+    const ComputeJob& job = jobs[size_t(members[size_t(j)])];
+    char* in = dev + j * l.in_stride;
     const kernels::Buffers buffers{in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
-                                   outputs + i * l.out_stride, workspace, size_t(l.workspace)};
-    if (auto s = jobs[i].variant->launch(jobs[i].problem, buffers, slot.launch_context());
-        !s.ok()) {
-      results[i] = s;
-      live[i] = false;
+                                   outputs + j * l.out_stride, workspace, size_t(l.workspace)};
+    return job.variant->launch(job.problem, buffers, slot.launch_context());
+  };
+  const absl::Status replayed =
+      slot.batch_graphs().Launch(GraphKey(jobs.front(), live), slot.stream(), [&] {
+        for (int j = 0; j < live; ++j) {
+          if (auto s = launch(j); !s.ok()) return s;
+        }
+        return absl::OkStatus();
+      });
+  std::vector<bool> ran(size_t(live), replayed.ok());
+  if (!replayed.ok()) {
+    // No graph (turned off, or the launches could not be captured): each
+    // member's kernels on their own, a launch that fails failing its member.
+    for (int j = 0; j < live; ++j) {
+      if (auto s = launch(j); !s.ok()) {
+        results[size_t(members[size_t(j)])] = s;
+      } else {
+        ran[size_t(j)] = true;
+      }
     }
   }
   if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, outputs, size_t(n * l.out_stride),
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, outputs, size_t(live * l.out_stride),
                                                   cudaMemcpyDeviceToHost, slot.stream()),
                                   "batch download cudaMemcpyAsync");
   if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
@@ -109,10 +137,11 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   // Each member reports the batch's stages: the time it spent in them.
   auto times = slot.Stages();
   if (!times.ok()) return times.status();
-  for (int i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    std::memcpy(jobs[i].out, down + i * l.out_stride, size_t(l.out));
-    results[i] = *times;
+  for (int j = 0; j < live; ++j) {
+    if (!ran[size_t(j)]) continue;
+    const int i = members[size_t(j)];
+    std::memcpy(jobs[size_t(i)].out, down + j * l.out_stride, size_t(l.out));
+    results[size_t(i)] = *times;
   }
   return results;
 }

@@ -152,10 +152,10 @@ void Scheduler::RunEntry(Lane& lane, Entry& entry) {
   Answer(task, status, lane.device, queue_us);
 }
 
-void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch) {
+void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share) {
   const std::string key = batch.front().task.batch->key;  // `batch` may reallocate below
   const size_t max = size_t(batching_.max_batch_size);
-  for (auto it = lane.queue.begin(); it != lane.queue.end() && batch.size() < max;) {
+  for (auto it = lane.queue.begin(); it != lane.queue.end() && batch.size() < share;) {
     if (it->task.batch && it->task.batch->key == key) {
       batch.push_back(std::move(*it));
       it = lane.queue.erase(it);
@@ -266,11 +266,25 @@ void Scheduler::WorkerLoop(Lane& lane) {
         lane.ready.Wait(&lane.mu);
       }
       if (lane.queue.empty()) return;  // stopping and drained
+      // This worker's share of what waits: the queue split over all the
+      // device's workers (the busy ones come back soon), so tasks batch only
+      // when more wait than there are workers. A worker that took every
+      // waiting task while the others came back to an empty queue made
+      // batching lose at 8 requests in flight on 4 streams (28.8k/s against
+      // 35.4k/s unbatched on an H200). A delay asks for company: then a
+      // batch takes all it may.
+      const size_t workers = size_t(std::max(1, lane.device->concurrency()));
+      const size_t share = batching_.delay > absl::ZeroDuration()
+                               ? size_t(batching_.max_batch_size)
+                               : std::min(size_t(batching_.max_batch_size),
+                                          (lane.queue.size() + workers - 1) / workers);
       batch.push_back(std::move(lane.queue.front()));
       lane.queue.pop_front();
       ++lane.running;
       ++lane.busy;
-      if (batch.front().task.batch && batching_.max_batch_size > 1) GatherBatch(lane, batch);
+      if (batch.front().task.batch && batching_.max_batch_size > 1) {
+        GatherBatch(lane, batch, share);
+      }
     }
     RunBatch(lane, batch);
     absl::MutexLock lock(&lane.mu);

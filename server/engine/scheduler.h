@@ -122,9 +122,11 @@ class Scheduler {
   // Releases lane.mu until a task is queued for this worker or worker_spin
   // has passed, polling without sleeping.
   void SpinForWork(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
-  // Moves queued tasks with the first one's key into `batch`, then, with a
-  // delay, holds the batch open until it is full or the delay has passed.
-  void GatherBatch(Lane& lane, std::vector<Entry>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // Moves queued tasks with the first one's key into `batch`, up to `share`
+  // in all, then, with a delay, holds the batch open until it is full or the
+  // delay has passed.
+  void GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void RunBatch(Lane& lane, std::vector<Entry>& batch);
   static void RunEntry(Lane& lane, Entry& entry);
 

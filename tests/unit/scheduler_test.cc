@@ -333,6 +333,36 @@ TEST(SchedulerBatching, MaxBatchSizeCapsEachBatch) {
   EXPECT_TRUE(probes.back().ran_alone);  // the seventh found no company
 }
 
+// With 4 workers, 8 waiting tasks are 2 per worker: a worker takes its
+// share, not the whole queue while the others come back to nothing; 40
+// waiting batch up to 10.
+TEST(SchedulerBatching, WorkersShareTheQueueInsteadOfOneTakingAll) {
+  for (const int waiting : {8, 40}) {
+    SCOPED_TRACE(waiting);
+    auto scheduler = MakeScheduler(4, 64, {16, absl::ZeroDuration()});
+    std::vector<BatchProbe> probes(static_cast<size_t>(waiting));
+    std::vector<Probe> holders(4);
+    absl::Notification release;
+    for (size_t i = 0; i < holders.size(); ++i) {
+      scheduler->Submit(ProbeTask(holders[i], &release));
+      while (scheduler->running() < int64_t(i) + 1) std::this_thread::yield();
+    }
+    for (auto& p : probes) scheduler->Submit(BatchTask(p, "k"));
+    release.Notify();
+    int ran = 0;
+    for (auto& p : probes) {
+      p.done.WaitForNotification();
+      EXPECT_TRUE(p.status.ok()) << p.status;
+      ran += p.ran_alone ? 1 : 0;
+    }
+    for (auto& h : holders) h.done.WaitForNotification();
+    const std::vector<int> batches = DeviceOf(*scheduler).batches();
+    for (const int b : batches) EXPECT_LE(b, (waiting + 3) / 4);
+    for (const int b : batches) ran += b;
+    EXPECT_EQ(ran, waiting);
+  }
+}
+
 TEST(SchedulerBatching, BatchingOffRunsEveryTaskAlone) {
   auto scheduler = MakeScheduler(1, 64);  // max_batch_size 1
   std::vector<BatchProbe> probes(4);
