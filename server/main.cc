@@ -78,6 +78,11 @@ ABSL_FLAG(int32_t, worker_spin_us, 1000,
           "busy core per GPU): a request that follows within it starts without a sleeping "
           "thread's wake-up (on an H200 host, 28-48 us of queue time at one request in flight); "
           "0 turns polling off");
+ABSL_FLAG(int32_t, answer_threads, 4,
+          "threads that send the answers of finished requests for device workers that have more "
+          "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "
+          "nothing waiting answers its own (no hand-off at low load). 0: workers always answer "
+          "their own (0 to 64)");
 ABSL_FLAG(int32_t, cpu_workers, 0, "CPU backend: requests run at once (0: one per core)");
 ABSL_FLAG(std::string, devices, "all", "CUDA backend: GPUs to use, \"all\" or a list like 0,1");
 ABSL_FLAG(int32_t, streams_per_device, 4, "CUDA backend: requests each GPU runs at once");
@@ -159,6 +164,7 @@ constexpr int32_t kMaxBatchSizeFlag = 256;
 constexpr int32_t kMaxBatchDelayUs = 1000000;
 // A worker polls at most this long (10 ms) after a request: beyond it, sleeping costs less.
 constexpr int32_t kMaxWorkerSpinUs = 10000;
+constexpr int32_t kMaxAnswerThreads = 64;
 
 struct Backend {
   kernels::Backend kind = kernels::Backend::kCpu;
@@ -493,6 +499,12 @@ int Run() {
                           worker_spin_us));
     return 1;
   }
+  const int32_t answer_threads = absl::GetFlag(FLAGS_answer_threads);
+  if (answer_threads < 0 || answer_threads > kMaxAnswerThreads) {
+    LogError(absl::StrCat("--answer_threads: must be 0 to ", kMaxAnswerThreads, ", got ",
+                          answer_threads));
+    return 1;
+  }
   // Read before any device opens: a bad file stops start-up at once.
   const std::string ceilings_path = absl::GetFlag(FLAGS_ceilings);
   std::optional<tools::v1::CeilingsFile> ceilings_file;
@@ -642,7 +654,7 @@ int Run() {
   const absl::Duration worker_spin =
       kind == kernels::Backend::kCuda ? absl::Microseconds(worker_spin_us) : absl::ZeroDuration();
   Scheduler scheduler(std::move(backend->devices), absl::GetFlag(FLAGS_max_queue_depth), batching,
-                      worker_spin);
+                      worker_spin, answer_threads);
   VariantSelector selector(kernels::DefaultRegistry(), kind);
   if (const std::string cache = absl::GetFlag(FLAGS_autotune_cache); !cache.empty()) {
     if (auto s = selector.UseCacheFile(cache); !s.ok()) {

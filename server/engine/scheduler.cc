@@ -38,11 +38,12 @@ StopRequested StopOf(const Task& task) {
 }  // namespace
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
-                     BatchingOptions batching, absl::Duration worker_spin)
+                     BatchingOptions batching, absl::Duration worker_spin, int answer_threads)
     : devices_(std::move(devices)),
       max_queue_depth_(max_queue_depth),
       batching_(batching),
       worker_spin_(worker_spin) {
+  for (int i = 0; i < answer_threads; ++i) answer_threads_.emplace_back([this] { AnswerLoop(); });
   for (const auto& device : devices_) {
     auto lane = std::make_unique<Lane>();
     lane->device = device.get();
@@ -110,6 +111,7 @@ void Scheduler::Submit(Task task) {
       run_here = true;
     } else if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
       best->queue.push_back(Entry{std::move(task), absl::Now()});
+      best->waiting.store(int64_t(best->queue.size()), std::memory_order_relaxed);
       // A polling worker takes the first task queued while it polls; any
       // more wake sleeping workers as usual.
       if (best->spinning && !best->spinner_has_work.load(std::memory_order_relaxed)) {
@@ -149,7 +151,34 @@ void Scheduler::RunEntry(Lane& lane, Entry& entry) {
   const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
   absl::Status status = NotWantedAnyMore(task, now, queue_us);
   if (status.ok()) status = task.run(*lane.device);
-  Answer(task, status, lane.device, queue_us);
+  Respond(lane, task, status, queue_us);
+}
+
+void Scheduler::Respond(Lane& lane, Task& task, const absl::Status& status, int64_t queue_us) {
+  if (answer_threads_.empty() || lane.waiting.load(std::memory_order_relaxed) == 0) {
+    Answer(task, status, lane.device, queue_us);
+    return;
+  }
+  // What the task's work held goes now, on the worker, as Answer would.
+  task.run = nullptr;
+  task.batch.reset();
+  absl::MutexLock lock(&answers_mu_);
+  answers_.push_back(Answered{std::move(task), status, lane.device, queue_us});
+  answers_ready_.Signal();
+}
+
+void Scheduler::AnswerLoop() {
+  for (;;) {
+    Answered answered;
+    {
+      absl::MutexLock lock(&answers_mu_);
+      while (answers_.empty() && !answers_stopping_) answers_ready_.Wait(&answers_mu_);
+      if (answers_.empty()) return;  // stopping and drained
+      answered = std::move(answers_.front());
+      answers_.pop_front();
+    }
+    Answer(answered.task, answered.status, answered.device, answered.queue_us);
+  }
 }
 
 void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share) {
@@ -159,6 +188,7 @@ void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share)
     if (it->task.batch && it->task.batch->key == key) {
       batch.push_back(std::move(*it));
       it = lane.queue.erase(it);
+      lane.waiting.store(int64_t(lane.queue.size()), std::memory_order_relaxed);
       ++lane.running;
     } else {
       ++it;
@@ -195,7 +225,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
   for (Entry& entry : batch) {
     const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
     if (absl::Status s = NotWantedAnyMore(entry.task, now, queue_us); !s.ok()) {
-      Answer(entry.task, s, &device, queue_us);
+      Respond(lane, entry.task, s, queue_us);
     } else {
       live.push_back({&entry, queue_us});
     }
@@ -203,7 +233,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
   if (live.size() == 1) {
     Task& task = live.front().entry->task;
     const absl::Status status = task.run(device);
-    Answer(task, status, &device, live.front().queue_us);
+    Respond(lane, task, status, live.front().queue_us);
     return;
   }
   std::vector<ComputeJob> jobs;
@@ -213,7 +243,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
     Task& task = m.entry->task;
     auto job = task.batch->prepare(device);
     if (!job.ok()) {
-      Answer(task, job.status(), &device, m.queue_us);
+      Respond(lane, task, job.status(), m.queue_us);
       continue;
     }
     jobs.push_back(std::move(*job));
@@ -228,7 +258,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
         i < results.size() ? std::move(results[i])
                            : absl::InternalError("the device returned fewer results than jobs");
     const absl::Status status = task.batch->finish(std::move(result), int(jobs.size()));
-    Answer(task, status, &device, members[i].queue_us);
+    Respond(lane, task, status, members[i].queue_us);
   }
 }
 
@@ -280,6 +310,7 @@ void Scheduler::WorkerLoop(Lane& lane) {
                                           (lane.queue.size() + workers - 1) / workers);
       batch.push_back(std::move(lane.queue.front()));
       lane.queue.pop_front();
+      lane.waiting.store(int64_t(lane.queue.size()), std::memory_order_relaxed);
       ++lane.running;
       ++lane.busy;
       if (batch.front().task.batch && batching_.max_batch_size > 1) {
@@ -312,6 +343,15 @@ void Scheduler::Shutdown() {
     absl::MutexLock lock(&lane->mu);
     lane->mu.Await(absl::Condition(
         +[](Lane* l) ABSL_NO_THREAD_SAFETY_ANALYSIS { return l->running == 0; }, lane.get()));
+  }
+  // Every answer handed to the answer threads is delivered before they go.
+  {
+    absl::MutexLock lock(&answers_mu_);
+    answers_stopping_ = true;
+    answers_ready_.SignalAll();
+  }
+  for (std::thread& t : answer_threads_) {
+    if (t.joinable()) t.join();
   }
 }
 

@@ -298,6 +298,48 @@ Task BatchTask(BatchProbe& probe, const std::string& key, int64_t rows = 1) {
   return task;
 }
 
+// With answer threads, a worker that has more tasks waiting hands its
+// answers over and goes on; the last task, with nothing behind it, is
+// answered by the worker itself. Shutdown delivers every answer first.
+TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::make_unique<FakeDevice>(1));
+  auto scheduler = std::make_unique<Scheduler>(std::move(devices), 64, BatchingOptions{},
+                                               absl::ZeroDuration(), /*answer_threads=*/2);
+  constexpr int kTasks = 6;
+  struct Seen {
+    std::thread::id ran_on, answered_on;
+    absl::Status status = absl::UnknownError("not done");
+  };
+  std::vector<Seen> seen(kTasks);
+  std::atomic<int> answered{0};
+  auto make = [&](int i, absl::Notification* hold) {
+    Task task;
+    task.run = [&seen, i, hold](Device&) {
+      seen[size_t(i)].ran_on = std::this_thread::get_id();
+      if (hold != nullptr) hold->WaitForNotification();
+      return absl::OkStatus();
+    };
+    task.done = [&seen, &answered, i](absl::Status status, Device*, int64_t) {
+      seen[size_t(i)].answered_on = std::this_thread::get_id();
+      seen[size_t(i)].status = status;
+      answered.fetch_add(1);
+    };
+    return task;
+  };
+  absl::Notification release;
+  scheduler->Submit(make(0, &release));
+  while (scheduler->running() == 0) std::this_thread::yield();
+  for (int i = 1; i < kTasks; ++i) scheduler->Submit(make(i, nullptr));
+  release.Notify();
+  scheduler->Shutdown();
+  EXPECT_EQ(answered.load(), kTasks);
+  for (const Seen& s : seen) EXPECT_TRUE(s.status.ok()) << s.status;
+  // The first ran with five waiting: answered elsewhere. The last had none.
+  EXPECT_NE(seen.front().answered_on, seen.front().ran_on);
+  EXPECT_EQ(seen.back().answered_on, seen.back().ran_on);
+}
+
 TEST(SchedulerBatching, TasksQueuedTogetherRunAsOneBatchPerKey) {
   auto scheduler = MakeScheduler(1, 64, {8, absl::ZeroDuration()});
   std::vector<BatchProbe> k(5), l(2);
