@@ -141,8 +141,9 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void RunBatch(Lane& lane, std::vector<Entry>& batch);
   void RunEntry(Lane& lane, Entry& entry);
-  // Answers a task run on `lane`'s worker: on this thread when nothing else
-  // waits for the worker, else through an answer thread, so that the
+  // Answers a task run on `lane`'s worker: on this thread unless at least as
+  // many tasks wait as the device has workers, else through an answer
+  // thread, so that the
   // worker goes on with the next task while gRPC sends this one's answer
   // (about a third of a small request's time on a worker: on an H200
   // host, 4 workers answering their own tasks capped a 1x1 Transpose at

@@ -298,9 +298,10 @@ Task BatchTask(BatchProbe& probe, const std::string& key, int64_t rows = 1) {
   return task;
 }
 
-// With answer threads, a worker that has more tasks waiting hands its
-// answers over and goes on; the last task, with nothing behind it, is
-// answered by the worker itself. Shutdown delivers every answer first.
+// With answer threads, a worker with at least as many tasks waiting as the
+// device has workers hands its answers over and goes on; the last task,
+// with nothing behind it, is answered by the worker itself. Shutdown
+// delivers every answer first.
 TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
   std::vector<std::unique_ptr<Device>> devices;
   devices.push_back(std::make_unique<FakeDevice>(1));
@@ -335,7 +336,8 @@ TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
   scheduler->Shutdown();
   EXPECT_EQ(answered.load(), kTasks);
   for (const Seen& s : seen) EXPECT_TRUE(s.status.ok()) << s.status;
-  // The first ran with five waiting: answered elsewhere. The last had none.
+  // The first ran with five waiting (one worker): answered elsewhere. The
+  // last had none.
   EXPECT_NE(seen.front().answered_on, seen.front().ran_on);
   EXPECT_EQ(seen.back().answered_on, seen.back().ran_on);
 }
