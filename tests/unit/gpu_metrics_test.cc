@@ -252,30 +252,22 @@ std::set<std::string> Families(const GpuSampler& sampler) {
 const std::vector<WatchedGpu> kOneGpu = {{"cuda:0", kBusId}};
 
 TEST(GpuSampler, EveryGaugeOfAFullReading) {
-  GpuSampler sampler(std::make_unique<FakeTelemetry>(FullReading()), kOneGpu,
-                     absl::ZeroDuration());
+  GpuSampler sampler(std::make_unique<FakeTelemetry>(FullReading()), kOneGpu, absl::ZeroDuration());
   EXPECT_EQ(sampler.problem(), "not sampled yet");
   sampler.SampleOnce();
   EXPECT_EQ(sampler.problem(), "");
   EXPECT_EQ(Families(sampler),
-            (std::set<std::string>{"gpucompute_gpu_telemetry_up",
-                                   "gpucompute_gpu_telemetry_errors_total",
-                                   "gpucompute_gpu_utilization_ratio",
-                                   "gpucompute_gpu_memory_utilization_ratio",
-                                   "gpucompute_gpu_memory_total_bytes",
-                                   "gpucompute_gpu_memory_used_bytes",
-                                   "gpucompute_gpu_memory_used_by_server_bytes",
-                                   "gpucompute_gpu_power_watts",
-                                   "gpucompute_gpu_power_limit_watts",
-                                   "gpucompute_gpu_temperature_celsius",
-                                   "gpucompute_gpu_sm_clock_hertz",
-                                   "gpucompute_gpu_throttled",
-                                   "gpucompute_gpu_pcie_bytes_per_second",
-                                   "gpucompute_gpu_nvlink_bytes_total"}));
+            (std::set<std::string>{
+                "gpucompute_gpu_telemetry_up", "gpucompute_gpu_telemetry_errors_total",
+                "gpucompute_gpu_utilization_ratio", "gpucompute_gpu_memory_utilization_ratio",
+                "gpucompute_gpu_memory_total_bytes", "gpucompute_gpu_memory_used_bytes",
+                "gpucompute_gpu_memory_used_by_server_bytes", "gpucompute_gpu_power_watts",
+                "gpucompute_gpu_power_limit_watts", "gpucompute_gpu_temperature_celsius",
+                "gpucompute_gpu_sm_clock_hertz", "gpucompute_gpu_throttled",
+                "gpucompute_gpu_pcie_bytes_per_second", "gpucompute_gpu_nvlink_bytes_total"}));
   const std::string text = Text(sampler);
   EXPECT_NE(text.find("gpucompute_gpu_telemetry_up 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("gpucompute_gpu_utilization_ratio{device=\"cuda:0\"} 0.5"),
-            std::string::npos)
+  EXPECT_NE(text.find("gpucompute_gpu_utilization_ratio{device=\"cuda:0\"} 0.5"), std::string::npos)
       << text;
   EXPECT_NE(text.find("gpucompute_gpu_throttled{device=\"cuda:0\",reason=\"sw_thermal\"} 1"),
             std::string::npos)
