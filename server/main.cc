@@ -40,6 +40,7 @@
 #include "server/engine/tensor_store.h"
 #include "server/engine/tensor_transfers.h"
 #include "server/engine/variant_selector.h"
+#include "server/gpu_metrics_flags.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/compute_service.h"
 #include "server/grpc/credentials.h"
@@ -691,6 +692,10 @@ int Run() {
   metrics.AttachScheduler(&scheduler);
   metrics.AttachTensorStore(&tensors);
   metrics.AttachSharedMemory(regions.get());
+  metrics.SetQueueCapacity(int64_t{absl::GetFlag(FLAGS_max_queue_depth)} *
+                           int64_t(scheduler.devices().size()));
+  metrics.AttachGpuTelemetry(
+      GpuSamplerFromFlags(scheduler.devices(), *metrics_endpoint != nullptr));
 
   // Start-up's probes (ceilings, calibration buffers) are freed by now; the
   // heap keeps them unless told to give them back.
@@ -755,6 +760,7 @@ int Run() {
   metrics.AttachScheduler(nullptr);  // the scheduler goes before the endpoint
   metrics.AttachTensorStore(nullptr);
   metrics.AttachSharedMemory(nullptr);
+  metrics.AttachGpuTelemetry(nullptr);  // stops the sampler
   // Calls that arrived while draining were refused (answered UNAVAILABLE).
   const int64_t refused = service.calls_started() - started_before;
   const int64_t answered =

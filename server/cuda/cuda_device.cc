@@ -11,6 +11,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "server/cuda/ceilings.h"
@@ -490,6 +491,8 @@ absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal,
   description.memory_bytes = int64_t(prop.totalGlobalMem);
   description.multiprocessors = prop.multiProcessorCount;
   description.backend = kernels::Backend::kCuda;
+  description.pci_bus_id =
+      absl::StrFormat("%08X:%02X:%02X.0", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
   auto device = std::make_unique<CudaDevice>(ordinal, std::max(1, options.streams_per_device),
                                              std::move(description));
   if (auto s = device->Init(options); !s.ok()) return s;

@@ -20,6 +20,9 @@ struct DeviceDescription {
   int64_t memory_bytes = 0;
   int32_t multiprocessors = 0;
   kernels::Backend backend = kernels::Backend::kCpu;
+  // A GPU's PCI address ("00000000:3B:00.0"), where NVML finds the same
+  // device whatever CUDA_VISIBLE_DEVICES renumbered; empty for the CPU.
+  std::string pci_bus_id;
 };
 
 // Ceilings measured on the device at start-up, used for roofline fractions.

@@ -64,9 +64,8 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
   }
 
   // Records the outcome, then answers the client; called exactly once per
-  // call. `variant` is the one that ran or was chosen ("" when none was).
-  void Complete(absl::Status status, const std::string& variant = "",
-                StageLatencies latencies = {}) {
+  // call. `labels` say what ran where ("" where not known).
+  void Complete(absl::Status status, RequestLabels labels = {}, StageLatencies latencies = {}) {
     if (status.ok() && response_ != nullptr) {
       bool own_buffer = false;
       if (!grpc::SerializationTraits<google::protobuf::MessageLite>::Serialize(
@@ -75,7 +74,7 @@ class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
         status = absl::InternalError("response: the message could not be serialized");
       }
     }
-    Finish(ToGrpcStatus(record_.End(std::move(status), variant, latencies)));
+    Finish(ToGrpcStatus(record_.End(std::move(status), std::move(labels), latencies)));
   }
 
  private:

@@ -27,8 +27,7 @@ absl::Status CallRecord::AsTheClientSawIt(absl::Time now) const {
                           : absl::CancelledError("cancelled by the client");
 }
 
-absl::Status CallRecord::End(absl::Status status, const std::string& variant,
-                             StageLatencies latencies) {
+absl::Status CallRecord::End(absl::Status status, RequestLabels labels, StageLatencies latencies) {
   const absl::Time now = absl::Now();
   if (latencies.total_us < 0) latencies.total_us = absl::ToInt64Microseconds(now - received_);
   if (cancelled_->load() || ctx_->IsCancelled()) {
@@ -40,7 +39,7 @@ absl::Status CallRecord::End(absl::Status status, const std::string& variant,
   }
   ended_ = true;
   status_ = status;
-  variant_ = variant;
+  labels_ = std::move(labels);
   latencies_ = latencies;
   return status;
 }
@@ -51,7 +50,9 @@ CallRecord::~CallRecord() {
   // arrived was answered "no request message", which the client never saw).
   const bool cancelled = cancelled_->load() || ctx_->IsCancelled() || !ended_;
   const absl::Status status = cancelled ? AsTheClientSawIt(absl::Now()) : status_;
-  metrics_.RequestFinished(op_, variant_, status.code(), latencies_);
+  // The access log reads the variant after the metrics took the labels.
+  const std::string variant = AccessLogEnabled() ? labels_.variant : std::string();
+  metrics_.RequestFinished(op_, std::move(labels_), status.code(), latencies_);
   (cancelled ? counts_.cancelled : counts_.answered).fetch_add(1, std::memory_order_relaxed);
   counts_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (!status.ok() && status.code() != absl::StatusCode::kCancelled &&
@@ -62,7 +63,7 @@ CallRecord::~CallRecord() {
   if (AccessLogEnabled()) {
     LogAccess(absl::StrCat(
         ctx_->peer(), " ", RpcOpName(op_), " ", absl::StatusCodeToString(status.code()),
-        " variant=", variant_.empty() ? "none" : variant_, " total_us=", latencies_.total_us,
+        " variant=", variant.empty() ? "none" : variant, " total_us=", latencies_.total_us,
         latencies_.batch_size > 1 ? absl::StrCat(" batch=", latencies_.batch_size) : ""));
   }
 }

@@ -47,10 +47,9 @@ class CallRecord {
 
   // Decides once the status to answer with, kept for the count: a call the
   // client gave up on ends as the client sees it (CANCELLED or
-  // DEADLINE_EXCEEDED), whatever the work's own outcome was. `variant` is
-  // the one that ran or was chosen ("" when none was).
-  absl::Status End(absl::Status status, const std::string& variant = "",
-                   StageLatencies latencies = {});
+  // DEADLINE_EXCEEDED), whatever the work's own outcome was. `labels` say
+  // what ran where (the variant, dtype and device; "" when not known).
+  absl::Status End(absl::Status status, RequestLabels labels = {}, StageLatencies latencies = {});
 
  private:
   // A call gRPC reports cancelled ends as its client saw it.
@@ -66,7 +65,7 @@ class CallRecord {
   // Set by End.
   bool ended_ = false;
   absl::Status status_;
-  std::string variant_;
+  RequestLabels labels_;
   StageLatencies latencies_;
 };
 

@@ -272,7 +272,12 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     for (auto* copy : {&state->a_copy, &state->b_copy}) {
       if (*copy) buffers_.Release(std::move(*copy));
     }
-    reactor->Complete(status, outcome.variant ? outcome.variant->name : "", latencies);
+    RequestLabels labels;
+    labels.dtype = kernels::DTypeName(state->problem.dtype);
+    if (outcome.variant != nullptr) labels.variant = outcome.variant->name;
+    if (outcome.device != nullptr) labels.device = DeviceLabel(outcome.device->description().name);
+    if (status.ok()) labels.bytes = int64_t(kernels::MinimalBytes(state->problem));
+    reactor->Complete(status, std::move(labels), latencies);
   });
   return reactor;
 }
@@ -349,7 +354,10 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
                              "; none read: ", CountersUnavailableNote(device.backend)));
       }
     }
-    reactor->Complete(status, "", latencies);
+    RequestLabels labels;
+    labels.dtype = kernels::DTypeName(problem.dtype);
+    if (outcome.device != nullptr) labels.device = DeviceLabel(outcome.device->description().name);
+    reactor->Complete(status, std::move(labels), latencies);
   });
   return reactor;
 }

@@ -42,6 +42,19 @@ prometheus::Histogram::BucketBoundaries BatchSizeBuckets() {
   return {1, 2, 4, 8, 16, 32, 64, 128, 256};
 }
 
+// Powers of four from 64 B (a 4x4 float matrix) to 4 GiB (MatMul's two
+// operands at the default --max_matrix_bytes, and the result).
+prometheus::Histogram::BucketBoundaries ByteBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 64; v <= 4.0 * (int64_t{1} << 30); v *= 4) b.push_back(v);
+  return b;
+}
+
+const std::string& NoneIfEmpty(const std::string& value) {
+  static const std::string kNone = "none";
+  return value.empty() ? kNone : value;
+}
+
 prometheus::ClientMetric Sample(double value, std::vector<prometheus::ClientMetric::Label> labels,
                                 prometheus::MetricType type) {
   prometheus::ClientMetric m;
@@ -62,10 +75,6 @@ prometheus::MetricFamily Family(std::string name, std::string help, prometheus::
   return f;
 }
 
-// "cuda:0 NVIDIA H200" -> "cuda:0": short, stable label values for
-// dashboards; the model goes to gpucompute_device_info.
-std::string DeviceId(const std::string& name) { return name.substr(0, name.find(' ')); }
-
 // Concatenates the registry's families with those read at scrape time.
 class Combined final : public prometheus::Collectable {
  public:
@@ -84,6 +93,10 @@ class Combined final : public prometheus::Collectable {
 };
 
 }  // namespace
+
+std::string DeviceLabel(const std::string& device_name) {
+  return device_name.substr(0, device_name.find(' '));
+}
 
 const char* RpcOpName(RpcOp op) {
   switch (op) {
@@ -141,7 +154,7 @@ class Metrics::SchedulerCollector final : public prometheus::Collectable {
     auto host_allocs = Family("gpucompute_host_alloc_calls_total",
                               "Pinned host staging allocations.", MetricType::Counter);
     for (const auto& device : scheduler_->devices()) {
-      const std::string id = DeviceId(device->description().name);
+      const std::string id = DeviceLabel(device->description().name);
       const DeviceCounters c = device->counters();
       info.metric.push_back(
           Sample(1, {{"device", id}, {"name", device->description().name}}, MetricType::Gauge));
@@ -243,36 +256,52 @@ class Metrics::SharedMemoryCollector final : public prometheus::Collectable {
   const SharedMemoryRegistry* regions_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
+// Forwards to a collectable attached later (the GPU sampler), or to none.
+class Metrics::AttachedCollector final : public prometheus::Collectable {
+ public:
+  void Attach(std::shared_ptr<const prometheus::Collectable> source) {
+    absl::MutexLock lock(&mu_);
+    source_ = std::move(source);
+  }
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    absl::MutexLock lock(&mu_);
+    return source_ == nullptr ? std::vector<prometheus::MetricFamily>{} : source_->Collect();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const prometheus::Collectable> source_ ABSL_GUARDED_BY(mu_);
+};
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
                     .Name("gpucompute_requests_total")
-                    .Help("Finished requests by op, variant and gRPC status code "
-                          "(variant=\"none\" when no single variant was chosen).")
+                    .Help("Finished requests by op, variant, dtype, device and gRPC status code "
+                          "(\"none\" where the request got no further than validation).")
                     .Register(*registry_)),
+      latency_(prometheus::BuildHistogram()
+                   .Name("gpucompute_request_duration_seconds")
+                   .Help("Latency of successful requests by stage: queue (waiting for a "
+                         "device), upload, compute, download, and total (received to answered); "
+                         "by op, variant, dtype and device.")
+                   .Register(*registry_)),
       in_flight_(
           prometheus::BuildGauge()
               .Name("gpucompute_requests_in_flight")
               .Help("Requests received and not yet answered (queued, running, or being validated).")
               .Register(*registry_)
               .Add({})),
+      queue_capacity_(prometheus::BuildGauge()
+                          .Name("gpucompute_queue_capacity")
+                          .Help("The most requests the admission queues hold: --max_queue_depth "
+                                "per device, times the devices.")
+                          .Register(*registry_)
+                          .Add({})),
       scheduler_collector_(std::make_shared<SchedulerCollector>()),
       tensor_collector_(std::make_shared<TensorCollector>()),
-      shm_collector_(std::make_shared<SharedMemoryCollector>()) {
-  auto& latency = prometheus::BuildHistogram()
-                      .Name("gpucompute_request_duration_seconds")
-                      .Help(
-                          "Latency of successful requests by stage: queue (waiting for a "
-                          "device), upload, compute, download, and total (received to answered).")
-                      .Register(*registry_);
-  for (int op = 0; op < kRpcOpCount; ++op) {
-    for (int stage = 0; stage < kStages; ++stage) {
-      if (!HasStage(static_cast<RpcOp>(op), stage)) continue;
-      latency_[op][stage] =
-          &latency.Add({{"op", RpcOpName(static_cast<RpcOp>(op))}, {"stage", kStageNames[stage]}},
-                       LatencyBuckets());
-    }
-  }
+      shm_collector_(std::make_shared<SharedMemoryCollector>()),
+      gpu_collector_(std::make_shared<AttachedCollector>()) {
   auto& batch_size = prometheus::BuildHistogram()
                          .Name("gpucompute_request_batch_size")
                          .Help(
@@ -283,52 +312,88 @@ Metrics::Metrics()
     batch_size_[static_cast<int>(op)] =
         &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
   }
+  auto& bytes = prometheus::BuildHistogram()
+                    .Name("gpucompute_request_bytes")
+                    .Help(
+                        "Successful compute requests by the bytes of the matrices they read and "
+                        "wrote (operands and result, wherever they lay).")
+                    .Register(*registry_);
+  for (RpcOp op : {RpcOp::kMatMul, RpcOp::kTranspose, RpcOp::kReduce}) {
+    bytes_[static_cast<int>(op)] = &bytes.Add({{"op", RpcOpName(op)}}, ByteBuckets());
+  }
   collectable_ = std::make_shared<Combined>(
       registry_,
-      std::make_shared<Combined>(scheduler_collector_,
-                                 std::make_shared<Combined>(tensor_collector_, shm_collector_)));
+      std::make_shared<Combined>(
+          scheduler_collector_,
+          std::make_shared<Combined>(tensor_collector_,
+                                     std::make_shared<Combined>(shm_collector_, gpu_collector_))));
 }
 
 void Metrics::RequestStarted() { in_flight_.Increment(); }
 
-void Metrics::RequestFinished(RpcOp op, const std::string& variant, absl::StatusCode code,
+void Metrics::RequestFinished(RpcOp op, RequestLabels labels, absl::StatusCode code,
                               const StageLatencies& latencies) {
-  RequestCounter(op, variant, code).Increment();
   in_flight_.Decrement();
-  if (code != absl::StatusCode::kOk) return;
+  const bool ok = code == absl::StatusCode::kOk;
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kStatusCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
+  const Series series = SeriesFor(
+      SeriesKey{op, std::move(labels.variant), std::move(labels.dtype), std::move(labels.device)},
+      c, ok);
+  series.by_code[c]->Increment();
+  if (!ok) return;
   const int64_t stages[kStages] = {latencies.queue_us, latencies.upload_us, latencies.compute_us,
                                    latencies.download_us, latencies.total_us};
   for (int stage = 0; stage < kStages; ++stage) {
-    if (stages[stage] >= 0 && latency_[static_cast<int>(op)][stage] != nullptr) {
-      latency_[static_cast<int>(op)][stage]->Observe(double(stages[stage]) * 1e-6);
+    if (stages[stage] >= 0 && series.latency[stage] != nullptr) {
+      series.latency[stage]->Observe(double(stages[stage]) * 1e-6);
     }
   }
   if (latencies.batch_size > 0 && batch_size_[static_cast<int>(op)] != nullptr) {
     batch_size_[static_cast<int>(op)]->Observe(double(latencies.batch_size));
   }
+  if (labels.bytes >= 0 && bytes_[static_cast<int>(op)] != nullptr) {
+    bytes_[static_cast<int>(op)]->Observe(double(labels.bytes));
+  }
 }
 
-prometheus::Counter& Metrics::RequestCounter(RpcOp op, const std::string& variant,
-                                             absl::StatusCode code) {
-  auto make = [&]() -> prometheus::Counter& {
-    return requests_.Add({{"op", RpcOpName(op)},
-                          {"variant", variant.empty() ? "none" : variant},
-                          {"code", absl::StatusCodeToString(code)}});
-  };
-  const int c = static_cast<int>(code);
-  if (c < 0 || c >= kStatusCodes) return make();  // not a gRPC code: no cache slot
+Metrics::Series Metrics::SeriesFor(SeriesKey key, int code, bool ok) {
   {
-    // Every call looks its counter up; only a new (op, variant, code) adds
-    // one: readers share the lock instead of queueing on it.
-    absl::ReaderMutexLock lock(&counters_mu_);
-    const auto& by_variant = counters_[static_cast<int>(op)][c];
-    if (auto it = by_variant.find(variant); it != by_variant.end()) return *it->second;
+    // Every call looks its series up; only a new combination (or a first
+    // success) adds to it: readers share the lock instead of queueing on it.
+    absl::ReaderMutexLock lock(&series_mu_);
+    if (auto it = series_.find(key); it != series_.end()) {
+      const Series& s = it->second;
+      if (s.by_code[code] != nullptr && (!ok || s.has_latency)) return s;
+    }
   }
-  absl::MutexLock lock(&counters_mu_);
-  auto& by_variant = counters_[static_cast<int>(op)][c];
-  auto it = by_variant.find(variant);
-  if (it == by_variant.end()) it = by_variant.emplace(variant, &make()).first;
-  return *it->second;
+  absl::MutexLock lock(&series_mu_);
+  Series& s = series_[key];
+  MakeSeries(key, s, code, ok);
+  return s;
+}
+
+void Metrics::MakeSeries(const SeriesKey& key, Series& series, int code, bool ok) {
+  const auto& [op, variant, dtype, device] = key;
+  if (series.by_code[code] == nullptr) {
+    series.by_code[code] =
+        &requests_.Add({{"op", RpcOpName(op)},
+                        {"variant", NoneIfEmpty(variant)},
+                        {"dtype", NoneIfEmpty(dtype)},
+                        {"device", NoneIfEmpty(device)},
+                        {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+  }
+  if (!ok || series.has_latency) return;
+  for (int stage = 0; stage < kStages; ++stage) {
+    if (!HasStage(op, stage)) continue;
+    series.latency[stage] = &latency_.Add({{"op", RpcOpName(op)},
+                                           {"stage", kStageNames[stage]},
+                                           {"variant", NoneIfEmpty(variant)},
+                                           {"dtype", NoneIfEmpty(dtype)},
+                                           {"device", NoneIfEmpty(device)}},
+                                          LatencyBuckets());
+  }
+  series.has_latency = true;
 }
 
 void Metrics::AttachScheduler(const Scheduler* scheduler) {
@@ -340,6 +405,12 @@ void Metrics::AttachTensorStore(const TensorStore* store) { tensor_collector_->A
 void Metrics::AttachSharedMemory(const SharedMemoryRegistry* regions) {
   shm_collector_->Attach(regions);
 }
+
+void Metrics::AttachGpuTelemetry(std::shared_ptr<const prometheus::Collectable> gpus) {
+  gpu_collector_->Attach(std::move(gpus));
+}
+
+void Metrics::SetQueueCapacity(int64_t requests) { queue_capacity_.Set(double(requests)); }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         const Metrics& metrics) {

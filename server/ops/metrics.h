@@ -1,13 +1,15 @@
 // Prometheus metrics. The service records every finished request (count by
-// op, variant and status code; latency by stage); queue depth and the
-// devices' memory and health are read from the scheduler at each scrape, so
-// they are never stale. Names are prefixed gpucompute_.
+// op, variant, dtype, device and status code; latency by stage, bytes);
+// queue depth and the devices' memory and health are read from the
+// scheduler at each scrape, so they are never stale; the GPUs' own gauges
+// come from a sampler (gpu_sampler.h). Names are prefixed gpucompute_.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -58,6 +60,23 @@ struct StageLatencies {
   int batch_size = 0;
 };
 
+// What a finished request is counted under besides its op and status. Every
+// value comes from a closed set (the variant ladders, the dtypes, the
+// devices opened), never from a shape or a client's text, so the number of
+// series stays bounded; "" is counted as "none".
+struct RequestLabels {
+  std::string variant;  // the variant that ran or was chosen
+  std::string dtype;    // kernels::DTypeName of the request's matrices
+  std::string device;   // DeviceLabel of the device that ran it
+  // Bytes of the matrices read and written (operands and result); observed
+  // for successful requests when >= 0.
+  int64_t bytes = -1;
+};
+
+// "cuda:0 NVIDIA H200" -> "cuda:0": short, stable label values for
+// dashboards; the model goes to gpucompute_device_info.
+std::string DeviceLabel(const std::string& device_name);
+
 class Metrics {
  public:
   Metrics();
@@ -66,10 +85,9 @@ class Metrics {
 
   // A request entered a handler (it counts as in flight until RequestFinished).
   void RequestStarted();
-  // Counts the request once under (op, variant, code); `variant` is the
-  // variant that ran or was chosen, "none" when no single variant applies.
-  // Latencies are observed for successful requests only.
-  void RequestFinished(RpcOp op, const std::string& variant, absl::StatusCode code,
+  // Counts the request once under (op, labels, code). Latencies and bytes
+  // are observed for successful requests only.
+  void RequestFinished(RpcOp op, RequestLabels labels, absl::StatusCode code,
                        const StageLatencies& latencies);
 
   // Queue and device metrics come from `scheduler` once it is set; null
@@ -83,6 +101,13 @@ class Metrics {
   // `regions` once set; the same rules again.
   void AttachSharedMemory(const SharedMemoryRegistry* regions);
 
+  // The GPUs' own gauges (utilization, power, ...) come from `gpus` once
+  // set; null detaches it, as above.
+  void AttachGpuTelemetry(std::shared_ptr<const prometheus::Collectable> gpus);
+  // The most requests the queues hold (--max_queue_depth times the devices),
+  // exported for the queue alert; 0 until known.
+  void SetQueueCapacity(int64_t requests);
+
   // Everything above, for the /metrics endpoint (or a test) to collect.
   std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
 
@@ -90,28 +115,40 @@ class Metrics {
   class SchedulerCollector;
   class TensorCollector;
   class SharedMemoryCollector;
+  class AttachedCollector;
   static constexpr int kStages = 5;
   static constexpr int kStatusCodes = 17;  // OK (0) to UNAUTHENTICATED (16)
 
-  // The counter of (op, variant, code), made on first use and kept: looking
-  // it up in the family builds and hashes a label map on every request.
-  prometheus::Counter& RequestCounter(RpcOp op, const std::string& variant, absl::StatusCode code);
+  // The series of one (op, variant, dtype, device), each made on first use
+  // and kept: looking one up in its family builds and hashes a label map.
+  struct Series {
+    std::array<prometheus::Counter*, kStatusCodes> by_code{};
+    std::array<prometheus::Histogram*, kStages> latency{};  // made at the first success
+    bool has_latency = false;
+  };
+  using SeriesKey = std::tuple<RpcOp, std::string, std::string, std::string>;
+  // The series of `key` with its counter of `code` and, when `ok`, its
+  // latency histograms made (a copy of the pointers, read under the lock);
+  // one shared lock for a series seen before.
+  Series SeriesFor(SeriesKey key, int code, bool ok);
+  void MakeSeries(const SeriesKey& key, Series& series, int code, bool ok)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(series_mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
-  absl::Mutex counters_mu_;
-  // [op][code]: variant -> counter.
-  std::array<std::array<absl::flat_hash_map<std::string, prometheus::Counter*>, kStatusCodes>,
-             kRpcOpCount>
-      counters_ ABSL_GUARDED_BY(counters_mu_);
+  prometheus::Family<prometheus::Histogram>& latency_;
+  absl::Mutex series_mu_;
+  absl::flat_hash_map<SeriesKey, Series> series_ ABSL_GUARDED_BY(series_mu_);
   prometheus::Gauge& in_flight_;
-  // [op][stage], created up front so recording takes no lock.
-  std::array<std::array<prometheus::Histogram*, kStages>, kRpcOpCount> latency_{};
-  // [op]: the batch size each successful compute request ran in.
+  prometheus::Gauge& queue_capacity_;
+  // [op]: the batch size each successful compute request ran in, and its
+  // bytes; made up front, so recording them takes no lock.
   std::array<prometheus::Histogram*, kRpcOpCount> batch_size_{};
+  std::array<prometheus::Histogram*, kRpcOpCount> bytes_{};
   std::shared_ptr<SchedulerCollector> scheduler_collector_;
   std::shared_ptr<TensorCollector> tensor_collector_;
   std::shared_ptr<SharedMemoryCollector> shm_collector_;
+  std::shared_ptr<AttachedCollector> gpu_collector_;
   std::shared_ptr<prometheus::Collectable> collectable_;
 };
 
