@@ -15,6 +15,10 @@ struct CudaDeviceOptions {
   std::string devices = "all";          // "all" or a list such as "0,1"
   int streams_per_device = 4;           // jobs each GPU runs at once
   double device_memory_fraction = 0.9;  // cap of the pooled device memory
+  // Profile's hardware counters (CUPTI's range profiler, see cupti_counters.h).
+  bool profile_counters = true;                  // false: rows say they are turned off
+  std::string cupti_library = "libcupti.so.13";  // opened at the first counter read
+  int profile_counter_max_passes = 32;           // replays of one launch at most
 };
 
 // The usable GPUs, or why there are none (no driver, no device, ...).
