@@ -5,6 +5,8 @@
 //                  "variant metric value" lines
 //   --mode=launch  launches each variant once between cudaProfilerStart and
 //                  cudaProfilerStop, for `ncu --profile-from-start off`
+//   --mode=list    prints the variants' names, one a line
+//   --mode=metrics prints every metric Profile can read, comma-separated
 // bench/counters_vs_ncu.sh runs both and prints them side by side.
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
@@ -28,7 +30,7 @@
 ABSL_FLAG(std::string, op, "transpose", "matmul, transpose or reduce");
 ABSL_FLAG(std::string, shape, "4096x4096", "MxN (transpose, reduce) or MxKxN (matmul)");
 ABSL_FLAG(std::string, variants, "", "comma-separated variant names (empty: every CUDA one)");
-ABSL_FLAG(std::string, mode, "cupti", "cupti or launch");
+ABSL_FLAG(std::string, mode, "cupti", "cupti, launch, list or metrics");
 
 namespace gk = gpucompute::kernels;
 namespace gs = gpucompute::server;
@@ -45,6 +47,16 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "metrics") {
+    std::string all;
+    for (const gs::CounterSpec& c : gs::ProfileCounters()) {
+      if (!all.empty()) all.push_back(',');
+      all.append(c.metric.data(), c.metric.size());
+    }
+    std::printf("%s\n", all.c_str());
+    return 0;
+  }
   gk::Problem p;
   const std::string op = absl::GetFlag(FLAGS_op);
   if (op == "matmul") {
@@ -70,7 +82,9 @@ int main(int argc, char** argv) {
   std::vector<const gk::Variant*> variants;
   const std::string names = absl::GetFlag(FLAGS_variants);
   if (names.empty()) {
-    variants = gk::DefaultRegistry().List(p.op, gk::Backend::kCuda);
+    for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
+      if (v->Supports(p.dtype)) variants.push_back(v);
+    }
   } else {
     for (auto name : absl::StrSplit(names, ',', absl::SkipEmpty())) {
       const gk::Variant* v =
@@ -78,6 +92,11 @@ int main(int argc, char** argv) {
       if (v == nullptr) return Fail("no variant " + std::string(name));
       variants.push_back(v);
     }
+  }
+
+  if (mode == "list") {
+    for (const gk::Variant* v : variants) std::printf("%s\n", v->name.c_str());
+    return 0;
   }
 
   cudaStream_t stream = nullptr;
@@ -115,7 +134,7 @@ int main(int argc, char** argv) {
       return s;
     return CudaStatus(cudaStreamSynchronize(stream), "sync");
   };
-  const bool cupti = absl::GetFlag(FLAGS_mode) == "cupti";
+  const bool cupti = mode == "cupti";
   for (const gk::Variant* v : variants) {
     auto launch = [&]() -> absl::Status {
       if (auto s = v->launch(p, buffers, ctx); !s.ok()) return s;
