@@ -1,7 +1,7 @@
 // gpucompute-counters: one launch of each named variant on random inputs,
 // for comparing Profile's hardware counters with Nsight Compute's.
 //   --mode=cupti   reads the counters as Profile does (the server's CUPTI
-//                  reader, L2 flushed by a read first) and prints
+//                  reader, the L2 flushed clean first) and prints
 //                  "variant metric value" lines
 //   --mode=launch  launches each variant once between cudaProfilerStart and
 //                  cudaProfilerStop, for `ncu --profile-from-start off`
@@ -125,11 +125,11 @@ int main(int argc, char** argv) {
   const gk::Buffers buffers{a, b, out, ws, ws_bytes};
   const gk::LaunchContext ctx{stream, cublas};
 
+  int round = 0;
   auto flush_l2 = [&]() -> absl::Status {
-    auto* lines = static_cast<float*>(flush);
-    if (auto s = CudaStatus(gpucompute::server::cuda::LaunchStreamingRead(
-                                lines, flush_bytes / 4, lines, sms * 8, 4, stream),
-                            "flush");
+    if (auto s = CudaStatus(
+            gpucompute::server::cuda::FlushL2Clean(flush, flush_bytes, sms * 8, ++round, stream),
+            "flush");
         !s.ok())
       return s;
     return CudaStatus(cudaStreamSynchronize(stream), "sync");

@@ -19,6 +19,7 @@ absl::Status ReadProfileCounters(CounterReader& reader, const kernels::Problem& 
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device), "cudaGetDevice");
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  int round = 0;
   for (VariantMeasurement& m : results) {
     if (!m.ok) continue;
     if (stop()) return absl::CancelledError("profile abandoned: the client went away");
@@ -26,14 +27,11 @@ absl::Status ReadProfileCounters(CounterReader& reader, const kernels::Problem& 
     // Each step returns once the device is done, so the profiler's range
     // holds the launch and nothing else of this request.
     replay.prepare = [&]() -> absl::Status {
-      // Flushed by reading, not writing (as before the timed runs): the L2
-      // is left holding clean lines, so none is written back to DRAM inside
-      // the range and the DRAM counters are the variant's own.
+      // The L2 left with clean lines only (see FlushL2Clean), so the
+      // range's DRAM counters are the variant's own.
       if (flush != nullptr) {
-        auto* lines = static_cast<float*>(flush);
-        if (auto s = CudaStatus(LaunchStreamingRead(lines, flush_bytes / int64_t(sizeof(float)),
-                                                    lines, sms * 8, 4, stream),
-                                "L2 flush read");
+        if (auto s =
+                CudaStatus(FlushL2Clean(flush, flush_bytes, sms * 8, ++round, stream), "L2 flush");
             !s.ok())
           return s;
       }

@@ -15,4 +15,13 @@ namespace gpucompute::server::cuda {
 cudaError_t LaunchStreamingRead(const float* data, int64_t count, float* sink, int blocks,
                                 int in_flight, cudaStream_t stream);
 
+// Leaves the L2 holding only clean lines of `buffer` (`bytes`, a multiple
+// of 16, at least twice the L2): writes it (the byte `round`), which evicts
+// every older line, then reads it with ordinary loads, which evicts those
+// writes and has them written back now. A profiled range that follows reads
+// its operands from DRAM and counts no write-back of earlier work. (A read
+// with evict-first loads, as above, replaces its own lines and leaves older
+// ones in place.)
+cudaError_t FlushL2Clean(void* buffer, int64_t bytes, int blocks, int round, cudaStream_t stream);
+
 }  // namespace gpucompute::server::cuda

@@ -23,6 +23,8 @@ constexpr CounterSpec kCounters[] = {
      "32-byte sectors per warp-wide global store: 4 when coalesced (float), up to 32 when strided"},
     {"smsp__inst_executed_op_global_ld.sum", "instructions",
      "warp-wide global load instructions executed"},
+    {"smsp__inst_executed.sum", "instructions",
+     "warp instructions executed (a divergent warp issues each for its few active threads)"},
     {"smsp__inst_executed_pipe_lsu.sum", "instructions",
      "warp-wide load/store-unit instructions (global and shared memory) executed"},
     {"lts__t_sector_hit_rate.pct", "%", "L2 cache hit rate, by sectors"},

@@ -34,8 +34,7 @@ constexpr Lesson kLessons[] = {
     {Op::kReduce, "divergence",
      "sequential addressing keeps the active threads of a tree step in whole warps (and adds "
      "two elements per thread on load)",
-     "interleaved", "sequential", "smsp__thread_inst_executed_per_inst_executed.ratio",
-     /*counter_rises=*/true},
+     "interleaved", "sequential", "smsp__inst_executed.sum"},
 };
 
 // A counter `before` -> `after` as the idea predicts: a fall (or a rise),

@@ -1,12 +1,12 @@
 // Profile's hardware counters on the GPU, through the real server: the
 // transpose ladder at 4096^2 shows the bank conflicts of `shared` and none
-// in `shared_padded` / `shared_swizzled`, naive's strided stores take more
-// sectors per request than the tiled ones', a transpose moves about twice
-// its matrix through DRAM; every comparison's counter moves as its lesson
-// predicts; counters cost at most 3x a Profile's time; no row is above 1.05
-// of its measured ceiling in 30 Profiles; and a server without CUPTI still
-// answers with timings and says why. Skips with a message without a GPU,
-// and when the process may not read counters.
+// (beyond the hardware's background) in `shared_padded` / `shared_swizzled`,
+// naive's strided stores take more sectors per request than the tiled
+// ones', a transpose at 8192^2 moves about twice its matrix through DRAM; every comparison's
+// counter moves as its lesson predicts; counters cost at most 3x a Profile's time; no row is
+// above 1.05 of its measured ceiling in 30 Profiles; and a server without CUPTI still answers with
+// timings and says why. Skips with a message without a GPU, and when the process may not read
+// counters.
 #include <cuda_runtime.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -30,6 +30,7 @@ using testing::ServerProcess;
 
 constexpr char kLoadConflicts[] = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum";
 constexpr char kStoreConflicts[] = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum";
+constexpr double kBackgroundConflicts = 0.01;
 constexpr char kStoreSectors[] =
     "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio";
 
@@ -136,27 +137,43 @@ TEST_F(ProfileCountersGpuTest, TransposeLadderShowsConflictsSectorsAndDramBytes)
   // extra passes per warp-wide load; at least one each.
   const double shared_conflicts = Counter(*rows["shared"], kLoadConflicts);
   EXPECT_GT(shared_conflicts, double(kN * kN / 32));
+  // "None": the hardware counts a background of a few conflicts in any
+  // tile kernel (on the H200 about 24k loads and 3k stores for a padded
+  // 4096^2 transpose, ncu the same), under 1% of the 32-way ones.
   for (const char* name : {"shared_padded", "shared_swizzled"}) {
     const double conflicts =
         Counter(*rows[name], kLoadConflicts) + Counter(*rows[name], kStoreConflicts);
-    EXPECT_LE(conflicts, 1e-3 * shared_conflicts) << name;
+    EXPECT_LE(conflicts, kBackgroundConflicts * shared_conflicts) << name;
   }
   const double naive_sectors = Counter(*rows["naive"], kStoreSectors);
   for (const char* name : {"shared", "shared_padded", "shared_swizzled"}) {
     EXPECT_GT(naive_sectors, Counter(*rows[name], kStoreSectors)) << name;
-  }
-  // Read once, written once: twice the matrix through DRAM, within 10%.
-  const double matrix = double(kN * kN * 4);
-  for (const v1::VariantProfile& v : resp.variants()) {
-    if (!v.ok()) continue;
-    const double dram = Counter(v, "dram__bytes_read.sum") + Counter(v, "dram__bytes_write.sum");
-    EXPECT_NEAR(dram / (2 * matrix), 1.0, 0.10) << v.variant() << ": " << dram << " bytes";
   }
   ASSERT_GE(resp.comparisons_size(), 3);
   for (const v1::Comparison& c : resp.comparisons()) {
     EXPECT_FALSE(c.counter().empty()) << c.idea();
     EXPECT_TRUE(c.counter_as_predicted()) << c.idea() << ": " << c.counter() << " "
                                           << c.counter_before() << " -> " << c.counter_after();
+  }
+}
+
+// Read once, written once: twice the matrix through DRAM, within 10%, for
+// the transposes whose stores are coalesced (naive's partial-sector stores
+// cost more: 1.15x at 4096^2). 8192^2, since what the 60 MB L2 still holds
+// dirty when the range ends is written back after it (at 4096^2, up to 12
+// of cuBLAS's 64 MB: 0.89x).
+TEST_F(ProfileCountersGpuTest, TransposeMovesTwiceItsMatrixThroughDram) {
+  constexpr int64_t kN = 8192;
+  const v1::ProfileResponse resp = Profile(Request(v1::OP_TRANSPOSE, kN, kN, 0, true));
+  if (!CountersRead(resp)) GTEST_SKIP() << "no permission to read counters";
+  const double matrix = double(kN * kN * 4);
+  for (const v1::VariantProfile& v : resp.variants()) {
+    if (!v.ok()) continue;
+    const double dram = Counter(v, "dram__bytes_read.sum") + Counter(v, "dram__bytes_write.sum");
+    std::printf("%-22s DRAM %.4g bytes, %.3f of twice the matrix\n", v.variant().c_str(), dram,
+                dram / (2 * matrix));
+    if (v.variant() == "naive") continue;
+    EXPECT_NEAR(dram / (2 * matrix), 1.0, 0.10) << v.variant() << ": " << dram << " bytes";
   }
 }
 
