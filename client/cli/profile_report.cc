@@ -280,16 +280,17 @@ std::string ProfileHtml(const std::string& what, const v1::ProfileResponse& resp
       rows.push_back(&v);
       absl::StrAppend(&html, "<th>", Escape(v.variant()), "</th>");
     }
-    html += "<th>meaning</th></tr>\n";
+    html += "</tr>\n";
     for (const CounterColumn& n : names) {
-      absl::StrAppend(&html, "<tr><td><code>", Escape(n.name), "</code></td><td>", Escape(n.unit),
-                      "</td>");
+      // The meaning under the name, so the variants' columns keep the width.
+      absl::StrAppend(&html, "<tr><td><code>", Escape(n.name), "</code><br><span class=\"muted\">",
+                      Escape(n.meaning), "</span></td><td>", Escape(n.unit), "</td>");
       for (const v1::VariantProfile* v : rows) {
         const v1::Counter* c = FindCounter(*v, n.name);
         absl::StrAppend(&html, "<td class=\"num\">", c ? Escape(CounterValueText(c->value())) : "-",
                         "</td>");
       }
-      absl::StrAppend(&html, "<td class=\"muted\">", Escape(n.meaning), "</td></tr>\n");
+      html += "</tr>\n";
     }
     html += "</table>\n";
   }
