@@ -97,6 +97,15 @@ ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
           "keeps the measured one");
+ABSL_FLAG(bool, profile_counters, true,
+          "CUDA backend: read hardware counters (CUPTI's range profiler) when a Profile asks; "
+          "false: its rows say counters are turned off here");
+ABSL_FLAG(std::string, cupti_library, "libcupti.so.13",
+          "CUDA backend: the CUPTI library Profile's counters open (a name on the library path, "
+          "or a path)");
+ABSL_FLAG(int32_t, profile_counter_max_passes, 32,
+          "CUDA backend: replays of one variant the counters may take (the profiler reads a few "
+          "counters per pass)");
 ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
 ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
 ABSL_FLAG(std::string, autotune_cache, "",
@@ -188,6 +197,9 @@ absl::StatusOr<Backend> OpenBackend(const std::string& choice) {
           "--batch_graphs_per_stream: must be 0 to 4096, got ", options.batch_graphs_per_stream));
     }
     options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
+    options.profile_counters = absl::GetFlag(FLAGS_profile_counters);
+    options.cupti_library = absl::GetFlag(FLAGS_cupti_library);
+    options.profile_counter_max_passes = absl::GetFlag(FLAGS_profile_counter_max_passes);
     auto gpus = OpenCudaDevices(options);
     if (gpus.ok()) {
       backend.kind = kernels::Backend::kCuda;
@@ -629,7 +641,8 @@ int Run() {
   }
   for (const auto& d : backend->devices) {
     LogInfo(absl::StrCat("device ", d->description().name, ": ceilings ",
-                         static_cast<int64_t>(d->ceilings().gbytes_per_s), " GB/s, ",
+                         static_cast<int64_t>(d->ceilings().gbytes_per_s), " GB/s copy, ",
+                         static_cast<int64_t>(d->ceilings().gbytes_per_s_read), " GB/s read, ",
                          static_cast<int64_t>(d->ceilings().gflops), " GFLOP/s"));
   }
   if (ceilings_file) {

@@ -594,6 +594,9 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
   if (const std::string comparisons = ComparisonsText(*response); !comparisons.empty()) {
     std::printf("\n%s", comparisons.c_str());
   }
+  if (const std::string counters = CountersText(*response); !counters.empty()) {
+    std::printf("\n%s", counters.c_str());
+  }
   if (const std::string notes = NotesText(*response); !notes.empty()) {
     std::printf("\n%s", notes.c_str());
   }
@@ -828,8 +831,9 @@ const std::vector<Command>& Commands() {
         {"warmup", "N", "0", "untimed runs per variant (0: server default)"},
         {"repetitions", "N", "0", "timed runs per variant (0: server default)"},
         {"counters", "", "",
-         "ask for hardware counters per variant (no server reads them yet: each row's note "
-         "says why)"},
+         "also read hardware counters per variant (bank conflicts, DRAM bytes, sectors per "
+         "request, ...), after the timed runs; where the server cannot, each row's note says "
+         "why"},
         {"warm_cache", "", "",
          "time runs with warm caches (default: each timed run starts with the device's "
          "last-level cache, a GPU's L2, flushed)"},

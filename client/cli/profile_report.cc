@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,7 +81,81 @@ std::string BarChart(const std::vector<Bar>& bars, double scale_max, double mark
   return svg;
 }
 
+// A counter's value, short: integers as such (with k/M/G above 10^4),
+// ratios and percentages with two decimals.
+std::string CounterValueText(double value) {
+  const double a = std::abs(value);
+  if (value == std::floor(value) && a >= 1e4) {
+    if (a >= 1e9) return absl::StrFormat("%.2fG", value / 1e9);
+    if (a >= 1e6) return absl::StrFormat("%.2fM", value / 1e6);
+    return absl::StrFormat("%.1fk", value / 1e3);
+  }
+  if (value == std::floor(value)) return absl::StrFormat("%.0f", value);
+  return absl::StrFormat("%.2f", value);
+}
+
+// The counters' metric names in the order rows give them, with unit and
+// meaning (from the first row that has each).
+struct CounterColumn {
+  std::string name, unit, meaning;
+};
+std::vector<CounterColumn> CounterNames(const v1::ProfileResponse& response) {
+  std::vector<CounterColumn> names;
+  for (const v1::VariantProfile& v : response.variants()) {
+    for (const v1::Counter& c : v.counters()) {
+      if (std::none_of(names.begin(), names.end(),
+                       [&](const CounterColumn& n) { return n.name == c.name(); }))
+        names.push_back({c.name(), c.unit(), c.meaning()});
+    }
+  }
+  return names;
+}
+
+const v1::Counter* FindCounter(const v1::VariantProfile& v, const std::string& name) {
+  for (const v1::Counter& c : v.counters()) {
+    if (c.name() == name) return &c;
+  }
+  return nullptr;
+}
+
+std::string CounterMove(const v1::Comparison& c) {
+  if (c.counter().empty()) return "-";
+  return absl::StrCat(CounterValueText(c.counter_before()), " -> ",
+                      CounterValueText(c.counter_after()),
+                      c.counter_as_predicted() ? " (as predicted)" : " (NOT as predicted)");
+}
+
 }  // namespace
+
+std::string CountersText(const v1::ProfileResponse& response) {
+  const std::vector<CounterColumn> names = CounterNames(response);
+  if (names.empty()) return "";
+  std::vector<const v1::VariantProfile*> rows;
+  for (const v1::VariantProfile& v : response.variants()) {
+    if (v.counters_size() > 0) rows.push_back(&v);
+  }
+  size_t name_w = 0;
+  for (const CounterColumn& n : names) name_w = std::max(name_w, n.name.size() + n.unit.size() + 3);
+  std::string out = "hardware counters (one launch each, read after the timed runs)\n";
+  absl::StrAppendFormat(&out, "  %-*s", int(name_w), "counter (unit)");
+  for (const v1::VariantProfile* v : rows)
+    absl::StrAppendFormat(&out, "  %*s", int(std::max<size_t>(v->variant().size(), 9)),
+                          v->variant());
+  out += "\n";
+  for (const CounterColumn& n : names) {
+    absl::StrAppendFormat(&out, "  %-*s", int(name_w), absl::StrCat(n.name, " (", n.unit, ")"));
+    for (const v1::VariantProfile* v : rows) {
+      const v1::Counter* c = FindCounter(*v, n.name);
+      absl::StrAppendFormat(&out, "  %*s", int(std::max<size_t>(v->variant().size(), 9)),
+                            c ? CounterValueText(c->value()) : "-");
+    }
+    out += "\n";
+  }
+  out += "meanings:\n";
+  for (const CounterColumn& n : names)
+    absl::StrAppendFormat(&out, "  %-*s  %s\n", int(name_w), n.name, n.meaning);
+  return out;
+}
 
 std::string ComparisonsText(const v1::ProfileResponse& response) {
   if (response.comparisons_size() == 0) return "";
@@ -91,9 +167,18 @@ std::string ComparisonsText(const v1::ProfileResponse& response) {
   std::string out = "comparisons (time ratio: before's median / after's; above 1, the idea paid)\n";
   absl::StrAppendFormat(&out, "  %-*s  %-*s  %10s  %s\n", int(idea_w), "idea", int(pair_w),
                         "before -> after", "time ratio", "lesson");
+  bool any_counter = false;
   for (const v1::Comparison& c : response.comparisons()) {
     absl::StrAppendFormat(&out, "  %-*s  %-*s  %9.2fx  %s\n", int(idea_w), c.idea(), int(pair_w),
                           absl::StrCat(c.before(), " -> ", c.after()), c.time_ratio(), c.lesson());
+    any_counter |= !c.counter().empty();
+  }
+  if (any_counter) {
+    out += "the counter that explains each (before -> after)\n";
+    for (const v1::Comparison& c : response.comparisons()) {
+      absl::StrAppendFormat(&out, "  %-*s  %s  %s\n", int(idea_w), c.idea(),
+                            c.counter().empty() ? "-" : c.counter(), CounterMove(c));
+    }
   }
   return out;
 }
@@ -172,12 +257,40 @@ std::string ProfileHtml(const std::string& what, const v1::ProfileResponse& resp
         "<p class=\"muted\">Time ratio: the median of the variant without the idea over the "
         "median of the one with it; above 1, the idea paid.</p>\n"
         "<table>\n<tr><th>idea</th><th>before &rarr; after</th><th>time ratio</th>"
-        "<th>lesson</th></tr>\n";
+        "<th>counter</th><th>counter before &rarr; after</th><th>lesson</th></tr>\n";
     for (const v1::Comparison& c : response.comparisons()) {
       absl::StrAppend(&html, "<tr><td>", Escape(c.idea()), "</td><td>", Escape(c.before()),
                       " &rarr; ", Escape(c.after()), "</td><td class=\"num\">",
-                      absl::StrFormat("%.2fx", c.time_ratio()), "</td><td>", Escape(c.lesson()),
-                      "</td></tr>\n");
+                      absl::StrFormat("%.2fx", c.time_ratio()), "</td><td><code>",
+                      Escape(c.counter().empty() ? "-" : c.counter()), "</code></td><td class=\"",
+                      !c.counter().empty() && !c.counter_as_predicted() ? "note" : "num", "\">",
+                      Escape(CounterMove(c)), "</td><td>", Escape(c.lesson()), "</td></tr>\n");
+    }
+    html += "</table>\n";
+  }
+
+  if (const std::vector<CounterColumn> names = CounterNames(response); !names.empty()) {
+    html +=
+        "<h2>Hardware counters</h2>\n<p class=\"muted\">One launch of each variant, replayed "
+        "under the profiler after the timed runs (Nsight Compute's metric names).</p>\n"
+        "<table>\n<tr><th>counter</th><th>unit</th>";
+    std::vector<const v1::VariantProfile*> rows;
+    for (const v1::VariantProfile& v : response.variants()) {
+      if (v.counters_size() == 0) continue;
+      rows.push_back(&v);
+      absl::StrAppend(&html, "<th>", Escape(v.variant()), "</th>");
+    }
+    html += "</tr>\n";
+    for (const CounterColumn& n : names) {
+      // The meaning under the name, so the variants' columns keep the width.
+      absl::StrAppend(&html, "<tr><td><code>", Escape(n.name), "</code><br><span class=\"muted\">",
+                      Escape(n.meaning), "</span></td><td>", Escape(n.unit), "</td>");
+      for (const v1::VariantProfile* v : rows) {
+        const v1::Counter* c = FindCounter(*v, n.name);
+        absl::StrAppend(&html, "<td class=\"num\">", c ? Escape(CounterValueText(c->value())) : "-",
+                        "</td>");
+      }
+      html += "</tr>\n";
     }
     html += "</table>\n";
   }

@@ -10,16 +10,23 @@
 
 namespace gpucompute::cli {
 
-// The comparisons table: idea, before -> after, time ratio, lesson. Empty
-// when the response has no comparisons.
+// The comparisons table: idea, before -> after, time ratio, the counter
+// that explains it (before -> after, and whether it moved as predicted),
+// lesson. Empty when the response has no comparisons.
 std::string ComparisonsText(const v1::ProfileResponse& response);
+
+// The hardware counters: one line per counter (metric, unit) with each
+// variant's value in a column, then the counters' meanings. Empty when no
+// row has counters.
+std::string CountersText(const v1::ProfileResponse& response);
 
 // The rows' notes ("variant  note" lines under a heading); empty when none.
 std::string NotesText(const v1::ProfileResponse& response);
 
 // The page: `what` (the op, dtype and shape) as its title, the ladder as
 // horizontal bars of median time and of roofline fraction, failed variants,
-// the comparisons with their lessons, notes, the device and its ceilings.
+// the comparisons with their lessons and counters, the counters of every
+// variant, notes, the device and its ceilings.
 std::string ProfileHtml(const std::string& what, const v1::ProfileResponse& response);
 
 // Writes ProfileHtml to `path`; the error names the file and why.

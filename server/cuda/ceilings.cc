@@ -10,6 +10,7 @@
 #include "gpucompute/kernels/cuda_timer.h"
 #include "server/cuda/cuda_handles.h"
 #include "server/cuda/fill.h"
+#include "server/cuda/read_ceiling.h"
 
 namespace gpucompute::server::cuda {
 
@@ -27,6 +28,42 @@ absl::StatusOr<double> BestSeconds(Slot& slot, const std::function<absl::Status(
   if (!ms.ok()) return ms.status();
   if (ms->empty()) return absl::InternalError("ceilings: no timed run");
   return *std::min_element(ms->begin(), ms->end()) * 1e-3;
+}
+
+// Bytes read per second by a streaming read kernel over `bytes` of `data`
+// (far beyond the L2): the best of the shapes tried, each the best of its
+// runs. Reductions are held to it, since they read and write nothing else.
+absl::StatusOr<double> MeasureReadBandwidth(Slot& slot, const float* data, size_t bytes,
+                                            float* sink) {
+  int device = 0, sms = 0;
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device), "cudaGetDevice");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  double best = 0;
+  // 8 and 16 blocks of 256 threads per SM (full occupancy, and twice that
+  // for the tail), 4 or 8 loads in flight per thread.
+  for (int blocks_per_sm : {8, 16}) {
+    for (int in_flight : {4, 8}) {
+      auto seconds = BestSeconds(slot, [&] {
+        return CudaStatus(LaunchStreamingRead(data, int64_t(bytes / sizeof(float)), sink,
+                                              sms * blocks_per_sm, in_flight, slot.stream()),
+                          "streaming read");
+      });
+      if (!seconds.ok()) return seconds.status();
+      best = std::max(best, double(bytes) / *seconds / 1e9);
+    }
+  }
+  return best;
+}
+
+int64_t L2Bytes() {
+  int device = 0, l2 = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return l2;
 }
 
 }  // namespace
@@ -50,6 +87,11 @@ absl::StatusOr<Ceilings> MeasureCeilings(Slot& slot, std::atomic<int64_t>& devic
   });
   if (!copy_s.ok()) return copy_s.status();
   ceilings.gbytes_per_s = 2.0 * double(copy_bytes) / *copy_s / 1e9;
+  auto read_gbps = MeasureReadBandwidth(slot, static_cast<const float*>(src->get()), copy_bytes,
+                                        static_cast<float*>(dst->get()));
+  if (!read_gbps.ok()) return read_gbps.status();
+  ceilings.gbytes_per_s_read = *read_gbps;
+  ceilings.cache_bytes = L2Bytes();
 
   // 4096^3 GEMMs on random data in the copy buffers (2 x 64 MiB + 64 MiB).
   constexpr int n = 4096;

@@ -1,5 +1,6 @@
 // The roofline of a GPU, measured at start-up: device-to-device copy
-// bandwidth and cuBLAS SGEMM (FP32 without and with TF32) and DGEMM rates.
+// bandwidth, read-only bandwidth (a streaming read kernel), cuBLAS SGEMM
+// (FP32 without and with TF32) and DGEMM rates, and the L2's size.
 #pragma once
 
 #include <atomic>

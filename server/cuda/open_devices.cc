@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/cuda/cuda_device.h"
+#include "server/cuda/cupti_counters.h"
 
 namespace gpucompute::server {
 namespace {
@@ -35,6 +36,9 @@ absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& devices, int c
 
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCudaDevices(
     const CudaDeviceOptions& options) {
+  cuda::ConfigureCuptiCounters({.enabled = options.profile_counters,
+                                .library = options.cupti_library,
+                                .max_passes = options.profile_counter_max_passes});
   int count = 0;
   if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
     // Without a GPU the runtime blames the driver's version ("CUDA driver

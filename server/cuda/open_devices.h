@@ -18,6 +18,10 @@ struct CudaDeviceOptions {
   // Graphs of small batches each stream keeps for replay (0: launch each
   // member's kernels one by one).
   int batch_graphs_per_stream = 64;
+  // Profile's hardware counters (CUPTI's range profiler, see cupti_counters.h).
+  bool profile_counters = true;                  // false: rows say they are turned off
+  std::string cupti_library = "libcupti.so.13";  // opened at the first counter read
+  int profile_counter_max_passes = 32;           // replays of one launch at most
 };
 
 // The usable GPUs, or why there are none (no driver, no device, ...).

@@ -12,7 +12,9 @@
 #include "gpucompute/kernels/cuda_status.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/reference.h"
+#include "server/cuda/cupti_counters.h"
 #include "server/cuda/fill.h"
+#include "server/cuda/profile_counters.h"
 #include "server/cuda/reference_gemm.h"
 
 namespace gpucompute::server::cuda {
@@ -156,6 +158,14 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
       m.times_us = std::move(*times);
     }
     results.push_back(std::move(m));
+  }
+  // Counters after every timed run: the profiler's replays and its state
+  // never touch what was timed.
+  if (job.read_counters) {
+    if (auto s = ReadProfileCounters(CuptiCounters(), p, buffers, slot, *flush, flush_bytes, stop,
+                                     results);
+        !s.ok())
+      return s;
   }
   return results;
 }

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gpucompute/kernels/variant.h"
+#include "server/engine/hardware_counters.h"
 
 namespace gpucompute::server {
 
@@ -110,6 +111,9 @@ struct ProfileJob {
   // Flush the last-level cache (a GPU's L2) before each timed run, untimed,
   // so that every run reads its operands from memory.
   bool flush_cache = true;
+  // After every variant is timed, replay each correct one under the
+  // device's hardware-counter profiler (never during the timed runs).
+  bool read_counters = false;
 };
 
 struct VariantMeasurement {
@@ -118,6 +122,10 @@ struct VariantMeasurement {
   std::string error;
   double max_rel_error = 0;
   std::vector<double> times_us;  // one per repetition, when ok
+  // With ProfileJob::read_counters: what the profiler read, and why some or
+  // all counters are missing (empty when none are).
+  std::vector<CounterValue> counters;
+  std::string counters_note;
 };
 
 // Returns true when the caller no longer wants the result.

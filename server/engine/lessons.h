@@ -9,6 +9,7 @@
 
 #include "absl/types/span.h"
 #include "gpucompute/kernels/problem.h"
+#include "server/engine/hardware_counters.h"
 
 namespace gpucompute::server {
 
@@ -18,9 +19,10 @@ struct Lesson {
   std::string_view lesson;  // one line: what the idea changes
   std::string_view before;  // the variant without the idea
   std::string_view after;   // the variant with it
-  // The Nsight Compute metric expected to explain the difference. Not read
-  // by any build yet: Profile's Comparison.counter stays empty until it is.
+  // The hardware counter (a metric of ProfileCounters) that explains the
+  // difference, and which way the idea should move it.
   std::string_view counter;
+  bool counter_rises = false;  // false: the idea lowers it
 };
 
 // Every pair, in the order a Profile reports them.
@@ -31,11 +33,19 @@ struct TimedVariant {
   std::string name;
   bool ok = false;
   double median_us = 0;
+  std::vector<CounterValue> counters;  // empty when none were read
 };
 
 struct MeasuredLesson {
   const Lesson* lesson = nullptr;
   double time_ratio = 0;  // before's median / after's median
+  // The lesson's counter in both variants, when both read it.
+  bool has_counter = false;
+  double counter_before = 0;
+  double counter_after = 0;
+  // The counter moved the way the idea predicts (or stayed put where the
+  // idea keeps it, e.g. no bank conflicts before or after).
+  bool counter_as_predicted = false;
 };
 
 // The lessons of `op` whose two variants are both ok with a positive median

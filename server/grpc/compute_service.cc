@@ -152,6 +152,20 @@ v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies
   return report;
 }
 
+// Operators see once per Profile why asked-for counters were not read (the
+// first reason; the rows carry each).
+void LogCountersUnread(const std::vector<VariantMeasurement>& measured,
+                       const DeviceDescription& device) {
+  for (const VariantMeasurement& m : measured) {
+    if (!m.counters.empty()) continue;
+    const std::string why =
+        m.counters_note.empty() ? CountersUnavailableNote(device.backend) : m.counters_note;
+    LogInfo(absl::StrCat("Profile asked for hardware counters on ", device.name, "; ",
+                         m.variant->name, ": ", why));
+    return;
+  }
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc,
@@ -322,6 +336,7 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
   job.repetitions = req->repetitions() > 0 ? req->repetitions() : config_.profile_repetitions;
   job.seed = std::random_device{}();
   job.flush_cache = !req->warm_cache();
+  job.read_counters = req->counters();
   for (int i = 0; i < req->variants_size(); ++i) {
     auto v = ResolveVariant(registry_, engine->backend(), *problem, req->variants(i),
                             absl::StrCat("variants[", i, "]"));
@@ -349,10 +364,7 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
                           outcome.selected ? outcome.selected->name : "", resp, counters);
       resp->set_seed(seed);
       resp->set_cold_cache(outcome.flush_cache);
-      if (counters) {
-        LogInfo(absl::StrCat("Profile asked for hardware counters on ", device.name,
-                             "; none read: ", CountersUnavailableNote(device.backend)));
-      }
+      if (counters) LogCountersUnread(outcome.measured, device);
     }
     RequestLabels labels;
     labels.dtype = kernels::DTypeName(problem.dtype);

@@ -15,11 +15,12 @@ void AddNote(v1::VariantProfile& row, const std::string& note) {
 
 }  // namespace
 
-std::string CountersUnavailableNote(kernels::Backend backend) {
+std::string CountersUnavailableNote(kernels::Backend backend, bool ran_ok) {
   if (backend == kernels::Backend::kCpu) {
     return "hardware counters need a CUDA device; this server runs the CPU backend";
   }
-  return "hardware counters are not read by this build yet";
+  return ran_ok ? "hardware counters not read: the device returned none"
+                : "hardware counters not read: this variant did not run ok";
 }
 
 void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured,
@@ -50,8 +51,21 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
       row.set_fraction_of_roofline(verdict.fraction);
       AddNote(row, verdict.note);
     }
-    if (counters_requested) AddNote(row, CountersUnavailableNote(device.backend));
-    timed.push_back({row.variant(), row.ok(), row.median_us()});
+    if (counters_requested) {
+      for (const CounterValue& c : m.counters) {
+        v1::Counter* counter = row.add_counters();
+        counter->set_name(c.metric);
+        counter->set_value(c.value);
+        counter->set_unit(c.unit);
+        counter->set_meaning(c.meaning);
+      }
+      if (!m.counters_note.empty()) {
+        AddNote(row, m.counters_note);
+      } else if (m.counters.empty()) {
+        AddNote(row, CountersUnavailableNote(device.backend, row.ok()));
+      }
+    }
+    timed.push_back({row.variant(), row.ok(), row.median_us(), m.counters});
     rows.push_back(std::move(row));
   }
   // Fastest correct first; failed variants last, in registry order.
@@ -68,7 +82,12 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
     c->set_before(std::string(lesson.before));
     c->set_after(std::string(lesson.after));
     c->set_time_ratio(measured_lesson.time_ratio);
-    // counter, counter_before, counter_after: empty until counters are read.
+    if (measured_lesson.has_counter) {
+      c->set_counter(std::string(lesson.counter));
+      c->set_counter_before(measured_lesson.counter_before);
+      c->set_counter_after(measured_lesson.counter_after);
+      c->set_counter_as_predicted(measured_lesson.counter_as_predicted);
+    }
   }
   response->set_selected(selected);
   response->set_device(device.name);

@@ -12,14 +12,15 @@
 
 namespace gpucompute::server {
 
-// `counters_requested`: the request asked for hardware counters, which no
-// backend reads yet; each row's note then says why its counters are empty.
+// `counters_requested`: the request asked for hardware counters; rows carry
+// what the device read, and each row without them says why.
 void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured,
                          const DeviceDescription& device, const Ceilings& ceilings,
                          const std::string& selected, v1::ProfileResponse* response,
                          bool counters_requested = false);
 
-// The note a row gets when counters were asked for on this backend.
-std::string CountersUnavailableNote(kernels::Backend backend);
+// The note a row gets when counters were asked for and the device gave
+// neither counters nor a reason (a CPU server; a variant that failed).
+std::string CountersUnavailableNote(kernels::Backend backend, bool ran_ok = true);
 
 }  // namespace gpucompute::server

@@ -53,6 +53,10 @@ TEST(LessonsTest, EveryPairNamesTwoVariantsOfItsLadder) {
     EXPECT_FALSE(lesson.lesson.empty()) << lesson.idea;
     EXPECT_EQ(lesson.lesson.find('\n'), std::string_view::npos) << lesson.idea;
     EXPECT_TRUE(ideas.insert(std::string(lesson.idea)).second) << "twice: " << lesson.idea;
+    // Its counter is one a Profile reads, for every variant of the pair.
+    const CounterSpec* counter = FindCounter(lesson.counter);
+    ASSERT_NE(counter, nullptr) << lesson.idea << ": " << lesson.counter;
+    EXPECT_FALSE(counter->tensor_cores_only) << lesson.idea;
   }
   for (const char* idea : {"coalescing", "bank conflicts", "swizzle vs padding", "tiling",
                            "register tiling", "divergence", "vector loads"}) {
@@ -62,9 +66,9 @@ TEST(LessonsTest, EveryPairNamesTwoVariantsOfItsLadder) {
 
 TEST(LessonsTest, OnlyPairsWhoseVariantsBothRanOk) {
   const std::vector<TimedVariant> transpose = {
-      {"naive", true, 100},        {"shared", true, 50},
-      {"shared_padded", true, 40}, {"shared_swizzled", false, 0},      // failed
-      {"cublas", true, 30},        {"shared_padded_vec16", true, 20},  // no _wide: no pair
+      {"naive", true, 100, {}},        {"shared", true, 50, {}},
+      {"shared_padded", true, 40, {}}, {"shared_swizzled", false, 0, {}},      // failed
+      {"cublas", true, 30, {}},        {"shared_padded_vec16", true, 20, {}},  // no _wide: no pair
   };
   const std::vector<MeasuredLesson> got = MeasureLessons(Op::kTranspose, transpose);
   ASSERT_EQ(got.size(), 2u);
@@ -76,13 +80,13 @@ TEST(LessonsTest, OnlyPairsWhoseVariantsBothRanOk) {
   // The same names under another op are not that op's lessons.
   EXPECT_TRUE(MeasureLessons(Op::kReduce, transpose).empty());
   const std::vector<MeasuredLesson> matmul = MeasureLessons(
-      Op::kMatMul, std::vector<TimedVariant>{{"naive", true, 900}, {"tiled32", true, 300}});
+      Op::kMatMul, std::vector<TimedVariant>{{"naive", true, 900, {}}, {"tiled32", true, 300, {}}});
   ASSERT_EQ(matmul.size(), 1u);
   EXPECT_EQ(matmul[0].lesson->idea, "tiling");
   EXPECT_DOUBLE_EQ(matmul[0].time_ratio, 3.0);
   // A variant ok but without a time (none timed) is no comparison.
-  EXPECT_TRUE(MeasureLessons(Op::kMatMul,
-                             std::vector<TimedVariant>{{"naive", true, 900}, {"tiled32", true, 0}})
+  EXPECT_TRUE(MeasureLessons(Op::kMatMul, std::vector<TimedVariant>{{"naive", true, 900, {}},
+                                                                    {"tiled32", true, 0, {}}})
                   .empty());
 }
 
@@ -189,19 +193,22 @@ TEST(ProfileResponseTest, ComparisonsNotesAndCounters) {
   EXPECT_EQ(coalescing.after(), "shared");
   EXPECT_DOUBLE_EQ(coalescing.time_ratio(), 2.0);  // medians 100 / 50
   EXPECT_FALSE(coalescing.lesson().empty());
-  EXPECT_EQ(coalescing.counter(), "");  // no hardware counters yet
+  EXPECT_EQ(coalescing.counter(), "");  // no counters asked for
   EXPECT_EQ(coalescing.counter_before(), 0);
+  EXPECT_FALSE(coalescing.counter_as_predicted());
   EXPECT_EQ(response.comparisons(1).idea(), "bank conflicts");
   EXPECT_DOUBLE_EQ(response.comparisons(1).time_ratio(), 1.25);
   // swizzle vs padding: shared_swizzled failed, so no comparison.
   EXPECT_EQ(response.comparisons(2).idea(), "vector loads");
   EXPECT_DOUBLE_EQ(response.comparisons(2).time_ratio(), 36.5 / 4);
 
-  // Counters asked for: every row says why there are none, on either backend.
+  // Counters asked for and none came back: every row says why, on either
+  // backend.
   v1::ProfileResponse with_counters;
   FillProfileResponse(p, measured, device, ceilings, "", &with_counters, true);
   for (const v1::VariantProfile& row : with_counters.variants()) {
-    EXPECT_NE(row.note().find("hardware counters are not read by this build yet"),
+    EXPECT_NE(row.note().find(row.ok() ? "hardware counters not read: the device returned none"
+                                       : "hardware counters not read: this variant did not run ok"),
               std::string::npos)
         << row.variant();
     EXPECT_EQ(row.counters_size(), 0);
