@@ -53,7 +53,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1
 # ---- 1 and 2: utilization against nvidia-smi; scrape time, all series ----
 start_server gauges --metrics_listen=$metrics --gpu_metrics_interval_ms=1000
 "$bin/gpucompute" info --server=$grpc > "$out/info.txt" 2>&1
-"${lt[@]}" --op=matmul --shape="$shape" --variants=auto --concurrency=16 --warmup=3s \
+# Operands held on the server (--placement=tensor): inline 4096^2 operands
+# spent the run on the wire and left the GPU 5-8% busy.
+"${lt[@]}" --op=matmul --shape="$shape" --variants=auto --placement=tensor --concurrency=16 --warmup=3s \
   --window=1s --stable_windows=1000 --max_time="$((seconds + 5))s" \
   --csv="$out/saturate.csv" > "$out/saturate.log" 2>&1 &
 load=$!
