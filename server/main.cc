@@ -91,6 +91,16 @@ ABSL_FLAG(int32_t, batch_graphs_per_stream, 64,
           "CUDA backend: CUDA graphs of small batches' kernels each stream keeps (one per "
           "variant, shape and batch size seen, least recently used dropped first), so a batch "
           "costs one graph launch; 0: launch each member's kernels one by one (0 to 4096)");
+ABSL_FLAG(int64_t, tensor_block_cache_bytes, int64_t{64} << 20,
+          "CUDA backend: device memory of freed small tensors each GPU keeps for the next tensor "
+          "of the same size, so that an op keeping its output allocates and frees without a CUDA "
+          "call; blocks of at most 1/64 of it are kept, and it stays under 1/64 of the pool cap. "
+          "0: every tensor is allocated from the pool and freed to it");
+ABSL_FLAG(int64_t, zero_copy_bytes, int64_t{64} << 10,
+          "CUDA backend: a small request whose inputs and result together are at most this many "
+          "bytes runs without copies when its variant uses plain loads and stores (the "
+          "project's own kernels, not cuBLAS or CUB): the kernel reads the inputs from pinned "
+          "host memory and writes the result there. 0: always copy (up to 1048576)");
 ABSL_FLAG(double, device_memory_fraction, 0.9,
           "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory");
 ABSL_FLAG(std::string, ceilings, "",
@@ -195,6 +205,16 @@ absl::StatusOr<Backend> OpenBackend(const std::string& choice) {
     if (options.batch_graphs_per_stream < 0 || options.batch_graphs_per_stream > 4096) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--batch_graphs_per_stream: must be 0 to 4096, got ", options.batch_graphs_per_stream));
+    }
+    options.tensor_block_cache_bytes = absl::GetFlag(FLAGS_tensor_block_cache_bytes);
+    if (options.tensor_block_cache_bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tensor_block_cache_bytes: must be 0 or more, got ", options.tensor_block_cache_bytes));
+    }
+    options.zero_copy_bytes = absl::GetFlag(FLAGS_zero_copy_bytes);
+    if (options.zero_copy_bytes < 0 || options.zero_copy_bytes > (int64_t{1} << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--zero_copy_bytes: must be 0 to 1048576, got ", options.zero_copy_bytes));
     }
     options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
     options.profile_counters = absl::GetFlag(FLAGS_profile_counters);

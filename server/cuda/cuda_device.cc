@@ -23,6 +23,7 @@
 #include "server/cuda/slot.h"
 #include "server/cuda/slot_pool.h"
 #include "server/cuda/small_batch.h"
+#include "server/cuda/tensor_blocks.h"
 #include "server/cuda/transfer_lanes.h"
 
 namespace gpucompute::server::cuda {
@@ -102,7 +103,13 @@ class CudaDevice final : public Device {
         health_(description_.name) {}
 
   // Frees the slots and the pool with this device current.
-  ~CudaDevice() override { cudaSetDevice(ordinal_); }
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal_);
+    // The kept tensor blocks are freed on the tensor stream, before it and
+    // the pool go.
+    tensor_blocks_.reset();
+    if (tensor_stream_) cudaStreamSynchronize(tensor_stream_.get());
+  }
 
   // The pool, the slots and the ceilings, on the current device (this one).
   absl::Status Init(const CudaDeviceOptions& options) {
@@ -130,6 +137,10 @@ class CudaDevice final : public Device {
     auto tensor_stream = CreateStream();
     if (!tensor_stream.ok()) return tensor_stream.status();
     tensor_stream_ = std::move(*tensor_stream);
+    zero_copy_bytes_ = options.zero_copy_bytes;
+    tensor_blocks_ = std::make_unique<TensorBlocks>(
+        std::min(options.tensor_block_cache_bytes, cap / TensorBlocks::kBlocksPerCapacity),
+        tensor_stream_.get());
     auto lanes = TransferLanes::Create(kTransferLanes, host_alloc_calls_);
     if (!lanes.ok()) return lanes.status();
     lanes_ = std::move(*lanes);
@@ -221,8 +232,8 @@ class CudaDevice final : public Device {
                                                                    absl::Time deadline) override {
     if (cudaSetDevice(ordinal_) != cudaSuccess)
       return health_.TakeOutOfService("cudaSetDevice failed");
-    auto memory =
-        CudaResidentMemory::Allocate(*memory_, ordinal_, tensor_stream_.get(), bytes, deadline);
+    auto memory = CudaResidentMemory::Allocate(*memory_, *tensor_blocks_, ordinal_,
+                                               tensor_stream_.get(), bytes, deadline);
     if (!memory.ok()) return health_.AfterError(memory.status());
     return std::unique_ptr<ResidentMemory>(std::move(*memory));
   }
@@ -325,7 +336,13 @@ class CudaDevice final : public Device {
     }
     // Only the marks of the stages this request has are recorded: an event
     // record costs about as much host time as a kernel launch.
-    const bool uploads = up_bytes > 0;
+    // Zero-copy: a variant of plain loads and stores reads its host inputs
+    // where they were gathered and writes its result into the staging it
+    // would have been copied to. The copies, their marks and the GPU's
+    // turnarounds between them go; the kernel reads across the bus instead.
+    const bool zero_copy = job.variant->zero_copy && up_bytes + size_t(plan.out_buffer()) > 0 &&
+                           int64_t(up_bytes) + plan.out_buffer() <= zero_copy_bytes_;
+    const bool uploads = up_bytes > 0 && !zero_copy;
     const bool downloads = !plan.out_resident;
     if (uploads) {
       if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
@@ -339,11 +356,13 @@ class CudaDevice final : public Device {
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(slot.stream()), "upload wait");
       return absl::CancelledError("request abandoned before its kernel ran");
     }
-    const void* a = plan.a.source == Source::kResident ? plan.a.resident->data() : dev;
+    // Host inputs sit at the same offsets in `up` as they would in `dev`.
+    const char* host_inputs = zero_copy ? up : dev;
+    const void* a = plan.a.source == Source::kResident ? plan.a.resident->data() : host_inputs;
     const void* b = plan.b.source == Source::kAbsent     ? nullptr
                     : plan.b.source == Source::kResident ? plan.b.resident->data()
-                                                         : dev + b_at;
-    void* out = plan.out_resident ? job.out_resident->data() : dev + out_at;
+                                                         : host_inputs + b_at;
+    void* out = plan.out_resident ? job.out_resident->data() : zero_copy ? down : dev + out_at;
     void* workspace = plan.workspace == 0      ? nullptr
                       : plan.workspace_in_slot ? slot.workspace()
                                                : dev + ws_at;
@@ -353,19 +372,22 @@ class CudaDevice final : public Device {
       return s;
     }
     if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
-    if (downloads) {
+    const bool copies_down = downloads && !zero_copy;
+    if (copies_down) {
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, dev + out_at, size_t(plan.out),
                                                       cudaMemcpyDeviceToHost, slot.stream()),
                                       "download cudaMemcpyAsync");
       if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
     }
-    if (auto s = downloads ? slot.WaitFor(Mark::kDownloaded, "download wait")
-                           : slot.WaitFor(Mark::kKernelEnd, "kernel wait");
+    if (auto s = copies_down ? slot.WaitFor(Mark::kDownloaded, "download wait")
+                             : slot.WaitFor(Mark::kKernelEnd, "kernel wait");
         !s.ok()) {
       return s;
     }
     if (downloads) std::memcpy(job.out, down, size_t(plan.out));
-    return slot.Stages(uploads, downloads);
+    auto times = slot.Stages(uploads, copies_down);
+    if (times.ok() && zero_copy) times->note = "zero-copy: the kernel read and wrote host memory";
+    return times;
   }
 
   // A larger request: the bytes of its own buffers are reserved from the
@@ -464,6 +486,7 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const int slot_count_;
   const DeviceDescription description_;
+  int64_t zero_copy_bytes_ = 0;  // CudaDeviceOptions::zero_copy_bytes
   DeviceHealth health_;
   HostCopyPool copier_{6};
   std::atomic<int64_t> device_malloc_calls_{0};
@@ -475,6 +498,7 @@ class CudaDevice final : public Device {
   // Tensors: their memory is allocated and freed on this stream, and their
   // bytes move through these lanes.
   UniqueStream tensor_stream_;
+  std::unique_ptr<TensorBlocks> tensor_blocks_;  // after the stream: freed on it
   std::unique_ptr<TransferLanes> lanes_;
 };
 

@@ -18,6 +18,13 @@ struct CudaDeviceOptions {
   // Graphs of small batches each stream keeps for replay (0: launch each
   // member's kernels one by one).
   int batch_graphs_per_stream = 64;
+  // Device memory of freed small tensors each GPU keeps for the next ones
+  // (tensor_blocks.h); at most 1/64 of the pool cap, 0 keeps none.
+  int64_t tensor_block_cache_bytes = int64_t{64} << 20;
+  // A small request's host bytes (inputs and result) up to which a variant
+  // of plain loads and stores (Variant::zero_copy) reads and writes them in
+  // pinned host memory instead of copying them; 0: always copy.
+  int64_t zero_copy_bytes = int64_t{64} << 10;
   // Profile's hardware counters (CUPTI's range profiler, see cupti_counters.h).
   bool profile_counters = true;                  // false: rows say they are turned off
   std::string cupti_library = "libcupti.so.13";  // opened at the first counter read

@@ -9,10 +9,15 @@ namespace gpucompute::server::cuda {
 using kernels::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<CudaResidentMemory>> CudaResidentMemory::Allocate(
-    DeviceMemory& memory, int ordinal, cudaStream_t stream, int64_t bytes, absl::Time deadline) {
+    DeviceMemory& memory, TensorBlocks& blocks, int ordinal, cudaStream_t stream, int64_t bytes,
+    absl::Time deadline) {
+  const int64_t aligned = AlignedBytes(bytes);
+  if (auto kept = blocks.Take(aligned)) {
+    return std::unique_ptr<CudaResidentMemory>(
+        new CudaResidentMemory(std::move(*kept), blocks, bytes, ordinal, stream));
+  }
   // A tensor waits for device memory no longer than a request would.
-  auto reservation =
-      memory.Reserve(AlignedBytes(bytes), std::min(deadline, absl::Now() + kMaxMemoryWait));
+  auto reservation = memory.Reserve(aligned, std::min(deadline, absl::Now() + kMaxMemoryWait));
   if (!reservation.ok()) return reservation.status();
   auto data = reservation->Allocate(size_t(bytes), stream);
   if (!data.ok()) return data.status();
@@ -21,14 +26,19 @@ absl::StatusOr<std::unique_ptr<CudaResidentMemory>> CudaResidentMemory::Allocate
     reservation->Deallocate(*data, size_t(bytes), stream);
     return s;
   }
+  TensorBlocks::Block block{std::move(*reservation), *data, size_t(bytes)};
   return std::unique_ptr<CudaResidentMemory>(
-      new CudaResidentMemory(std::move(*reservation), *data, bytes, ordinal, stream));
+      new CudaResidentMemory(std::move(block), blocks, bytes, ordinal, stream));
 }
 
 CudaResidentMemory::~CudaResidentMemory() {
+  // The last reference goes once every op on the tensor has been waited
+  // for, so the block is idle and the next tensor may take it as it is.
+  auto returned = blocks_.Keep(std::move(block_), AlignedBytes(bytes_));
+  if (!returned) return;
   // Any thread may drop the last reference: make the tensor's device current.
   cudaSetDevice(ordinal_);
-  reservation_.Deallocate(data_, size_t(bytes_), stream_);
+  returned->reservation.Deallocate(returned->data, returned->allocated, stream_);
   cudaStreamSynchronize(stream_);
 }
 

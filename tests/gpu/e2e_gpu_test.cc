@@ -94,17 +94,33 @@ TEST_F(GpuServerTest, ServerInfoDescribesTheGpu) {
 // small ones (the slot's scratch path) and ones past 1 MiB (the pool path).
 TEST_F(GpuServerTest, EveryVariantByNameIsCorrect) {
   const v1::ServerInfo info = Info(*stub_);
-  for (const bool large : {false, true}) {
+  // Tiny requests (under --zero_copy_bytes, 64 KiB by default) run the
+  // project's kernels on pinned host memory; small ones copy through the
+  // slot's scratch; large ones take buffers from the pool.
+  for (const char* size : {"tiny", "small", "large"}) {
+    const bool large = size[0] == 'l', tiny = size[0] == 't';
     // MatMul m x k times k x n; Transpose and Reduce rows x cols.
-    const int64_t m = large ? 601 : 131, k = large ? 257 : 67, n = large ? 533 : 95;
-    const int64_t rows = large ? 1031 : 257, cols = large ? 301 : 33;
-    const int64_t reduce_rows = large ? 1031 : 301, reduce_cols = large ? 303 : 77;
+    const int64_t m = large  ? 601
+                      : tiny ? 17
+                             : 131,
+                  k = large  ? 257
+                      : tiny ? 33
+                             : 67,
+                  n = large  ? 533
+                      : tiny ? 9
+                             : 95;
+    const int64_t rows = large ? 1031 : tiny ? 19 : 257, cols = large ? 301 : tiny ? 35 : 33;
+    const int64_t reduce_rows = large  ? 1031
+                                : tiny ? 23
+                                       : 301,
+                  reduce_cols = large  ? 303
+                                : tiny ? 37
+                                       : 77;
     for (const auto& v : info.variants()) {
       for (int dtype : v.dtypes()) {
         const bool f64 = dtype == v1::DTYPE_FLOAT64;
         const double tol = v.reduced_precision() ? 5e-3 : f64 ? 1e-12 : 1e-4;
-        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + (large ? "large " : "small ") +
-                     SeedNote());
+        SCOPED_TRACE(v.name() + (f64 ? " float64 " : " float32 ") + size + " " + SeedNote());
         grpc::ClientContext ctx;
         if (v.op() == v1::OP_MATMUL) {
           v1::MatMulRequest req;
@@ -157,6 +173,32 @@ TEST_F(GpuServerTest, EveryVariantByNameIsCorrect) {
           }
         }
       }
+    }
+  }
+}
+
+// A tiny Transpose through one of the project's kernels runs zero-copy and
+// its report says so (after the device name), with no upload or download
+// stage; cuBLAS copies.
+TEST_F(GpuServerTest, TinyRequestsRunZeroCopyOnlyThroughPlainKernels) {
+  for (const std::string variant : {"shared_padded", "cublas"}) {
+    grpc::ClientContext ctx;
+    v1::TransposeRequest req;
+    *req.mutable_input() = RandomMatrix<float>(7, 5, rng_);
+    req.set_variant(variant);
+    v1::TransposeResponse resp;
+    const grpc::Status s = stub_->Transpose(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(MaxError(resp.output(), kernels::ReferenceResult(
+                                          ProblemOf(kernels::Op::kTranspose, req.input(), nullptr),
+                                          req.input().data().data(), nullptr)),
+              0.0)
+        << variant;
+    const bool zero_copy = resp.report().device().find("zero-copy") != std::string::npos;
+    EXPECT_EQ(zero_copy, variant != "cublas") << variant << ": " << resp.report().device();
+    if (zero_copy) {
+      EXPECT_EQ(resp.report().upload_us(), 0);
+      EXPECT_EQ(resp.report().download_us(), 0);
     }
   }
 }

@@ -1,7 +1,7 @@
 // The device memory adaptors that need no GPU, over a host-memory upstream
 // that keeps what it has taken the way the CUDA pool does: the budget's
 // waits, deadlines and limits, reservations that refuse to overdraw, and the
-// statistics' counters and growths.
+// statistics' counters and growths; the kept blocks of small tensors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "server/cuda/budget_resource.h"
 #include "server/cuda/statistics_resource.h"
+#include "server/cuda/tensor_blocks.h"
 #include "support/test_util.h"
 
 namespace gpucompute::server::cuda {
@@ -273,6 +274,68 @@ TEST(MemoryStack, ConcurrentRequestsStayUnderTheLimit) {
   EXPECT_LE(stats.peak_used_bytes(), kLimit);
   EXPECT_EQ(budget.held_bytes(), 0);
   EXPECT_GE(stats.growths(), 1);
+}
+
+// A block as CudaResidentMemory makes one: reserved at its aligned size.
+TensorBlocks::Block NewBlock(MemoryBudget& budget, size_t bytes) {
+  auto r = budget.Reserve((int64_t(bytes) + 255) & ~int64_t{255}, absl::InfiniteFuture());
+  EXPECT_TRUE(r.ok()) << r.status();
+  auto data = r->Allocate(bytes, kNoStream);
+  EXPECT_TRUE(data.ok()) << data.status();
+  return TensorBlocks::Block{std::move(*r), *data, bytes};
+}
+
+TEST(TensorBlocks, AFreedBlockGoesToTheNextTensorOfItsSizeWithItsBytesStillReserved) {
+  HostUpstream host;
+  MemoryBudget budget(host, 1 << 20);
+  TensorBlocks blocks(64 * 4096, kNoStream);  // blocks of up to 4096 bytes
+  TensorBlocks::Block first = NewBlock(budget, 1000);
+  void* const data = first.data;
+  EXPECT_FALSE(blocks.Keep(std::move(first), 1024).has_value()) << "kept";
+  EXPECT_EQ(blocks.kept_bytes(), 1024);
+  EXPECT_EQ(budget.held_bytes(), 1024) << "a kept block stays charged to the budget";
+  EXPECT_FALSE(blocks.Take(512).has_value()) << "only a block of the same aligned size is handed";
+  auto again = blocks.Take(1024);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->data, data);
+  EXPECT_EQ(again->allocated, 1000u) << "the allocation's own size, for its Deallocate";
+  EXPECT_EQ(blocks.kept_bytes(), 0);
+  EXPECT_FALSE(blocks.Take(1024).has_value()) << "each kept block is handed out once";
+  EXPECT_EQ(host.calls(), 1) << "the second tensor allocated nothing";
+  again->reservation.Deallocate(again->data, again->allocated, kNoStream);
+}
+
+TEST(TensorBlocks, BlocksOverTheBlockLimitOrTheCapacityAreHandedBack) {
+  HostUpstream host;
+  MemoryBudget budget(host, 1 << 20);
+  TensorBlocks blocks(64 * 256, kNoStream);  // 16 KiB in blocks of up to 256 bytes
+  EXPECT_EQ(blocks.max_block_bytes(), 256);
+  auto big = blocks.Keep(NewBlock(budget, 300), 512);
+  ASSERT_TRUE(big.has_value()) << "512 bytes is over the block limit";
+  big->reservation.Deallocate(big->data, big->allocated, kNoStream);
+  for (int i = 0; i < 64; ++i) EXPECT_FALSE(blocks.Keep(NewBlock(budget, 256), 256).has_value());
+  EXPECT_EQ(blocks.kept_bytes(), 64 * 256);
+  auto over = blocks.Keep(NewBlock(budget, 256), 256);
+  ASSERT_TRUE(over.has_value()) << "the capacity is full";
+  over->reservation.Deallocate(over->data, over->allocated, kNoStream);
+}
+
+TEST(TensorBlocks, ZeroCapacityKeepsNothingAndDestructionFreesWhatIsKept) {
+  HostUpstream host;
+  MemoryBudget budget(host, 1 << 20);
+  {
+    TensorBlocks none(0, kNoStream);
+    auto back = none.Keep(NewBlock(budget, 8), 256);
+    ASSERT_TRUE(back.has_value());
+    back->reservation.Deallocate(back->data, back->allocated, kNoStream);
+  }
+  {
+    TensorBlocks blocks(64 * 1024, kNoStream);
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(blocks.Keep(NewBlock(budget, 700), 768).has_value());
+    EXPECT_EQ(host.in_use(), 5 * 700);
+  }
+  EXPECT_EQ(host.in_use(), 0) << "destroyed, the cache frees its blocks";
+  EXPECT_EQ(budget.held_bytes(), 0) << "and their reservations end";
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .dtypes = kFloat32AndFloat64,
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, InterleavedReduceWorkspaceBytes),
+     .zero_copy = true,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, InterleavedReduce)},
     {.name = "sequential",
      .description = "shared-memory tree with sequential addressing, two elements per thread, "
@@ -21,6 +22,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .dtypes = kFloat32AndFloat64,
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, SequentialReduceWorkspaceBytes),
+     .zero_copy = true,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SequentialReduce)},
     {.name = "warp_shuffle",
      .description =
@@ -29,6 +31,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .fallback_rank = 2,
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, WarpShuffleReduceWorkspaceBytes),
+     .zero_copy = true,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce)},
     {.name = "cub",
      .description = "cub::DeviceReduce (ALL), cub::DeviceSegmentedReduce (PER_ROW); PER_COLUMN "

@@ -54,6 +54,7 @@ struct LadderRow {
   bool reduced_precision = false;  // e.g. TF32: "auto" picks it only when the request allows
   int fallback_rank = 0;           // Variant::fallback_rank: "auto"'s pick before measuring
   WorkspaceFunction* workspace_bytes = nullptr;  // null: no scratch
+  bool zero_copy = false;                        // Variant::zero_copy: plain loads and stores only
   Launch* launch = nullptr;
 };
 
@@ -77,6 +78,7 @@ absl::Status AddLadder(Registry& registry, Op op, Backend backend,
   for (const LadderRow<Launch>& row : rows) {
     Variant v = DeclaredVariant(op, backend, row.name, row.description, row.dtypes,
                                 row.reduced_precision, row.fallback_rank, row.workspace_bytes);
+    v.zero_copy = row.zero_copy;
     if (row.launch != nullptr) v.launch = CheckedLaunch(v, adapt(v.name, row.launch));
     if (absl::Status s = registry.Add(std::move(v)); !s.ok()) return s;
   }

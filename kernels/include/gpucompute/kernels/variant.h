@@ -40,6 +40,12 @@ struct Variant {
   // lowest positive rank (ties: the earlier one); 0 never stands in.
   int fallback_rank = 0;
   Backend backend = Backend::kCpu;
+  // CUDA: the kernels read operands and write results with plain loads and
+  // stores, so a small request may hand them pinned host memory mapped into
+  // the device (zero-copy) instead of copying both ways. Vendor libraries'
+  // variants are left out: what their kernels do with such pointers is
+  // theirs to say, and they do not say.
+  bool zero_copy = false;
   // Scratch memory the launch needs; null means none.
   std::function<size_t(const Problem&)> workspace_bytes;
   // Enqueues the computation (CUDA: asynchronously on ctx.stream; CPU:
