@@ -19,14 +19,16 @@ absl::StatusOr<std::unique_ptr<CudaResidentMemory>> CudaResidentMemory::Allocate
   // A tensor waits for device memory no longer than a request would.
   auto reservation = memory.Reserve(aligned, std::min(deadline, absl::Now() + kMaxMemoryWait));
   if (!reservation.ok()) return reservation.status();
-  auto data = reservation->Allocate(size_t(bytes), stream);
+  // The whole aligned size: a later tensor of the same size class may be
+  // larger than this one, and CUDA refuses a copy past an allocation's end.
+  auto data = reservation->Allocate(size_t(aligned), stream);
   if (!data.ok()) return data.status();
   if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "tensor allocation wait");
       !s.ok()) {
-    reservation->Deallocate(*data, size_t(bytes), stream);
+    reservation->Deallocate(*data, size_t(aligned), stream);
     return s;
   }
-  TensorBlocks::Block block{std::move(*reservation), *data, size_t(bytes)};
+  TensorBlocks::Block block{std::move(*reservation), *data, size_t(aligned)};
   return std::unique_ptr<CudaResidentMemory>(
       new CudaResidentMemory(std::move(block), blocks, bytes, ordinal, stream));
 }

@@ -27,7 +27,7 @@ std::optional<TensorBlocks::Block> TensorBlocks::Take(int64_t aligned_bytes) {
 }
 
 std::optional<TensorBlocks::Block> TensorBlocks::Keep(Block block, int64_t aligned_bytes) {
-  if (aligned_bytes > max_block_bytes()) return block;
+  if (aligned_bytes > max_block_bytes() || block.allocated < size_t(aligned_bytes)) return block;
   absl::MutexLock lock(&mu_);
   if (kept_bytes_ + aligned_bytes > capacity_bytes_) return block;
   kept_bytes_ += aligned_bytes;

@@ -42,8 +42,9 @@ class TensorBlocks {
   // A kept block of `aligned_bytes`, or nothing.
   std::optional<Block> Take(int64_t aligned_bytes);
   // Keeps `block` of `aligned_bytes` when it fits; otherwise hands it back
-  // for the caller to free. The memory must be idle: no queued GPU work may
-  // still use it.
+  // for the caller to free. A block whose allocation is smaller than its
+  // size class is handed back too: any tensor of the class must fit in it.
+  // The memory must be idle: no queued GPU work may still use it.
   std::optional<Block> Keep(Block block, int64_t aligned_bytes);
 
   int64_t kept_bytes() const;

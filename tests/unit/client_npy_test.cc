@@ -8,6 +8,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "gpucompute/matrix.h"
 #include "gpucompute/npy.h"
@@ -36,7 +37,11 @@ const std::string kNumpy1DFloat64 =
         "\x08@",
         24);
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// The process id in the name: test runs that share a temporary directory
+// (two builds' CTest at once) must not write each other's files.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/npy_test_" + std::to_string(getpid()) + "_" + name;
+}
 
 std::string ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

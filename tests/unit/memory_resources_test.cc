@@ -276,7 +276,8 @@ TEST(MemoryStack, ConcurrentRequestsStayUnderTheLimit) {
   EXPECT_GE(stats.growths(), 1);
 }
 
-// A block as CudaResidentMemory makes one: reserved at its aligned size.
+// A block of `bytes` reserved at its aligned size; CudaResidentMemory
+// allocates the whole aligned size.
 TensorBlocks::Block NewBlock(MemoryBudget& budget, size_t bytes) {
   auto r = budget.Reserve((int64_t(bytes) + 255) & ~int64_t{255}, absl::InfiniteFuture());
   EXPECT_TRUE(r.ok()) << r.status();
@@ -289,7 +290,7 @@ TEST(TensorBlocks, AFreedBlockGoesToTheNextTensorOfItsSizeWithItsBytesStillReser
   HostUpstream host;
   MemoryBudget budget(host, 1 << 20);
   TensorBlocks blocks(64 * 4096, kNoStream);  // blocks of up to 4096 bytes
-  TensorBlocks::Block first = NewBlock(budget, 1000);
+  TensorBlocks::Block first = NewBlock(budget, 1024);
   void* const data = first.data;
   EXPECT_FALSE(blocks.Keep(std::move(first), 1024).has_value()) << "kept";
   EXPECT_EQ(blocks.kept_bytes(), 1024);
@@ -298,7 +299,7 @@ TEST(TensorBlocks, AFreedBlockGoesToTheNextTensorOfItsSizeWithItsBytesStillReser
   auto again = blocks.Take(1024);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->data, data);
-  EXPECT_EQ(again->allocated, 1000u) << "the allocation's own size, for its Deallocate";
+  EXPECT_EQ(again->allocated, 1024u) << "the allocation's own size, for its Deallocate";
   EXPECT_EQ(blocks.kept_bytes(), 0);
   EXPECT_FALSE(blocks.Take(1024).has_value()) << "each kept block is handed out once";
   EXPECT_EQ(host.calls(), 1) << "the second tensor allocated nothing";
@@ -310,7 +311,7 @@ TEST(TensorBlocks, BlocksOverTheBlockLimitOrTheCapacityAreHandedBack) {
   MemoryBudget budget(host, 1 << 20);
   TensorBlocks blocks(64 * 256, kNoStream);  // 16 KiB in blocks of up to 256 bytes
   EXPECT_EQ(blocks.max_block_bytes(), 256);
-  auto big = blocks.Keep(NewBlock(budget, 300), 512);
+  auto big = blocks.Keep(NewBlock(budget, 512), 512);
   ASSERT_TRUE(big.has_value()) << "512 bytes is over the block limit";
   big->reservation.Deallocate(big->data, big->allocated, kNoStream);
   for (int i = 0; i < 64; ++i) EXPECT_FALSE(blocks.Keep(NewBlock(budget, 256), 256).has_value());
@@ -320,19 +321,32 @@ TEST(TensorBlocks, BlocksOverTheBlockLimitOrTheCapacityAreHandedBack) {
   over->reservation.Deallocate(over->data, over->allocated, kNoStream);
 }
 
+// A 16-byte tensor's block reused for a 192-byte one of the same 256-byte
+// class would be written past its allocation's end (CUDA then refuses
+// copies from it): only blocks allocated at the class's size are kept.
+TEST(TensorBlocks, ABlockAllocatedSmallerThanItsSizeClassIsHandedBack) {
+  HostUpstream host;
+  MemoryBudget budget(host, 1 << 20);
+  TensorBlocks blocks(64 * 4096, kNoStream);
+  auto back = blocks.Keep(NewBlock(budget, 16), 256);
+  ASSERT_TRUE(back.has_value());
+  back->reservation.Deallocate(back->data, back->allocated, kNoStream);
+  EXPECT_EQ(blocks.kept_bytes(), 0);
+}
+
 TEST(TensorBlocks, ZeroCapacityKeepsNothingAndDestructionFreesWhatIsKept) {
   HostUpstream host;
   MemoryBudget budget(host, 1 << 20);
   {
     TensorBlocks none(0, kNoStream);
-    auto back = none.Keep(NewBlock(budget, 8), 256);
+    auto back = none.Keep(NewBlock(budget, 256), 256);
     ASSERT_TRUE(back.has_value());
     back->reservation.Deallocate(back->data, back->allocated, kNoStream);
   }
   {
     TensorBlocks blocks(64 * 1024, kNoStream);
-    for (int i = 0; i < 5; ++i) EXPECT_FALSE(blocks.Keep(NewBlock(budget, 700), 768).has_value());
-    EXPECT_EQ(host.in_use(), 5 * 700);
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(blocks.Keep(NewBlock(budget, 768), 768).has_value());
+    EXPECT_EQ(host.in_use(), 5 * 768);
   }
   EXPECT_EQ(host.in_use(), 0) << "destroyed, the cache frees its blocks";
   EXPECT_EQ(budget.held_bytes(), 0) << "and their reservations end";
