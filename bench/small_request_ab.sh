@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Servers that differ in a flag, compared on the small-request rows in
+# alternating rounds (A B A B ...), so that a host's drift between servers
+# (the health floor alone moves 5-20% from one server start to the next)
+# falls on both sides. Each round starts each server afresh and runs, over 8
+# connections: the 1x1 Transpose at c=64 beside the health Check, the 64^3
+# MatMul at c=1 and c=64 inline beside a gRPC echo of its bytes, and with
+# resident operands and a kept output. Logs go to OUT_DIR; the medians over
+# the rounds of each row and ratio are printed last.
+#   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
+# BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
+set -u
+usage="usage: small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]..."
+bin=${1:?$usage}
+out=${2:?$usage}
+rounds=${3:?$usage}
+shift 3
+mkdir -p "$out"
+lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
+  --max_time=3s --connections=8)
+rows=$out/rows.tsv
+: > "$rows"
+
+# "label round row req/s" for each row of a load-test log, the row named by
+# `prefix`, variant, load and placement.
+collect() {
+  awk -v label="$1" -v round="$2" -v prefix="$3" '
+    $2 ~ /^c=/ && $3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { print label, round, prefix ":" $1 "_" $2, $4 }
+    $2 == "[tensor]" && $3 ~ /^c=/ && $4 ~ /^[0-9]+$/ && $5 ~ /^[0-9.]+$/ { print label, round, prefix ":" $1 "_tensor_" $3, $5 }
+  ' "$4" >> "$rows"
+}
+
+for round in $(seq 1 "$rounds"); do
+  for spec in "$@"; do
+    label=${spec%%=*}
+    rest=${spec#*=}
+    server_bin=${rest%%:*}
+    flags=()
+    [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
+    log=$out/${label}_$round
+    "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" \
+      > "$log.server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 120); do
+      grep -q "listening on" "$log.server.log" && break
+      sleep 0.5
+    done
+    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --baseline=grpc \
+      > "$log.transpose.log" 2>&1
+    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,64 \
+      --placement=inline,tensor --baseline=echo > "$log.matmul.log" 2>&1
+    kill -TERM "$server"
+    wait "$server"
+    collect "$label" "$round" T "$log.transpose.log"
+    collect "$label" "$round" M "$log.matmul.log"
+  done
+done
+
+# Per server, the median over the rounds of each figure.
+python3 - "$rows" "$@" <<'PY'
+import collections, statistics, sys
+runs = collections.defaultdict(dict)  # (label, round) -> row -> req/s
+for line in open(sys.argv[1]):
+    label, rnd, row, value = line.split()
+    runs[(label, rnd)].setdefault(row, float(value))
+labels = [spec.split("=", 1)[0] for spec in sys.argv[2:]]
+figures = [
+    ("1x1 Transpose c=64 / health", "T:auto_c=64", "T:grpc_health_c=64"),
+    ("64^3 MatMul inline c=64 / echo", "M:auto_c=64", "M:grpc_echo_c=64"),
+    ("64^3 MatMul resident kept c=64 / health", "M:auto_tensor_c=64", "T:grpc_health_c=64"),
+    ("1x1 Transpose c=64, req/s", "T:auto_c=64", None),
+    ("64^3 MatMul inline c=1, req/s", "M:auto_c=1", None),
+    ("64^3 MatMul inline c=64, req/s", "M:auto_c=64", None),
+    ("64^3 MatMul resident kept c=64, req/s", "M:auto_tensor_c=64", None),
+    ("health c=64, req/s", "T:grpc_health_c=64", None),
+]
+print(f"{'median over rounds (8 connections)':42s}" + "".join(f"{l:>16s}" for l in labels))
+for name, num, den in figures:
+    cells = []
+    for label in labels:
+        values = []
+        for (l, rnd), r in runs.items():
+            if l != label or num not in r or (den and not r.get(den)):
+                continue
+            values.append(r[num] / r[den] if den else r[num])
+        if not values:
+            cells.append(f"{'-':>16s}")
+        elif den:
+            cells.append(f"{statistics.median(values):>10.2f} ({len(values)})")
+        else:
+            cells.append(f"{statistics.median(values) / 1000:>9.1f}k ({len(values)})")
+    print(f"{name:42s}" + "".join(cells))
+PY
