@@ -1,0 +1,79 @@
+// The in-process echo servers of the baselines (echo_baselines.h).
+#include "loadtest/echo_baselines.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "loadtest/report.h"
+
+namespace gpucompute::loadtest {
+namespace {
+
+absl::Status StartTcpEcho(bool unix_target, EchoBaselines& echoes) {
+  auto started = TcpEchoServer::Start(unix_target ? EchoTransport::kUnix : EchoTransport::kTcp);
+  if (!started.ok()) return started.status();
+  echoes.tcp = std::move(*started);
+  if (unix_target) {
+    std::printf(
+        "baseline: the target is a unix socket, so the echo (row %s) runs over a unix "
+        "socket, not TCP; xTCP compares with it\n",
+        kUnixEcho);
+  }
+  return absl::OkStatus();
+}
+
+// The first variant's inline call, sent once to the server, whose response
+// the echo server then returns to every call; one client to the echo per
+// --connections value, as for the server.
+absl::Status StartGrpcEcho(const RunOptions& run, const ClientOptions& options,
+                           const Client& client, const CallSettings& call_settings,
+                           const std::string& variant, EchoBaselines& echoes) {
+  const Workload& w = run.workload;
+  auto op_call = PreparedCall::Create(w, variant == "auto" ? "" : variant);
+  if (!op_call.ok()) return op_call.status();
+  auto response = CallOnce(client.channels().front(), *op_call, call_settings);
+  if (!response.ok()) {
+    return absl::Status(
+        response.status().code(),
+        absl::StrCat("--baseline=echo: the call whose response the echo sends back: ",
+                     response.status().message()));
+  }
+  auto started = GrpcEchoServer::Start(
+      IsUnixTarget(options.target) ? EchoTransport::kUnix : EchoTransport::kTcp, *response);
+  if (!started.ok()) return started.status();
+  echoes.grpc = std::move(*started);
+  echoes.grpc_call.emplace(PreparedCall::Echo(*op_call));
+  ClientOptions echo_options;
+  echo_options.target = echoes.grpc->target();
+  echo_options.large_message_transport = options.large_message_transport;
+  for (int n : run.connections) {
+    echo_options.connections = n;
+    auto created = Client::Create(echo_options);
+    if (!created.ok()) return created.status();
+    echoes.grpc_clients.emplace(n, std::move(*created));
+  }
+  std::printf(
+      "baseline: row %s sends %s's request (%zu bytes, variant %s, inline) to a gRPC server "
+      "in this process on %s that answers with its response as the server encoded it (%zu "
+      "bytes) and does nothing else; xEcho compares inline rows' req/s with it\n",
+      kGrpcEcho, OpName(w.op), op_call->request().Length(), variant.c_str(),
+      echoes.grpc->target().c_str(), response->Length());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StartEchoBaselines(const RunOptions& run, const ClientOptions& options,
+                                const Client& client, const CallSettings& call_settings,
+                                const std::string& variant, EchoBaselines& echoes) {
+  if (run.baselines.tcp) {
+    if (absl::Status st = StartTcpEcho(IsUnixTarget(options.target), echoes); !st.ok()) return st;
+  }
+  if (run.baselines.echo) {
+    return StartGrpcEcho(run, options, client, call_settings, variant, echoes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpucompute::loadtest

@@ -1,0 +1,257 @@
+// The server's own flags and their checks (server_flags.h).
+#include "server/server_flags.h"
+
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/ceilings_file.h"
+#include "server/ops/log.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "gRPC addresses to listen on, comma-separated: host:port (port 0 picks a free port, "
+          "printed at start-up), unix:PATH (a unix socket for clients on this host), "
+          "unix-abstract:NAME (Linux abstract socket: no file, no permissions); e.g. "
+          "0.0.0.0:50051,unix:/run/gpucompute/gpucompute.sock");
+ABSL_FLAG(std::string, unix_socket_mode, "0660",
+          "permissions (octal) given to each unix: socket of --listen once it is bound. They "
+          "gate who can call the server through it: connecting needs write permission, so "
+          "0660 admits the socket's owner and group, 0600 the owner only, 0666 every local "
+          "user. Empty: leave the socket as created (the process umask decides)");
+ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
+          "largest single matrix (input or result) accepted, in bytes");
+ABSL_FLAG(int32_t, max_queue_depth, 256,
+          "requests waiting per device before new ones get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, max_batch_size, 1,
+          "small requests (1 MiB or less) of one op, dtype, shape and variant that wait together "
+          "run as one batch of at most this many; 1 (the default: on an H200 batches of up to "
+          "16 cost 13-15% of 64x64 MatMul throughput) turns batching off");
+ABSL_FLAG(int32_t, batch_delay_us, 0,
+          "how long the first request of a batch waits for company, in microseconds; 0 batches "
+          "only requests already waiting and adds no delay");
+ABSL_FLAG(int32_t, worker_spin_us, 1000,
+          "CUDA backend: how long a worker that has just finished a request polls for the next "
+          "one before it sleeps, in microseconds (one worker per GPU at a time, so at most one "
+          "busy core per GPU): a request that follows within it starts without a sleeping "
+          "thread's wake-up (on an H200 host, 28-48 us of queue time at one request in flight); "
+          "0 turns polling off");
+ABSL_FLAG(int32_t, answer_threads, 4,
+          "threads that send the answers of finished requests for device workers that have more "
+          "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "
+          "nothing waiting answers its own (no hand-off at low load). 0: workers always answer "
+          "their own (0 to 64)");
+ABSL_FLAG(std::string, ceilings, "",
+          "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
+          "roofline fractions in place of the start-up measurement; a figure it leaves out "
+          "keeps the measured one");
+ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
+ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
+ABSL_FLAG(std::string, autotune_cache, "",
+          "file where \"auto\" keeps its measured choices across restarts (empty: memory only)");
+ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
+          "on SIGINT/SIGTERM, how long the calls in flight may take, their answers included "
+          "reaching their clients, before they are cancelled (new calls are refused at once); "
+          "the exit status is 0 when none had to be, else 1");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:8002",
+          "HTTP address of the Prometheus endpoint /metrics; empty: off. Another address must "
+          "bind or the server exits; the default is best effort (several servers on one host, "
+          "as in tests, would collide on it): if taken, the server logs it and runs without");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server; with --tls_key turns on TLS (empty: plaintext)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (unencrypted)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates; when set, clients must present a certificate they signed "
+          "(mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file whose first line is a bearer token; when set, Compute calls without "
+          "\"authorization: Bearer <token>\" get UNAUTHENTICATED (health and reflection stay "
+          "open). Use with TLS: the token is otherwise sent in clear text");
+ABSL_FLAG(int64_t, grpc_memory_quota_bytes, int64_t{4} << 30,
+          "memory gRPC may use for all connections' buffers (grpc::ResourceQuota); 0: unbounded");
+ABSL_FLAG(int32_t, max_connection_idle_seconds, 300,
+          "close a client connection that had no call in flight for this long; 0: never");
+ABSL_FLAG(int32_t, max_connection_age_seconds, 0,
+          "ask a client to reconnect once its connection is this old (calls in flight finish "
+          "first); 0: never");
+ABSL_FLAG(int64_t, response_buffer_pool_bytes, int64_t{2} << 30,
+          "host memory kept for reuse by large response payloads while the server is busy");
+ABSL_FLAG(int32_t, idle_trim_seconds, 10,
+          "after this long without calls, free the kept response buffers and return free heap "
+          "memory to the system; 0: never");
+ABSL_FLAG(std::string, log_level, "info",
+          "least severe log lines written to stderr: info, warning (adds every failed request) "
+          "or error");
+ABSL_FLAG(std::string, access_log, "",
+          "one line per call (peer, method, status, variant, total microseconds) appended to "
+          "this file; \"-\" for stderr; empty: off");
+ABSL_FLAG(std::string, tensor_ttl, "10m",
+          "default idle lifetime of a tensor (Upload, or an output kept): a duration such as "
+          "\"10m\" or \"90s\", or plain seconds; every use renews it");
+ABSL_FLAG(int64_t, tensor_memory_bytes, -1,
+          "most bytes of tensors held at once, over all devices; they come out of the same "
+          "device memory budget as requests (-1: half of the devices' budgets; 0: no tensors)");
+ABSL_FLAG(std::string, instance_name, "",
+          "this instance's name in tensor ids and TensorInfo.server, so that a replica given "
+          "another's id can say who holds it (empty: host:port of the first TCP address of "
+          "--listen, with the host name for 0.0.0.0; with only unix sockets, the host name and "
+          "the first socket's path, host:/path)");
+ABSL_FLAG(int32_t, max_concurrent_streams, 128,
+          "requests one client connection may have in flight at once; more wait in the client "
+          "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, unlimited)");
+
+namespace gpucompute::server {
+namespace {
+
+constexpr char kDefaultMetricsListen[] = "0.0.0.0:8002";
+// Bounds of the batching flags: the metric's largest bucket, and a second.
+constexpr int32_t kMaxBatchSizeFlag = 256;
+constexpr int32_t kMaxBatchDelayUs = 1000000;
+// A worker polls at most this long (10 ms) after a request: beyond it, sleeping costs less.
+constexpr int32_t kMaxWorkerSpinUs = 10000;
+constexpr int32_t kMaxAnswerThreads = 64;
+
+// --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
+absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
+  absl::Duration ttl;
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    ttl = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &ttl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tensor_ttl: \"", text, "\" is neither a duration (\"10m\", \"90s\") nor seconds"));
+  }
+  if (ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tensor_ttl: must be positive, got ", text));
+  }
+  return ttl;
+}
+
+// `value` of --flag within [low, high], or the message saying it is not.
+absl::Status CheckRange(const char* flag, int32_t value, int32_t low, int32_t high) {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": must be ", low, " to ", high, ", got ", value));
+}
+
+// TLS, the bearer token, and the connections' bounds.
+absl::Status ReadServingFlags(ServingOptions& serving) {
+  auto security = MakeServerSecurity({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                                      absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!security.ok()) return security.status();
+  serving.security = std::move(*security);
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    auto loaded = BearerTokenAuth::FromFile(path);
+    if (!loaded.ok()) return loaded.status();
+    serving.auth = std::move(*loaded);
+    if (absl::GetFlag(FLAGS_tls_cert).empty()) {
+      LogError("warning: --auth_token_file without TLS: tokens cross the network in clear text");
+    }
+  }
+  serving.connection_limits.memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
+  serving.connection_limits.max_idle_ms =
+      int64_t{1000} * absl::GetFlag(FLAGS_max_connection_idle_seconds);
+  serving.connection_limits.max_age_ms =
+      int64_t{1000} * absl::GetFlag(FLAGS_max_connection_age_seconds);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SetUpLoggingFromFlags() {
+  if (absl::Status s = SetLogLevel(absl::GetFlag(FLAGS_log_level)); !s.ok()) return s;
+  return OpenAccessLog(absl::GetFlag(FLAGS_access_log));
+}
+
+// The checks run in the order they always have, so that of several mistakes
+// the same one is reported.
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
+  ServerOptions options;
+  if (absl::Status s = ReadServingFlags(options.serving); !s.ok()) return s;
+
+  TensorFlagOptions& tensors = options.tensors;
+  auto tensor_ttl = ParseTensorTtl(absl::GetFlag(FLAGS_tensor_ttl));
+  if (!tensor_ttl.ok()) return tensor_ttl.status();
+  tensors.ttl = *tensor_ttl;
+  tensors.memory_bytes = absl::GetFlag(FLAGS_tensor_memory_bytes);
+  if (tensors.memory_bytes < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensor_memory_bytes: must be >= 0, or -1 for half the device "
+                     "budget; got ",
+                     tensors.memory_bytes));
+  }
+  tensors.instance_name = absl::GetFlag(FLAGS_instance_name);
+
+  SchedulingOptions& scheduling = options.scheduling;
+  scheduling.max_queue_depth = absl::GetFlag(FLAGS_max_queue_depth);
+  const int32_t max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  if (absl::Status s = CheckRange("max_batch_size", max_batch_size, 1, kMaxBatchSizeFlag);
+      !s.ok()) {
+    return s;
+  }
+  scheduling.batching.max_batch_size = max_batch_size;
+  const int32_t batch_delay_us = absl::GetFlag(FLAGS_batch_delay_us);
+  if (absl::Status s = CheckRange("batch_delay_us", batch_delay_us, 0, kMaxBatchDelayUs); !s.ok()) {
+    return s;
+  }
+  scheduling.batching.delay = absl::Microseconds(batch_delay_us);
+  scheduling.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
+  if (absl::Status s = CheckRange("worker_spin_us", scheduling.worker_spin_us, 0, kMaxWorkerSpinUs);
+      !s.ok()) {
+    return s;
+  }
+  scheduling.answer_threads = absl::GetFlag(FLAGS_answer_threads);
+  if (absl::Status s =
+          CheckRange("answer_threads", scheduling.answer_threads, 0, kMaxAnswerThreads);
+      !s.ok()) {
+    return s;
+  }
+  scheduling.autotune_cache = absl::GetFlag(FLAGS_autotune_cache);
+
+  // Read before any device opens: a bad file stops start-up at once.
+  options.ceilings_path = absl::GetFlag(FLAGS_ceilings);
+  if (!options.ceilings_path.empty()) {
+    auto file = ReadCeilingsFile(options.ceilings_path);
+    if (!file.ok()) return file.status();
+    options.ceilings = std::move(*file);
+  }
+
+  ServingOptions& serving = options.serving;
+  serving.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (serving.max_concurrent_streams < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_concurrent_streams: must be >= 0, got ",
+                                                   serving.max_concurrent_streams));
+  }
+  auto listeners = ParseListenList(absl::GetFlag(FLAGS_listen));
+  if (!listeners.ok()) return listeners.status();
+  serving.listeners = std::move(*listeners);
+  auto socket_mode = ParseSocketMode(absl::GetFlag(FLAGS_unix_socket_mode));
+  if (!socket_mode.ok()) return socket_mode.status();
+  serving.socket_mode = *socket_mode;
+
+  options.service.host_buffer_pool_bytes = absl::GetFlag(FLAGS_response_buffer_pool_bytes);
+  options.service.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
+  options.service.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
+  options.service.profile_repetitions = absl::GetFlag(FLAGS_profile_repetitions);
+  options.idle_trim_seconds = absl::GetFlag(FLAGS_idle_trim_seconds);
+  options.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsFromFlags(const Metrics& metrics) {
+  const std::string address = absl::GetFlag(FLAGS_metrics_listen);
+  if (address.empty()) {
+    LogInfo("metrics: off (--metrics_listen is empty)");
+    return nullptr;
+  }
+  auto endpoint = MetricsEndpoint::Start(address, metrics);
+  if (!endpoint.ok()) {
+    if (address != kDefaultMetricsListen) return endpoint.status();
+    LogError(absl::StrCat(endpoint.status().message(), "; serving without metrics"));
+    return nullptr;
+  }
+  LogInfo(absl::StrCat("metrics: http://", (*endpoint)->address(), "/metrics"));
+  return endpoint;
+}
+
+}  // namespace gpucompute::server
