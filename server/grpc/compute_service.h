@@ -32,7 +32,7 @@ struct ServiceConfig {
 
 // Every method takes its messages as raw bytes (grpc::ByteBuffer). The
 // compute calls and the tensor streams read their payloads from the
-// transport's buffers (see server/wire.h); the others parse their protobuf
+// transport's buffers (see proto/wire/compute_wire.h); the others parse their protobuf
 // messages themselves (CallReactor::Parse), so that a call without a message
 // is answered INVALID_ARGUMENT and counted, where gRPC's generated handler
 // answers it UNIMPLEMENTED with an empty message.
@@ -76,8 +76,8 @@ class ComputeService final : public RawComputeService {
   int64_t ReleaseRetainedBuffers() { return buffers_.Trim(); }
 
   // MatMul, Transpose and Reduce take their messages as raw bytes (see
-  // server/wire.h): the payloads are read from and written to the transport's
-  // buffers without protobuf copies.
+  // proto/wire/compute_wire.h): the payloads are read from and written to
+  // the transport's buffers without protobuf copies.
   grpc::ServerUnaryReactor* MatMul(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;

@@ -1,6 +1,6 @@
 // The tensor side of requests: a Matrix that names a tensor, an output
 // placement, an Upload's first message, and TensorInfo on the wire. Pure
-// checks and conversions with the messages API.md's Part 2 status table
+// checks and conversions with the messages docs/contract.md's status table
 // asks for; the store does the lookups.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Request validation: pure functions (no I/O, no CUDA) that turn a request
 // into a kernels::Problem or a status whose message names the field and the
-// numbers, as API.md's status-code table requires.
+// numbers, as docs/contract.md requires.
 #pragma once
 
 #include <cstdint>

@@ -269,7 +269,7 @@ TEST_F(CpuServerTest, ProfileCountersSayTheyNeedACudaDevice) {
   }
 }
 
-// One request per row of API.md's table that a CPU server can produce.
+// One request per row of docs/contract.md's status table that a CPU server can produce.
 TEST_F(CpuServerTest, EveryErrorRowGetsItsCodeAndTheServerKeepsServing) {
   struct Case {
     std::string name;
@@ -490,7 +490,7 @@ TEST(CpuServerShutdown, DrainsInFlightWorkAndExitsZero) {
 }
 
 // MIN and MAX propagate NaN as NumPy's min/max do, SUM and MEAN follow IEEE
-// arithmetic (API.md, "Numerical contract"): x = [[nan, 1], [2, inf]] sent
+// arithmetic (docs/contract.md, Numerics): x = [[nan, 1], [2, inf]] sent
 // over gRPC in both dtypes, each result compared with what NumPy gives for
 // np.min(x), np.min(x, axis=1), np.min(x, axis=0), and so on.
 TEST_F(CpuServerTest, ReduceNaNAndInfinityFollowNumPy) {

@@ -215,7 +215,7 @@ TEST(CudaLadders, HoldTheApiVariantsInOrder) {
     for (const Variant* v : DefaultRegistry().List(op, Backend::kCuda)) out.push_back(v->name);
     return out;
   };
-  // API.md's minimum set, simplest first.
+  // The README's variant table, simplest first.
   EXPECT_TRUE(ContainsInOrder(names(Op::kMatMul), {"naive", "tiled16", "tiled32", "tiled32_padded",
                                                    "register_tiled", "cublas", "cublas_tf32"}))
       << ::testing::PrintToString(names(Op::kMatMul));
@@ -293,7 +293,7 @@ INSTANTIATE_TEST_SUITE_P(OpsAndAxes, CudaReduceTest,
                                   ReduceAxisName(std::get<1>(info.param));
                          });
 
-// ---- NaN and infinities (API.md: MIN and MAX propagate NaN as NumPy's
+// ---- NaN and infinities (docs/contract.md: MIN and MAX propagate NaN as NumPy's
 // min/max do, SUM and MEAN follow IEEE arithmetic). Every variant, dtype, op
 // and axis, with special values placed where each kernel's paths meet: the
 // first element, the middle, the last (in the scalar tail after the 16-byte
@@ -590,7 +590,7 @@ TEST_F(CudaReduceSpecialTest, NaNAtEveryPosition) {
   }
 }
 
-// API.md's example, [[nan, 1], [2, inf]], against what NumPy prints.
+// The NaN rule's small case, [[nan, 1], [2, inf]], against what NumPy prints.
 TEST_F(CudaReduceSpecialTest, NumPyExample) {
   struct Want {
     ReduceOp op;

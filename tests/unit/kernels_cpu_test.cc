@@ -152,7 +152,7 @@ TEST(CpuKernels, LargeMatMulUsesThreadsAndStaysExact) {
   RunAndCompare<float>(*v, p, seed);
 }
 
-// ---- NaN and infinities in reductions (API.md: MIN and MAX propagate NaN as
+// ---- NaN and infinities in reductions (docs/contract.md: MIN and MAX propagate NaN as
 // NumPy's min/max do; SUM and MEAN follow IEEE arithmetic).
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -295,7 +295,7 @@ TEST(CpuKernels, ReduceNaNAcrossThreads) {
   }
 }
 
-// The example of API.md: [[nan, 1], [2, inf]].
+// A small case of that rule: [[nan, 1], [2, inf]].
 TEST(CpuKernels, ReduceNaNExampleMatchesNumPy) {
   const Variant* v = DefaultRegistry().Find(Op::kReduce, Backend::kCpu, "cpu_reference");
   ASSERT_NE(v, nullptr);

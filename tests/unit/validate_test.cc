@@ -1,4 +1,4 @@
-// Every validation row of API.md's status-code table, as pure functions:
+// Every validation row of docs/contract.md's status-code table, as pure functions:
 // the code, and a message naming the field and the numbers.
 #include <gtest/gtest.h>
 
@@ -107,7 +107,7 @@ TEST(Validate, MatrixAboveMaxMatrixBytes) {
   ExpectError(ValidateMatMul(MatMul(Mat(1024, 1024), Mat(1024, 1)), kLimits).status(),
               absl::StatusCode::kResourceExhausted, {"a", "4194304", "max_matrix_bytes 1048576"});
   // A shape whose byte size overflows int64 is a bad argument, not a big one
-  // (API.md), refused before anything is allocated.
+  // (docs/contract.md), refused before anything is allocated.
   ExpectError(
       ValidateMatMul(MatMul(Mat(int64_t{1} << 40, int64_t{1} << 40), Mat(1, 1)), kLimits).status(),
       absl::StatusCode::kInvalidArgument, {"a", "overflows int64"});

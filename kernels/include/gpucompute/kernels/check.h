@@ -1,5 +1,5 @@
-// Comparison of a computed result with a float64 reference, by API.md's
-// numerical contract.
+// Comparison of a computed result with a float64 reference, by the
+// numerical contract of docs/contract.md.
 #pragma once
 
 #include <string>
