@@ -60,7 +60,7 @@ class SharedMemoryRegion {
   // through the mapping, and kills the server with SIGBUS once the client
   // has truncated the object; from 64 KiB up, and device-to-host at every
   // size, the copy engine moves the pinned pages. The margin covers drivers
-  // that inline more; tests/gpu/pinned_region_test checks it on the device.
+  // that inline more; tests/gpu/pinned_region_test.cc checks it on the device.
   static constexpr int64_t kMinDmaBytes = int64_t{256} << 10;
 
   // Where a device may copy [offset, offset + bytes) by DMA, from or into
