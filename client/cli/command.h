@@ -42,10 +42,12 @@ struct Command {
 };
 
 // The commands in the order `gpucompute --help` lists them, by group:
-// op_commands.cc, profile_command.cc, tensor_commands.cc, server_commands.cc.
+// op_commands.cc, profile_command.cc, tensor_commands.cc,
+// shared_memory_commands.cc, server_commands.cc.
 std::vector<Command> OpCommands();
 std::vector<Command> ProfileCommands();
 std::vector<Command> TensorCommands();
+std::vector<Command> SharedMemoryCommands();
 std::vector<Command> ServerCommands();
 
 std::vector<FlagSpec> Concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b);

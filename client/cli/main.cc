@@ -42,7 +42,8 @@ const std::vector<FlagSpec>& ConnectionFlags() {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = [] {
     std::vector<Command> all;
-    for (auto group : {OpCommands, ProfileCommands, TensorCommands, ServerCommands}) {
+    for (auto group :
+         {OpCommands, ProfileCommands, TensorCommands, SharedMemoryCommands, ServerCommands}) {
       for (Command& c : group()) all.push_back(std::move(c));
     }
     return all;
@@ -55,7 +56,7 @@ void PrintTopUsage(std::FILE* out) {
                "gpucompute: client for the gpucompute GPU matrix service\n\n"
                "usage: gpucompute COMMAND [flags] [args]\n\ncommands:\n");
   for (const Command& c : Commands()) {
-    std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+    std::fprintf(out, "  %-11s %s\n", c.name.c_str(), c.summary.c_str());
   }
   std::fprintf(out,
                "\n`gpucompute COMMAND --help` lists a command's flags.\n"

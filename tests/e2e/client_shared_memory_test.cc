@@ -677,6 +677,33 @@ TEST_F(CliSharedMemoryTest, ShmWithTensorsAndKeep) {
   EXPECT_THAT(mismatched.output, HasSubstr("INVALID_ARGUMENT"));
 }
 
+// `regions` lists what is registered; `unregister` clears a region by name
+// (a crashed process's), exits 1 for a name not registered and 2 without one.
+TEST_F(CliSharedMemoryTest, RegionsListsAndUnregisterClears) {
+  absl::StatusOr<SharedMemoryRegion> region =
+      SharedMemoryRegion::Create(*client_, 256, "cli-listed");
+  ASSERT_TRUE(region.ok()) << region.status();
+  CliRun listed = RunCli(absl::StrCat("regions", server_flag_));
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr("cli-listed"));
+  EXPECT_THAT(listed.output, HasSubstr(" 256 "));
+
+  CliRun gone = RunCli(absl::StrCat("unregister cli-listed", server_flag_));
+  EXPECT_EQ(gone.exit_code, 0) << gone.output;
+  EXPECT_THAT(gone.output, HasSubstr("unregistered  1"));
+  absl::StatusOr<v1::ListSharedMemoryResponse> list = client_->ListSharedMemory();
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_FALSE(Listed(*list, "cli-listed"));
+
+  CliRun again = RunCli(absl::StrCat("unregister cli-listed", server_flag_));
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(again.output, HasSubstr("cli-listed"));
+  CliRun neither = RunCli(absl::StrCat("unregister", server_flag_));
+  EXPECT_EQ(neither.exit_code, 2) << neither.output;
+  EXPECT_THAT(neither.output, HasSubstr("--all"));
+}
+
 TEST_F(CliSharedMemoryTest, ShmAgainstAServerWithoutTheFlag) {
   testing::ServerProcess plain(GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--metrics_listen="});
   ASSERT_TRUE(plain.started());
