@@ -8,7 +8,7 @@
 namespace gpucompute::server {
 namespace {
 
-void ToProto(const SharedMemoryRegionInfo& info, v1::SharedMemoryRegion* out) {
+void RegionToProto(const SharedMemoryRegionInfo& info, v1::SharedMemoryRegion* out) {
   out->set_name(info.name);
   out->set_key(info.key);
   out->set_offset(info.offset);
@@ -38,7 +38,7 @@ grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(grpc::CallbackSer
   v1::SharedMemoryRegion* resp = reactor->Respond<v1::SharedMemoryRegion>(response);
   auto info = regions->Register(
       SharedMemoryRegionInfo{req->name(), req->key(), req->offset(), req->byte_size()});
-  if (info.ok()) ToProto(*info, resp);
+  if (info.ok()) RegionToProto(*info, resp);
   reactor->Complete(info.status());
   return reactor;
 }
@@ -68,7 +68,8 @@ grpc::ServerUnaryReactor* ComputeService::ListSharedMemory(grpc::CallbackServerC
   v1::ListSharedMemoryRequest req;
   if (!reactor->Parse(request, req)) return reactor;
   auto* resp = reactor->Respond<v1::ListSharedMemoryResponse>(response);
-  for (const SharedMemoryRegionInfo& info : regions->List()) ToProto(info, resp->add_regions());
+  for (const SharedMemoryRegionInfo& info : regions->List())
+    RegionToProto(info, resp->add_regions());
   reactor->Complete(absl::OkStatus());
   return reactor;
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "prometheus/metric_family.h"
 #include "server/ops/log.h"
+#include "server/ops/metric_family.h"
 #include "server/ops/nvml_abi.h"
 
 namespace gpucompute::server {
@@ -26,14 +27,6 @@ constexpr std::pair<unsigned long long, const char*> kThrottleReasons[] = {
     {nvml::nvmlClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake"},
     {nvml::nvmlClocksThrottleReasonDisplayClockSetting, "display_clocks"},
 };
-
-MetricFamily Family(std::string name, std::string help, MetricType type) {
-  MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = type;
-  return f;
-}
 
 void Add(MetricFamily& family, double value, std::vector<ClientMetric::Label> labels) {
   ClientMetric m;
@@ -118,52 +111,58 @@ std::string GpuSampler::problem() const {
 }
 
 std::vector<MetricFamily> GpuSampler::Collect() const {
-  auto up = Family("gpucompute_gpu_telemetry_up",
-                   "1 when the last sampling read every GPU through NVML; 0 when GPU gauges are "
-                   "absent (no GPU in use, no NVML library, or a read failed: the log says why).",
-                   MetricType::Gauge);
+  auto up =
+      ScrapedFamily("gpucompute_gpu_telemetry_up",
+                    "1 when the last sampling read every GPU through NVML; 0 when GPU gauges are "
+                    "absent (no GPU in use, no NVML library, or a read failed: the log says why).",
+                    MetricType::Gauge);
   const bool all_read = problem().empty();
   Add(up, all_read ? 1 : 0, {});
   std::vector<MetricFamily> out;
   out.push_back(std::move(up));
   if (telemetry_ == nullptr || gpus_.empty()) return out;
 
-  auto errors =
-      Family("gpucompute_gpu_telemetry_errors_total",
-             "Samplings in which a GPU could not be read (its gauges were absent until the next).",
-             MetricType::Counter);
-  auto util = Family("gpucompute_gpu_utilization_ratio",
-                     "Fraction of the driver's last sample period in which a kernel ran (NVML; "
-                     "nvidia-smi's utilization.gpu / 100).",
-                     MetricType::Gauge);
-  auto mem_util = Family("gpucompute_gpu_memory_utilization_ratio",
-                         "Fraction of the last sample period in which device memory was read or "
-                         "written.",
-                         MetricType::Gauge);
-  auto mem_total =
-      Family("gpucompute_gpu_memory_total_bytes", "Device memory, total.", MetricType::Gauge);
+  auto errors = ScrapedFamily(
+      "gpucompute_gpu_telemetry_errors_total",
+      "Samplings in which a GPU could not be read (its gauges were absent until the next).",
+      MetricType::Counter);
+  auto util =
+      ScrapedFamily("gpucompute_gpu_utilization_ratio",
+                    "Fraction of the driver's last sample period in which a kernel ran (NVML; "
+                    "nvidia-smi's utilization.gpu / 100).",
+                    MetricType::Gauge);
+  auto mem_util =
+      ScrapedFamily("gpucompute_gpu_memory_utilization_ratio",
+                    "Fraction of the last sample period in which device memory was read or "
+                    "written.",
+                    MetricType::Gauge);
+  auto mem_total = ScrapedFamily("gpucompute_gpu_memory_total_bytes", "Device memory, total.",
+                                 MetricType::Gauge);
   auto mem_used =
-      Family("gpucompute_gpu_memory_used_bytes",
-             "Device memory in use by every process and the driver.", MetricType::Gauge);
-  auto mem_own = Family("gpucompute_gpu_memory_used_by_server_bytes",
-                        "Device memory this server process holds (absent when the driver does not "
-                        "list it, e.g. in a container without the host's pid namespace).",
-                        MetricType::Gauge);
-  auto power = Family("gpucompute_gpu_power_watts", "Power draw.", MetricType::Gauge);
+      ScrapedFamily("gpucompute_gpu_memory_used_bytes",
+                    "Device memory in use by every process and the driver.", MetricType::Gauge);
+  auto mem_own =
+      ScrapedFamily("gpucompute_gpu_memory_used_by_server_bytes",
+                    "Device memory this server process holds (absent when the driver does not "
+                    "list it, e.g. in a container without the host's pid namespace).",
+                    MetricType::Gauge);
+  auto power = ScrapedFamily("gpucompute_gpu_power_watts", "Power draw.", MetricType::Gauge);
   auto power_limit =
-      Family("gpucompute_gpu_power_limit_watts", "Enforced power limit.", MetricType::Gauge);
-  auto temperature =
-      Family("gpucompute_gpu_temperature_celsius", "GPU core temperature.", MetricType::Gauge);
-  auto clock = Family("gpucompute_gpu_sm_clock_hertz", "SM clock now.", MetricType::Gauge);
+      ScrapedFamily("gpucompute_gpu_power_limit_watts", "Enforced power limit.", MetricType::Gauge);
+  auto temperature = ScrapedFamily("gpucompute_gpu_temperature_celsius", "GPU core temperature.",
+                                   MetricType::Gauge);
+  auto clock = ScrapedFamily("gpucompute_gpu_sm_clock_hertz", "SM clock now.", MetricType::Gauge);
   auto throttled =
-      Family("gpucompute_gpu_throttled", "1 while NVML reports this clock throttle reason active.",
-             MetricType::Gauge);
-  auto pcie = Family("gpucompute_gpu_pcie_bytes_per_second",
-                     "PCIe traffic over NVML's 20 ms window, direction tx (from the GPU) or rx.",
-                     MetricType::Gauge);
-  auto nvlink = Family("gpucompute_gpu_nvlink_bytes_total",
-                       "NVLink data bytes since the driver loaded, all links, direction tx or rx.",
-                       MetricType::Counter);
+      ScrapedFamily("gpucompute_gpu_throttled",
+                    "1 while NVML reports this clock throttle reason active.", MetricType::Gauge);
+  auto pcie =
+      ScrapedFamily("gpucompute_gpu_pcie_bytes_per_second",
+                    "PCIe traffic over NVML's 20 ms window, direction tx (from the GPU) or rx.",
+                    MetricType::Gauge);
+  auto nvlink =
+      ScrapedFamily("gpucompute_gpu_nvlink_bytes_total",
+                    "NVLink data bytes since the driver loaded, all links, direction tx or rx.",
+                    MetricType::Counter);
 
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < gpus_.size(); ++i) {

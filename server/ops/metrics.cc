@@ -11,6 +11,7 @@
 #include "server/engine/scheduler.h"
 #include "server/engine/shared_memory.h"
 #include "server/engine/tensor_store.h"
+#include "server/ops/metric_family.h"
 
 namespace gpucompute::server {
 namespace {
@@ -67,14 +68,6 @@ prometheus::ClientMetric Sample(double value, std::vector<prometheus::ClientMetr
   return m;
 }
 
-prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
-  prometheus::MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = type;
-  return f;
-}
-
 // Concatenates the registry's families with those read at scrape time.
 class Combined final : public prometheus::Collectable {
  public:
@@ -127,32 +120,33 @@ class Metrics::SchedulerCollector final : public prometheus::Collectable {
     using prometheus::MetricType;
     absl::MutexLock lock(&mu_);
     if (scheduler_ == nullptr) return {};  // still opening devices, or stopping
-    auto queued = Family("gpucompute_requests_queued",
-                         "Requests admitted and waiting for a device worker.", MetricType::Gauge);
+    auto queued =
+        ScrapedFamily("gpucompute_requests_queued",
+                      "Requests admitted and waiting for a device worker.", MetricType::Gauge);
     queued.metric.push_back(Sample(double(scheduler_->queued()), {}, MetricType::Gauge));
-    auto running = Family("gpucompute_requests_running", "Requests running on a device now.",
-                          MetricType::Gauge);
+    auto running = ScrapedFamily("gpucompute_requests_running", "Requests running on a device now.",
+                                 MetricType::Gauge);
     running.metric.push_back(Sample(double(scheduler_->running()), {}, MetricType::Gauge));
 
-    auto info = Family("gpucompute_device_info", "Constant 1 per device; `name` is its full name.",
-                       MetricType::Gauge);
-    auto healthy =
-        Family("gpucompute_device_healthy",
-               "1 while the device serves, 0 after a fatal error took it out.", MetricType::Gauge);
-    auto memory =
-        Family("gpucompute_device_memory_bytes", "Total memory of the device.", MetricType::Gauge);
-    auto pool = Family("gpucompute_device_pool_bytes",
-                       "Pooled device memory: kind=used (held by requests) or kind=reserved "
-                       "(obtained from the driver, used or cached).",
-                       MetricType::Gauge);
+    auto info = ScrapedFamily("gpucompute_device_info",
+                              "Constant 1 per device; `name` is its full name.", MetricType::Gauge);
+    auto healthy = ScrapedFamily("gpucompute_device_healthy",
+                                 "1 while the device serves, 0 after a fatal error took it out.",
+                                 MetricType::Gauge);
+    auto memory = ScrapedFamily("gpucompute_device_memory_bytes", "Total memory of the device.",
+                                MetricType::Gauge);
+    auto pool = ScrapedFamily("gpucompute_device_pool_bytes",
+                              "Pooled device memory: kind=used (held by requests) or kind=reserved "
+                              "(obtained from the driver, used or cached).",
+                              MetricType::Gauge);
     auto mallocs =
-        Family("gpucompute_device_malloc_calls_total",
-               "Device memory allocations that reached the driver.", MetricType::Counter);
+        ScrapedFamily("gpucompute_device_malloc_calls_total",
+                      "Device memory allocations that reached the driver.", MetricType::Counter);
     auto growths =
-        Family("gpucompute_device_pool_growths_total",
-               "Times the device memory pool grew its reservation.", MetricType::Counter);
-    auto host_allocs = Family("gpucompute_host_alloc_calls_total",
-                              "Pinned host staging allocations.", MetricType::Counter);
+        ScrapedFamily("gpucompute_device_pool_growths_total",
+                      "Times the device memory pool grew its reservation.", MetricType::Counter);
+    auto host_allocs = ScrapedFamily("gpucompute_host_alloc_calls_total",
+                                     "Pinned host staging allocations.", MetricType::Counter);
     for (const auto& device : scheduler_->devices()) {
       const std::string id = DeviceLabel(device->description().name);
       const DeviceCounters c = device->counters();
@@ -195,23 +189,23 @@ class Metrics::TensorCollector final : public prometheus::Collectable {
     absl::MutexLock lock(&mu_);
     if (store_ == nullptr) return {};
     const TensorCounters c = store_->counters();
-    auto held = Family("gpucompute_tensor_held_bytes",
-                       "Bytes of tensors held on the server (listed, uploading, or released "
-                       "while an op still reads them).",
-                       MetricType::Gauge);
+    auto held = ScrapedFamily("gpucompute_tensor_held_bytes",
+                              "Bytes of tensors held on the server (listed, uploading, or released "
+                              "while an op still reads them).",
+                              MetricType::Gauge);
     held.metric.push_back(Sample(double(c.held_bytes), {}, MetricType::Gauge));
-    auto limit = Family("gpucompute_tensor_limit_bytes", "Tensor budget (--tensor_memory_bytes).",
-                        MetricType::Gauge);
+    auto limit = ScrapedFamily("gpucompute_tensor_limit_bytes",
+                               "Tensor budget (--tensor_memory_bytes).", MetricType::Gauge);
     limit.metric.push_back(Sample(double(c.limit_bytes), {}, MetricType::Gauge));
-    auto count = Family("gpucompute_tensors", "Tensors listed now.", MetricType::Gauge);
+    auto count = ScrapedFamily("gpucompute_tensors", "Tensors listed now.", MetricType::Gauge);
     count.metric.push_back(Sample(double(c.tensors), {}, MetricType::Gauge));
-    auto created =
-        Family("gpucompute_tensors_created_total",
-               "Tensors listed since start (uploads and kept outputs).", MetricType::Counter);
+    auto created = ScrapedFamily("gpucompute_tensors_created_total",
+                                 "Tensors listed since start (uploads and kept outputs).",
+                                 MetricType::Counter);
     created.metric.push_back(Sample(double(c.created), {}, MetricType::Counter));
-    auto expired =
-        Family("gpucompute_tensor_expiries_total",
-               "Tensors dropped after their idle lifetime (--tensor_ttl).", MetricType::Counter);
+    auto expired = ScrapedFamily("gpucompute_tensor_expiries_total",
+                                 "Tensors dropped after their idle lifetime (--tensor_ttl).",
+                                 MetricType::Counter);
     expired.metric.push_back(Sample(double(c.expired), {}, MetricType::Counter));
     return {std::move(held), std::move(limit), std::move(count), std::move(created),
             std::move(expired)};
@@ -239,14 +233,15 @@ class Metrics::SharedMemoryCollector final : public prometheus::Collectable {
       registered += r.byte_size;
       if (r.pinned) pinned += r.byte_size;
     }
-    auto count = Family("gpucompute_shared_memory_regions", "Shared-memory regions registered now.",
-                        MetricType::Gauge);
+    auto count = ScrapedFamily("gpucompute_shared_memory_regions",
+                               "Shared-memory regions registered now.", MetricType::Gauge);
     count.metric.push_back(Sample(double(list.size()), {}, MetricType::Gauge));
-    auto bytes = Family("gpucompute_shared_memory_registered_bytes",
-                        "Bytes of the registered shared-memory regions.", MetricType::Gauge);
+    auto bytes = ScrapedFamily("gpucompute_shared_memory_registered_bytes",
+                               "Bytes of the registered shared-memory regions.", MetricType::Gauge);
     bytes.metric.push_back(Sample(double(registered), {}, MetricType::Gauge));
-    auto locked = Family("gpucompute_shared_memory_pinned_bytes",
-                         "Of those, bytes pinned for DMA (locked in host RAM).", MetricType::Gauge);
+    auto locked =
+        ScrapedFamily("gpucompute_shared_memory_pinned_bytes",
+                      "Of those, bytes pinned for DMA (locked in host RAM).", MetricType::Gauge);
     locked.metric.push_back(Sample(double(pinned), {}, MetricType::Gauge));
     return {std::move(count), std::move(bytes), std::move(locked)};
   }

@@ -27,6 +27,7 @@
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
 #include "support/run_command.h"
+#include "support/sanitizers.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -359,11 +360,7 @@ TEST(ServerCommandLine, AnUnusableCeilingsFileStopsStartUp) {
 // exits promptly. (gRPC's own drain closed each connection once its answer
 // was in the socket, and the client, still reading, lost the rest to a
 // reset: "Connection reset by peer", in about one run of two.)
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kUnderSanitizer = true;
-#else
-constexpr bool kUnderSanitizer = false;
-#endif
+using testing::kUnderSanitizer;
 
 void SigtermWithLargeCallsInFlight(const v1::TransposeRequest& req) {
   // One worker: the calls queue behind each other, so most are still waiting

@@ -30,6 +30,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
+#include "support/sanitizers.h"
 #include "support/server_process.h"
 #include "support/tensor_client.h"
 #include "support/test_util.h"
@@ -802,11 +803,7 @@ float ValueAt(int64_t index) {
 // transposed (kept) and reduced on the server, the transpose down and
 // checked element by element. Under AddressSanitizer always 256 MiB: the
 // release build takes the 3 GiB, and ASan's checked copies of it took 44 s.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+using testing::kAddressSanitizer;
 TEST(LargeTensor, UpTransposedReducedAndDown) {
   const bool big = !kAddressSanitizer && MemAvailableBytes() >= (int64_t{16} << 30);
   const int64_t rows = big ? 32768 : 8192, cols = big ? 24576 : 8192, bytes = rows * cols * 4;
