@@ -123,6 +123,17 @@ gk::LaunchContext Context() {
   return ctx;
 }
 
+// The CUDA variant of `op` that plays `role` (the reference, the flagship,
+// ...), as its ladder row says: the bench names no variant itself.
+const gk::Variant& WithRole(gk::Op op, gk::VariantRole role) {
+  const gk::Variant* v = gk::DefaultRegistry().WithRole(op, gk::Backend::kCuda, role);
+  if (v == nullptr) {
+    std::fprintf(stderr, "no %s variant plays role %d\n", gk::OpName(op), static_cast<int>(role));
+    std::exit(1);
+  }
+  return *v;
+}
+
 size_t MaxWorkspace(gk::Op op, const gk::Problem& p) {
   size_t bytes = 0;
   for (const gk::Variant* v : gk::DefaultRegistry().List(op, gk::Backend::kCuda))
@@ -224,7 +235,7 @@ void BenchMatMul(int64_t size, gk::DType dtype, double ref_gflops, const std::st
   CHECK_CUDA(gb::FillUniform(a.ptr, size * size, dbl, 21 + size, g_stream));
   CHECK_CUDA(gb::FillUniform(b.ptr, size * size, dbl, 22 + size, g_stream));
   // Expected output: cuBLAS in full precision.
-  const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "cublas");
+  const gk::Variant* ref = &WithRole(p.op, gk::VariantRole::kVendorReference);
   if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, ws_bytes), Context()).ok())
     std::exit(1);
   for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
@@ -260,7 +271,8 @@ void BenchTranspose(int64_t size, gk::DType dtype, double memcpy_gbps, std::vect
   const size_t bytes = size_t(size * size) * size_t(gk::ElementSize(dtype));
   Device in(bytes), out(bytes), expect(bytes), ws(0);
   CHECK_CUDA(gb::FillUniform(in.ptr, size * size, dbl, 31, g_stream));
-  const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "naive");
+  // Transposing is exact: the simplest kernel's result is the expected one.
+  const gk::Variant* ref = &WithRole(p.op, gk::VariantRole::kTextbook);
   if (!ref->launch(p, MakeBuffers(in.ptr, nullptr, expect.ptr, ws, 0), Context()).ok())
     std::exit(1);
   for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
@@ -343,7 +355,7 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
     gk::Problem p;
     p.op = gk::Op::kMatMul;
     p.m = p.n = p.k = size;
-    const gk::Variant* ref = gk::DefaultRegistry().Find(p.op, gk::Backend::kCuda, "cublas");
+    const gk::Variant* ref = &WithRole(p.op, gk::VariantRole::kVendorReference);
     if (!ref->launch(p, MakeBuffers(a.ptr, b.ptr, expect.ptr, ws, gc::kCublasWorkspaceBytes),
                      Context())
              .ok())
@@ -382,8 +394,9 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
   gk::Problem p;
   p.op = gk::Op::kTranspose;
   p.m = p.n = size;
-  for (auto [kind, name] : {std::pair{gc::TransposeKind::kSharedPadded, "shared_padded"},
-                            {gc::TransposeKind::kSharedSwizzled, "shared_swizzled"}}) {
+  for (gc::TransposeKind kind :
+       {gc::TransposeKind::kSharedPadded, gc::TransposeKind::kSharedSwizzled}) {
+    const char* name = gc::TransposeKindVariant(kind);
     for (int block_rows : {8, 4, 2}) {
       Row row = NewRow("ablation transpose", "float32", ShapeOf(p),
                        std::string(name) + " rows" + std::to_string(block_rows));
@@ -535,7 +548,8 @@ int main(int argc, char** argv) {
     // FP64 is compared with DGEMM through the cublas variant, measured here.
     std::vector<Row> f64;
     BenchMatMul(4096, gk::DType::kFloat64, 1, "", f64);
-    const Row* dgemm = Find(f64, "matmul", "4096x4096x4096", "cublas");
+    const Row* dgemm = Find(f64, "matmul", "4096x4096x4096",
+                            WithRole(gk::Op::kMatMul, gk::VariantRole::kVendorReference).name);
     const double dgemm_gflops = dgemm ? dgemm->gflops() : 0;
     for (Row& r : f64) {
       if (r.ok() && dgemm_gflops > 0) {
@@ -572,28 +586,34 @@ int main(int argc, char** argv) {
   };
   auto ratio = [&](const Row* r) { return r ? r->ratio() : 0.0; };
   auto variant = [](const Row* r) { return r ? r->variant() : std::string("-"); };
+  // Each ladder's flagship against the vendor's, and the rung below it.
+  const gk::Variant& matmul = WithRole(gk::Op::kMatMul, gk::VariantRole::kFlagship);
   for (const char* shape : {"4096x4096x4096", "8192x8192x8192"}) {
-    target(std::string("register_tiled / cuBLAS FP32 at ") + shape,
-           ratio(Find(rows, "matmul", shape, "register_tiled")), 0.80);
-    target(std::string("tiled32 / cuBLAS FP32 at ") + shape,
-           ratio(Find(rows, "matmul", shape, "tiled32")), 0);
+    target(matmul.name + " / cuBLAS FP32 at " + shape,
+           ratio(Find(rows, "matmul", shape, matmul.name)), 0.80);
+    const std::string below(matmul.lesson.before);
+    target(below + " / cuBLAS FP32 at " + shape, ratio(Find(rows, "matmul", shape, below)), 0);
   }
-  const Row* padded = Find(rows, "transpose", "16384x16384", "shared_padded");
-  const Row* shared = Find(rows, "transpose", "16384x16384", "shared");
-  target("transpose shared_padded / memcpy at 16384^2", ratio(padded), 0.90);
+  const gk::Variant& transpose = WithRole(gk::Op::kTranspose, gk::VariantRole::kFlagship);
+  const std::string unpadded(transpose.lesson.before);
+  const Row* padded = Find(rows, "transpose", "16384x16384", transpose.name);
+  const Row* shared = Find(rows, "transpose", "16384x16384", unpadded);
+  target("transpose " + transpose.name + " / memcpy at 16384^2", ratio(padded), 0.90);
   const Row* best_t = Best(rows, "transpose", "16384x16384");
   target("best transpose (" + variant(best_t) + ") / memcpy", ratio(best_t), 0.95);
-  target("transpose shared / shared_padded (bank conflicts)",
+  target("transpose " + unpadded + " / " + transpose.name + " (" +
+             std::string(transpose.lesson.idea) + ")",
          shared && padded ? shared->gbytes_per_s() / padded->gbytes_per_s() : 0.0, 0);
-  target("reduce warp_shuffle SUM ALL / CUB at 2^28",
-         ratio(Find(rows, "reduce sum all", "16384x16384", "warp_shuffle")), 0.97);
+  const std::string reduce = WithRole(gk::Op::kReduce, gk::VariantRole::kFlagship).name;
+  const std::string cub = WithRole(gk::Op::kReduce, gk::VariantRole::kVendorReference).name;
+  target("reduce " + reduce + " SUM ALL / CUB at 2^28",
+         ratio(Find(rows, "reduce sum all", "16384x16384", reduce)), 0.97);
   for (const char* axis : {"per_row", "per_column"}) {
     const std::string op = std::string("reduce sum ") + axis;
-    const Row* best = Best(rows, op, "16384x16384", "cub");
-    const Row* cub = Find(rows, op, "16384x16384", "cub");
+    const Row* best = Best(rows, op, "16384x16384", cub);
     target("best " + std::string(axis) + " SUM (" + variant(best) + ") / CUB ALL", ratio(best),
            0.85);
-    target("cub " + std::string(axis) + " SUM / CUB ALL", ratio(cub), 0);
+    target(cub + " " + axis + " SUM / CUB ALL", ratio(Find(rows, op, "16384x16384", cub)), 0);
   }
   std::printf("\n%-58s %7s %7s\n", "target", "ratio", "goal");
   for (const Report::Target& t : targets) {

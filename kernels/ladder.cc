@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,6 +22,30 @@ Variant DeclaredVariant(Op op, Backend backend, const char* name, const char* de
   v.backend = backend;
   if (workspace_bytes != nullptr) v.workspace_bytes = workspace_bytes;
   return v;
+}
+
+absl::Status CheckLadder(const Registry& registry, Op op, Backend backend) {
+  const std::vector<const Variant*> ladder = registry.List(op, backend);
+  for (const Variant* v : ladder) {
+    for (const Variant* other : ladder) {
+      if (other == v) break;
+      if (v->role != VariantRole::kNone && other->role == v->role) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("variant ", OpName(op), "/", v->name, " takes the role of ", other->name));
+      }
+    }
+    if (!v->HasLesson()) continue;
+    if (v->lesson.before == v->name || registry.Find(op, backend, v->lesson.before) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variant ", OpName(op), "/", v->name, ": its lesson's variant before, \"",
+                       std::string(v->lesson.before), "\", is no other variant of its ladder"));
+    }
+    if (v->lesson.idea.empty() || v->lesson.text.empty() || v->lesson.counter.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variant ", OpName(op), "/", v->name, ": its lesson lacks an idea, a text or a counter"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> CheckedLaunch(

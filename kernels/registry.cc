@@ -57,6 +57,13 @@ std::vector<const Variant*> Registry::List(Backend backend) const {
   return out;
 }
 
+const Variant* Registry::WithRole(Op op, Backend backend, VariantRole role) const {
+  for (const Variant& v : variants_) {
+    if (v.op == op && v.backend == backend && v.role == role) return &v;
+  }
+  return nullptr;
+}
+
 namespace {
 
 struct LoadedRegistry {

@@ -12,9 +12,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gpucompute/kernels/registry.h"
 #include "server/engine/device.h"
@@ -103,6 +105,14 @@ class ComputeEngine {
   const std::vector<std::unique_ptr<Device>>& devices() const { return scheduler_.devices(); }
   TensorStore* tensors() const { return tensors_; }
   const BatchingOptions& batching() const { return scheduler_.batching(); }
+
+  // The variant a request names for `p` (null: "auto"), or why it cannot
+  // run it: VariantSelector::Requested, the one place that decides.
+  absl::StatusOr<const kernels::Variant*> RequestedVariant(
+      const kernels::Problem& p, std::string_view name,
+      VariantSelector::DTypeNamer* dtype_name) const {
+    return selector_.Requested(p, name, dtype_name);
+  }
 
   // Runs `call`; `done` is called exactly once, on a device worker or on the
   // calling thread (work refused, or small work run there).

@@ -5,38 +5,6 @@
 namespace gpucompute::server {
 namespace {
 
-using kernels::Op;
-
-// Variant names are the CUDA ladders' (kernels/cuda/<op>/ladder.cc); a unit
-// test checks each against them.
-constexpr Lesson kLessons[] = {
-    {Op::kTranspose, "coalescing",
-     "stage a tile in shared memory so the writes, not only the reads, are coalesced", "naive",
-     "shared", "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"},
-    {Op::kTranspose, "bank conflicts",
-     "pad the 32x32 tile to 32x33 so a column read hits 32 different banks", "shared",
-     "shared_padded", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
-    {Op::kTranspose, "swizzle vs padding",
-     "XOR-swizzle the columns instead of padding: conflict-free without the extra column",
-     "shared_padded", "shared_swizzled",
-     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
-    {Op::kTranspose, "vector loads",
-     "16-byte global loads and stores: a quarter of the memory instructions for the same tile",
-     "shared_padded_wide", "shared_padded_vec16", "smsp__inst_executed_op_global_ld.sum"},
-    {Op::kMatMul, "tiling",
-     "reuse 32x32 tiles of A and B from shared memory instead of reading global memory per "
-     "multiply-add",
-     "naive", "tiled32", "smsp__inst_executed_op_global_ld.sum"},
-    {Op::kMatMul, "register tiling",
-     "an 8x8 register tile per thread: each shared-memory load feeds 8 multiply-adds "
-     "(with 16-byte loads and double buffering)",
-     "tiled32", "register_tiled", "smsp__inst_executed_pipe_lsu.sum"},
-    {Op::kReduce, "divergence",
-     "sequential addressing keeps the active threads of a tree step in whole warps (and adds "
-     "two elements per thread on load)",
-     "interleaved", "sequential", "smsp__inst_executed.sum"},
-};
-
 // A counter `before` -> `after` as the idea predicts: a fall (or a rise),
 // or both at zero where the idea keeps a count at none.
 bool AsPredicted(double before, double after, bool rises) {
@@ -50,30 +18,36 @@ const CounterValue* FindValue(const std::vector<CounterValue>& values, std::stri
   return it != values.end() ? &*it : nullptr;
 }
 
+bool TimedOk(const TimedVariant& t) { return t.variant != nullptr && t.ok && t.median_us > 0; }
+
 }  // namespace
 
-absl::Span<const Lesson> Lessons() { return kLessons; }
-
-std::vector<MeasuredLesson> MeasureLessons(Op op, absl::Span<const TimedVariant> variants) {
-  auto ok_variant = [&](std::string_view name) -> const TimedVariant* {
-    auto it = std::find_if(variants.begin(), variants.end(),
-                           [&](const TimedVariant& v) { return v.name == name; });
-    return it != variants.end() && it->ok && it->median_us > 0 ? &*it : nullptr;
-  };
+std::vector<MeasuredLesson> MeasureLessons(absl::Span<const TimedVariant> variants) {
+  // Teaching order, whatever order the variants were measured in.
+  std::vector<const TimedVariant*> teachers;
+  for (const TimedVariant& t : variants) {
+    if (TimedOk(t) && t.variant->HasLesson()) teachers.push_back(&t);
+  }
+  std::stable_sort(teachers.begin(), teachers.end(), [](const auto* x, const auto* y) {
+    return x->variant->rung < y->variant->rung;
+  });
   std::vector<MeasuredLesson> out;
-  for (const Lesson& lesson : kLessons) {
-    if (lesson.op != op) continue;
-    const TimedVariant* before = ok_variant(lesson.before);
-    const TimedVariant* after = ok_variant(lesson.after);
-    if (before == nullptr || after == nullptr) continue;
-    MeasuredLesson m{&lesson, before->median_us / after->median_us};
-    const CounterValue* cb = FindValue(before->counters, lesson.counter);
-    const CounterValue* ca = FindValue(after->counters, lesson.counter);
+  for (const TimedVariant* after : teachers) {
+    const kernels::Variant& v = *after->variant;
+    auto before_it = std::find_if(variants.begin(), variants.end(), [&](const TimedVariant& t) {
+      return TimedOk(t) && t.variant->op == v.op && t.variant->backend == v.backend &&
+             t.variant->name == v.lesson.before;
+    });
+    if (before_it == variants.end()) continue;
+    const TimedVariant& before = *before_it;
+    MeasuredLesson m{&v, before.median_us / after->median_us};
+    const CounterValue* cb = FindValue(before.counters, v.lesson.counter);
+    const CounterValue* ca = FindValue(after->counters, v.lesson.counter);
     if (cb != nullptr && ca != nullptr) {
       m.has_counter = true;
       m.counter_before = cb->value;
       m.counter_after = ca->value;
-      m.counter_as_predicted = AsPredicted(cb->value, ca->value, lesson.counter_rises);
+      m.counter_as_predicted = AsPredicted(cb->value, ca->value, v.lesson.counter_rises);
     }
     out.push_back(m);
   }

@@ -1,6 +1,8 @@
 // The lessons a Profile measures: pairs of kernel variants of one op that
-// differ by one idea (coalescing, bank conflicts, tiling, ...). The one table
-// of those pairs; a Profile reports each pair whose two variants both ran ok.
+// differ by one idea (coalescing, bank conflicts, tiling, ...). Each is
+// declared on the ladder row of the variant with the idea
+// (kernels::Variant::lesson); a Profile reports each pair whose two variants
+// both ran ok.
 #pragma once
 
 #include <string>
@@ -8,36 +10,22 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "gpucompute/kernels/problem.h"
+#include "gpucompute/kernels/variant.h"
 #include "server/engine/hardware_counters.h"
 
 namespace gpucompute::server {
 
-struct Lesson {
-  kernels::Op op;
-  std::string_view idea;    // short name, e.g. "coalescing"
-  std::string_view lesson;  // one line: what the idea changes
-  std::string_view before;  // the variant without the idea
-  std::string_view after;   // the variant with it
-  // The hardware counter (a metric of ProfileCounters) that explains the
-  // difference, and which way the idea should move it.
-  std::string_view counter;
-  bool counter_rises = false;  // false: the idea lowers it
-};
-
-// Every pair, in the order a Profile reports them.
-absl::Span<const Lesson> Lessons();
-
 // One variant's result in a Profile.
 struct TimedVariant {
-  std::string name;
+  const kernels::Variant* variant = nullptr;
   bool ok = false;
   double median_us = 0;
   std::vector<CounterValue> counters;  // empty when none were read
 };
 
 struct MeasuredLesson {
-  const Lesson* lesson = nullptr;
+  // The variant with the idea; its lesson names the variant before.
+  const kernels::Variant* after = nullptr;
   double time_ratio = 0;  // before's median / after's median
   // The lesson's counter in both variants, when both read it.
   bool has_counter = false;
@@ -48,8 +36,8 @@ struct MeasuredLesson {
   bool counter_as_predicted = false;
 };
 
-// The lessons of `op` whose two variants are both ok with a positive median
-// in `variants`, in table order.
-std::vector<MeasuredLesson> MeasureLessons(kernels::Op op, absl::Span<const TimedVariant> variants);
+// The lessons of `variants` whose two variants are both there, ok, with a
+// positive median, in ladder order of the variants that teach them.
+std::vector<MeasuredLesson> MeasureLessons(absl::Span<const TimedVariant> variants);
 
 }  // namespace gpucompute::server

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gpucompute/kernels/stats.h"
 #include "server/engine/variant_limits.h"
 
@@ -24,6 +25,34 @@ std::string Slot(const std::string& bucket, bool reduced) {
 
 VariantSelector::VariantSelector(const kernels::Registry& registry, kernels::Backend backend)
     : registry_(registry), backend_(backend) {}
+
+absl::StatusOr<const kernels::Variant*> VariantSelector::Requested(const kernels::Problem& p,
+                                                                   std::string_view name,
+                                                                   DTypeNamer* dtype_name) const {
+  if (name.empty() || name == kAutoVariant) return nullptr;
+  const kernels::Variant* v = registry_.Find(p.op, backend_, name);
+  if (v == nullptr) {
+    std::vector<std::string> names;
+    for (const kernels::Variant* known : registry_.List(p.op, backend_)) {
+      names.push_back(known->name);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown ", kernels::OpName(p.op), " variant \"", std::string(name), "\" on the ",
+        kernels::BackendName(backend_), " backend; available: ", std::string(kAutoVariant), ", ",
+        absl::StrJoin(names, ", ")));
+  }
+  if (const std::string refusal = ShapeRefusal(registry_, *v, p); !refusal.empty()) {
+    return absl::InvalidArgumentError(refusal);
+  }
+  if (!v->Supports(p.dtype)) {
+    std::vector<std::string> dtypes;
+    for (kernels::DType d : v->dtypes) dtypes.push_back(dtype_name(d));
+    return absl::InvalidArgumentError(
+        absl::StrCat("variant \"", std::string(name), "\" does not support ", dtype_name(p.dtype),
+                     " (it supports ", absl::StrJoin(dtypes, ", "), ")"));
+  }
+  return v;
+}
 
 std::string VariantSelector::BucketKey(const kernels::Problem& p) {
   std::string key = absl::StrCat(kernels::OpName(p.op), "/", kernels::DTypeName(p.dtype), "/m",
@@ -52,7 +81,7 @@ const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
   const kernels::Variant* first = nullptr;
   for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
     if (!v->Supports(p.dtype) || (v->reduced_precision && !allow_reduced)) continue;
-    if (!ShapeRefusal(*v, p).empty()) continue;
+    if (!v->TakesShape(p)) continue;
     if (first == nullptr) first = v;
     if (v->fallback_rank > 0 && (ranked == nullptr || v->fallback_rank < ranked->fallback_rank)) {
       ranked = v;
@@ -67,7 +96,7 @@ const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
     absl::MutexLock lock(&mu_);
     auto it = chosen_.find(Slot(BucketKey(p), allow_reduced_precision));
     // A bucket spans shapes up to twice as tall: its choice may not take this one.
-    if (it != chosen_.end() && ShapeRefusal(*it->second, p).empty()) return it->second;
+    if (it != chosen_.end() && it->second->TakesShape(p)) return it->second;
   }
   return Preferred(p, allow_reduced_precision);
 }
@@ -80,7 +109,7 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
     absl::MutexLock lock(&mu_);
     auto it = chosen_.find(Slot(bucket, allow_reduced_precision));
     if (it != chosen_.end()) {
-      if (ShapeRefusal(*it->second, p).empty()) {
+      if (it->second->TakesShape(p)) {
         choice.variant = it->second;
         return choice;
       }
@@ -88,7 +117,7 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
       return choice;
     }
     for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
-      if (v->Supports(p.dtype) && ShapeRefusal(*v, p).empty()) choice.candidates.push_back(v);
+      if (v->Supports(p.dtype) && v->TakesShape(p)) choice.candidates.push_back(v);
     }
     // One caller measures a new bucket; a single candidate needs no measuring.
     choice.calibrate = choice.candidates.size() > 1 && calibrating_.insert(bucket).second;

@@ -1,25 +1,45 @@
-// "auto": which variant runs when the client does not name one. Choices are
-// kept per (op, dtype, reduce op and axis, power-of-two shape bucket); a
-// bucket is filled from measurements (Profile, calibration) and otherwise
-// falls back to the variant its ladder table ranks first (fallback_rank).
+// Which variant runs a request: the one place that decides. A request names
+// a variant, or asks for "auto" (or names none). A named variant must be one
+// of the backend's ladder for the op and take the element type and the shape
+// (its grid's limits, kernels::Variant::grid_y_rows). "auto" runs what
+// measurements found fastest for the shape's bucket (Profile, calibration),
+// else the variant the ladder ranks first (fallback_rank); never a
+// reduced-precision variant unless the request allows it, never one that
+// cannot take the shape. Choices are kept per (op, dtype, reduce op and
+// axis, power-of-two shape bucket).
 #pragma once
 
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/kernels/registry.h"
 #include "server/engine/device.h"
 
 namespace gpucompute::server {
 
+// The name that asks the server to choose (as does no name).
+inline constexpr std::string_view kAutoVariant = "auto";
+
 class VariantSelector {
  public:
   VariantSelector(const kernels::Registry& registry, kernels::Backend backend);
+
+  // The variant a request names for `p`; null for "" and "auto" (Choose
+  // picks when it runs). A name that is no variant here, or one that cannot
+  // take the dtype or the shape, is INVALID_ARGUMENT saying why (without the
+  // request field's name); `dtype_name` names element types in the caller's
+  // words.
+  using DTypeNamer = std::string(kernels::DType);
+  absl::StatusOr<const kernels::Variant*> Requested(const kernels::Problem& p,
+                                                    std::string_view name,
+                                                    DTypeNamer* dtype_name) const;
 
   // Loads earlier choices from `path` (if it exists) and saves every new
   // measurement there. Unknown variant names in the file are ignored.

@@ -15,6 +15,24 @@
 #include "wire/compute_wire.h"
 
 namespace gpucompute::server {
+namespace {
+
+std::string WireDTypeName(kernels::DType dtype) { return ProtoDTypeName(ToProto(dtype)); }
+
+// The variant a request's `field` names, as the engine decides it; its
+// refusal names the field.
+absl::StatusOr<const kernels::Variant*> RequestedVariant(const ComputeEngine& engine,
+                                                         const kernels::Problem& problem,
+                                                         const std::string& name,
+                                                         const std::string& field) {
+  auto v = engine.RequestedVariant(problem, name, &WireDTypeName);
+  if (!v.ok())
+    return absl::Status(v.status().code(), absl::StrCat(field, ": ", v.status().message()));
+  return v;
+}
+
+}  // namespace
+
 ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig config,
                                Metrics& metrics, const BearerTokenAuth* auth)
     : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {}
@@ -200,8 +218,7 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   }
   const kernels::Problem problem = resolved->problem;
   state->problem = problem;
-  auto named =
-      ResolveVariant(registry_, engine->backend(), problem, state->wire.variant, "variant");
+  auto named = RequestedVariant(*engine, problem, state->wire.variant, "variant");
   if (!named.ok()) {
     reactor->Complete(named.status());
     return reactor;
@@ -338,8 +355,8 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
   job.flush_cache = !req->warm_cache();
   job.read_counters = req->counters();
   for (int i = 0; i < req->variants_size(); ++i) {
-    auto v = ResolveVariant(registry_, engine->backend(), *problem, req->variants(i),
-                            absl::StrCat("variants[", i, "]"));
+    auto v =
+        RequestedVariant(*engine, *problem, req->variants(i), absl::StrCat("variants[", i, "]"));
     if (!v.ok()) {
       reactor->Complete(v.status());
       return reactor;

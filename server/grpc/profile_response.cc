@@ -65,7 +65,7 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
         AddNote(row, CountersUnavailableNote(device.backend, row.ok()));
       }
     }
-    timed.push_back({row.variant(), row.ok(), row.median_us(), m.counters});
+    timed.push_back({m.variant, row.ok(), row.median_us(), m.counters});
     rows.push_back(std::move(row));
   }
   // Fastest correct first; failed variants last, in registry order.
@@ -74,13 +74,13 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
     return x.ok() && x.median_us() < y.median_us();
   });
   for (auto& row : rows) *response->add_variants() = std::move(row);
-  for (const MeasuredLesson& measured_lesson : MeasureLessons(p.op, timed)) {
-    const Lesson& lesson = *measured_lesson.lesson;
+  for (const MeasuredLesson& measured_lesson : MeasureLessons(timed)) {
+    const kernels::Lesson& lesson = measured_lesson.after->lesson;
     v1::Comparison* c = response->add_comparisons();
     c->set_idea(std::string(lesson.idea));
-    c->set_lesson(std::string(lesson.lesson));
+    c->set_lesson(std::string(lesson.text));
     c->set_before(std::string(lesson.before));
-    c->set_after(std::string(lesson.after));
+    c->set_after(measured_lesson.after->name);
     c->set_time_ratio(measured_lesson.time_ratio);
     if (measured_lesson.has_counter) {
       c->set_counter(std::string(lesson.counter));

@@ -1,8 +1,6 @@
 #include "server/grpc/validate.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "server/engine/variant_limits.h"
 #include "server/grpc/convert.h"
 
 namespace gpucompute::server {
@@ -228,35 +226,6 @@ absl::StatusOr<Problem> ValidateProfile(const v1::ProfileRequest& req, const Lim
   }
   if (auto s = CheckOutputSize(p, "output", limits); !s.ok()) return s;
   return p;
-}
-
-absl::StatusOr<const kernels::Variant*> ResolveVariant(const kernels::Registry& registry,
-                                                       kernels::Backend backend,
-                                                       const Problem& problem,
-                                                       const std::string& name,
-                                                       const std::string& field) {
-  if (name.empty() || name == "auto") return nullptr;
-  const kernels::Variant* v = registry.Find(problem.op, backend, name);
-  if (v == nullptr) {
-    std::vector<std::string> names;
-    for (const kernels::Variant* known : registry.List(problem.op, backend)) {
-      names.push_back(known->name);
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": unknown ", kernels::OpName(problem.op), " variant \"", name, "\" on the ",
-        kernels::BackendName(backend), " backend; available: auto, ", absl::StrJoin(names, ", ")));
-  }
-  if (const std::string refusal = ShapeRefusal(*v, problem); !refusal.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", refusal));
-  }
-  if (!v->Supports(problem.dtype)) {
-    std::vector<std::string> dtypes;
-    for (DType d : v->dtypes) dtypes.push_back(ProtoDTypeName(ToProto(d)));
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": variant \"", name, "\" does not support ", ProtoDTypeName(ToProto(problem.dtype)),
-        " (it supports ", absl::StrJoin(dtypes, ", "), ")"));
-  }
-  return v;
 }
 
 }  // namespace gpucompute::server

@@ -56,13 +56,4 @@ absl::StatusOr<kernels::Problem> ValidateReduce(const v1::ReduceRequest& req, co
 absl::StatusOr<kernels::Problem> ValidateProfile(const v1::ProfileRequest& req,
                                                  const Limits& limits);
 
-// Looks up a variant requested by name for `problem` on `backend`. Returns
-// null for "" and "auto" (the server chooses). `field` names the request
-// field in error messages, e.g. "variant" or "variants[2]".
-absl::StatusOr<const kernels::Variant*> ResolveVariant(const kernels::Registry& registry,
-                                                       kernels::Backend backend,
-                                                       const kernels::Problem& problem,
-                                                       const std::string& name,
-                                                       const std::string& field);
-
 }  // namespace gpucompute::server

@@ -55,6 +55,14 @@ kernels::Variant Variant(Op op, const std::string& name, bool tensor_cores = fal
   return v;
 }
 
+// `v` as the ladder row after `before` declares it: the idea and its counter.
+kernels::Variant Teaching(kernels::Variant v, int rung, std::string_view before,
+                          std::string_view idea, std::string_view counter) {
+  v.rung = rung;
+  v.lesson = {.before = before, .idea = idea, .text = idea, .counter = counter};
+  return v;
+}
+
 CounterReplay Replay(int* prepared = nullptr) {
   return {[prepared] {
             if (prepared) ++*prepared;
@@ -154,9 +162,12 @@ CounterValue Value(const char* metric, double value) {
 
 TEST(HardwareCountersTest, RowsAndComparisonsCarryTheCounters) {
   const kernels::Variant naive = Variant(Op::kTranspose, "naive");
-  const kernels::Variant shared = Variant(Op::kTranspose, "shared");
-  const kernels::Variant padded = Variant(Op::kTranspose, "shared_padded");
-  const kernels::Variant swizzled = Variant(Op::kTranspose, "shared_swizzled");
+  const kernels::Variant shared =
+      Teaching(Variant(Op::kTranspose, "shared"), 1, "naive", "coalescing", kStoreSectors);
+  const kernels::Variant padded = Teaching(Variant(Op::kTranspose, "shared_padded"), 2, "shared",
+                                           "bank conflicts", kLoadConflicts);
+  const kernels::Variant swizzled = Teaching(Variant(Op::kTranspose, "shared_swizzled"), 3,
+                                             "shared_padded", "swizzle vs padding", kLoadConflicts);
   const std::vector<VariantMeasurement> measured = {
       Measured(naive, 340, {Value(kStoreSectors, 32), Value(kLoadConflicts, 0)}),
       Measured(shared, 100, {Value(kStoreSectors, 4), Value(kLoadConflicts, 16.2e6)}),
@@ -201,7 +212,8 @@ TEST(HardwareCountersTest, RowsAndComparisonsCarryTheCounters) {
 
 TEST(HardwareCountersTest, ARowWithoutCountersSaysWhyAndKeepsItsTimings) {
   const kernels::Variant naive = Variant(Op::kTranspose, "naive");
-  const kernels::Variant shared = Variant(Op::kTranspose, "shared");
+  const kernels::Variant shared =
+      Teaching(Variant(Op::kTranspose, "shared"), 1, "naive", "coalescing", kStoreSectors);
   const std::string why = CountersUnreadNote(absl::PermissionDeniedError("no permission"));
   const std::vector<VariantMeasurement> measured = {Measured(naive, 340, {}, why),
                                                     Measured(shared, 100, {}, why)};
@@ -227,15 +239,18 @@ TEST(LessonsTest, DivergenceIsPredictedToLowerWarpInstructions) {
   // (31.66 -> 31.57: the tree steps are a small part of the instructions),
   // while the warp instructions halve: the counter that explains the time.
   const char* instructions = "smsp__inst_executed.sum";
-  std::vector<TimedVariant> reduce = {{"interleaved", true, 336, {Value(instructions, 9.1e7)}},
-                                      {"sequential", true, 175, {Value(instructions, 4.6e7)}}};
-  auto got = MeasureLessons(Op::kReduce, reduce);
+  const kernels::Variant interleaved = Variant(Op::kReduce, "interleaved");
+  const kernels::Variant sequential =
+      Teaching(Variant(Op::kReduce, "sequential"), 1, "interleaved", "divergence", instructions);
+  std::vector<TimedVariant> reduce = {{&interleaved, true, 336, {Value(instructions, 9.1e7)}},
+                                      {&sequential, true, 175, {Value(instructions, 4.6e7)}}};
+  auto got = MeasureLessons(reduce);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_TRUE(got[0].has_counter);
   EXPECT_EQ(got[0].counter_before, 9.1e7);
   EXPECT_TRUE(got[0].counter_as_predicted);
   std::swap(reduce[0].counters, reduce[1].counters);
-  got = MeasureLessons(Op::kReduce, reduce);
+  got = MeasureLessons(reduce);
   EXPECT_FALSE(got[0].counter_as_predicted);
 }
 

@@ -1,15 +1,19 @@
-// Profile as an instrument, without a GPU: the lesson pairs name real CUDA
-// ladder variants, comparisons appear only when both variants ran ok, and a
-// roofline fraction above 1.05, or one taken against a ceiling that does not
-// match the access pattern, carries a note. Synthetic measurements throughout.
+// Profile as an instrument, without a GPU: the lessons the CUDA ladder rows
+// declare name other variants of their ladder and counters a Profile reads,
+// comparisons appear only when both variants ran ok, in teaching order, and
+// a roofline fraction above 1.05, or one taken against a ceiling that does
+// not match the access pattern, carries a note. Synthetic measurements
+// throughout.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "gpucompute/kernels/ladder.h"
 #include "server/engine/lessons.h"
 #include "server/engine/roofline.h"
 #include "server/grpc/profile_response.h"
@@ -28,35 +32,60 @@ std::string ReadSource(const std::string& relative) {
   return text.str();
 }
 
-// Every `.name = "..."` of a ladder source.
-std::set<std::string> LadderNames(Op op) {
-  const char* dir = op == Op::kMatMul ? "matmul" : op == Op::kTranspose ? "transpose" : "reduce";
-  const std::string source = ReadSource(std::string("kernels/cuda/") + dir + "/ladder.cc");
-  std::set<std::string> names;
-  for (size_t at = source.find(".name = \""); at != std::string::npos;
-       at = source.find(".name = \"", at + 1)) {
-    const size_t open = at + 9, close = source.find('"', open);
-    names.insert(source.substr(open, close - open));
+// The string after each `field = "` in `text`, from `from` on, up to `to`.
+std::vector<std::string> Quoted(const std::string& text, const std::string& field, size_t from = 0,
+                                size_t to = std::string::npos) {
+  std::vector<std::string> out;
+  const std::string key = field + " = \"";
+  for (size_t at = text.find(key, from); at != std::string::npos && at < to;
+       at = text.find(key, at + 1)) {
+    const size_t open = at + key.size(), close = text.find('"', open);
+    out.push_back(text.substr(open, close - open));
   }
-  EXPECT_FALSE(names.empty()) << dir;
-  return names;
+  return out;
 }
 
-TEST(LessonsTest, EveryPairNamesTwoVariantsOfItsLadder) {
+struct SourceLesson {
+  std::string after, before, idea, counter;
+};
+
+// Every row name of a CUDA ladder source, and the lessons its rows declare.
+void ReadLadder(const char* dir, std::set<std::string>& names, std::vector<SourceLesson>& lessons) {
+  const std::string source = ReadSource(std::string("kernels/cuda/") + dir + "/ladder.cc");
+  for (const std::string& name : Quoted(source, ".name")) names.insert(name);
+  EXPECT_FALSE(names.empty()) << dir;
+  for (size_t row = source.find(".name = \""); row != std::string::npos;) {
+    const size_t next = source.find(".name = \"", row + 1);
+    const std::vector<std::string> before = Quoted(source, ".before", row, next);
+    if (!before.empty()) {
+      const std::vector<std::string> idea = Quoted(source, ".idea", row, next);
+      const std::vector<std::string> counter = Quoted(source, ".counter", row, next);
+      EXPECT_EQ(idea.size(), 1u) << dir << ": " << before[0];
+      EXPECT_EQ(counter.size(), 1u) << dir << ": " << before[0];
+      if (idea.size() == 1 && counter.size() == 1) {
+        lessons.push_back(
+            {Quoted(source, ".name", row, row + 1)[0], before[0], idea[0], counter[0]});
+      }
+    }
+    row = next;
+  }
+}
+
+TEST(LessonsTest, EveryLessonNamesAnotherVariantOfItsLadderAndACounterProfileReads) {
   std::set<std::string> ideas;
-  ASSERT_GE(Lessons().size(), 7u);
-  for (const Lesson& lesson : Lessons()) {
-    const std::set<std::string> names = LadderNames(lesson.op);
-    EXPECT_TRUE(names.count(std::string(lesson.before))) << lesson.idea << ": " << lesson.before;
-    EXPECT_TRUE(names.count(std::string(lesson.after))) << lesson.idea << ": " << lesson.after;
-    EXPECT_NE(lesson.before, lesson.after) << lesson.idea;
-    EXPECT_FALSE(lesson.lesson.empty()) << lesson.idea;
-    EXPECT_EQ(lesson.lesson.find('\n'), std::string_view::npos) << lesson.idea;
-    EXPECT_TRUE(ideas.insert(std::string(lesson.idea)).second) << "twice: " << lesson.idea;
-    // Its counter is one a Profile reads, for every variant of the pair.
-    const CounterSpec* counter = FindCounter(lesson.counter);
-    ASSERT_NE(counter, nullptr) << lesson.idea << ": " << lesson.counter;
-    EXPECT_FALSE(counter->tensor_cores_only) << lesson.idea;
+  for (const char* dir : {"matmul", "transpose", "reduce"}) {
+    std::set<std::string> names;
+    std::vector<SourceLesson> lessons;
+    ReadLadder(dir, names, lessons);
+    for (const SourceLesson& lesson : lessons) {
+      EXPECT_TRUE(names.count(lesson.before)) << lesson.idea << ": " << lesson.before;
+      EXPECT_NE(lesson.before, lesson.after) << lesson.idea;
+      EXPECT_TRUE(ideas.insert(lesson.idea).second) << "twice: " << lesson.idea;
+      // Its counter is one a Profile reads, for every variant of the pair.
+      const CounterSpec* counter = FindCounter(lesson.counter);
+      ASSERT_NE(counter, nullptr) << lesson.idea << ": " << lesson.counter;
+      EXPECT_FALSE(counter->tensor_cores_only) << lesson.idea;
+    }
   }
   for (const char* idea : {"coalescing", "bank conflicts", "swizzle vs padding", "tiling",
                            "register tiling", "divergence", "vector loads"}) {
@@ -64,30 +93,111 @@ TEST(LessonsTest, EveryPairNamesTwoVariantsOfItsLadder) {
   }
 }
 
+// The registered ladders carry the same lessons, each with a one-line text.
+TEST(LessonsTest, TheRegistryCarriesTheLessons) {
+  if (!kernels::BuiltWithCuda()) GTEST_SKIP() << "built without CUDA";
+  int lessons = 0;
+  for (const kernels::Variant* v : kernels::DefaultRegistry().List(kernels::Backend::kCuda)) {
+    if (!v->HasLesson()) continue;
+    ++lessons;
+    EXPECT_FALSE(v->lesson.text.empty()) << v->name;
+    EXPECT_EQ(v->lesson.text.find('\n'), std::string_view::npos) << v->name;
+  }
+  EXPECT_EQ(lessons, 7);
+}
+
+// A ladder whose lesson names no other row of it is refused at registration.
+TEST(LessonsTest, ALessonNamingNoOtherRowIsRefused) {
+  using Row = kernels::LadderRow<kernels::CpuLaunch>;
+  auto launch = [](const kernels::Problem&, const kernels::Buffers&) { return absl::OkStatus(); };
+  kernels::CpuLaunch* run = +launch;
+  const kernels::Lesson lesson{.before = "first", .idea = "i", .text = "t", .counter = "c"};
+  const Row good[] = {
+      {.name = "first", .dtypes = kernels::kFloat32Only, .launch = run},
+      {.name = "second", .dtypes = kernels::kFloat32Only, .lesson = lesson, .launch = run}};
+  kernels::Registry registry;
+  EXPECT_TRUE(kernels::AddCpuLadder(registry, Op::kMatMul, good).ok());
+  const Row bad[] = {{.name = "first", .dtypes = kernels::kFloat32Only, .launch = run},
+                     {.name = "third",
+                      .dtypes = kernels::kFloat32Only,
+                      .lesson = {.before = "third", .idea = "i", .text = "t", .counter = "c"},
+                      .launch = run}};
+  kernels::Registry other;
+  const absl::Status refused = kernels::AddCpuLadder(other, Op::kMatMul, bad);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("third"), std::string::npos) << refused;
+}
+
+kernels::Variant FakeVariant(Op op, const std::string& name, int rung = 0) {
+  kernels::Variant v;
+  v.op = op;
+  v.name = name;
+  v.description = "fake " + name;
+  v.backend = kernels::Backend::kCuda;
+  v.dtypes = {kernels::DType::kFloat32};
+  v.rung = rung;
+  return v;
+}
+
+// A fake of the variant with the idea, the text its own.
+kernels::Variant Teaching(Op op, const std::string& name, int rung, std::string_view before,
+                          std::string_view idea) {
+  kernels::Variant v = FakeVariant(op, name, rung);
+  v.lesson = {.before = before, .idea = idea, .text = idea, .counter = "smsp__inst_executed.sum"};
+  return v;
+}
+
+// The CUDA Transpose ladder's first rungs and lessons.
+struct TransposeFakes {
+  kernels::Variant naive = FakeVariant(Op::kTranspose, "naive", 0);
+  kernels::Variant shared = Teaching(Op::kTranspose, "shared", 1, "naive", "coalescing");
+  kernels::Variant padded =
+      Teaching(Op::kTranspose, "shared_padded", 2, "shared", "bank conflicts");
+  kernels::Variant swizzled =
+      Teaching(Op::kTranspose, "shared_swizzled", 3, "shared_padded", "swizzle vs padding");
+  kernels::Variant cublas = FakeVariant(Op::kTranspose, "cublas", 4);
+  kernels::Variant vec16 =
+      Teaching(Op::kTranspose, "shared_padded_vec16", 5, "shared_padded_wide", "vector loads");
+  kernels::Variant wide = FakeVariant(Op::kTranspose, "shared_padded_wide", 6);
+};
+
 TEST(LessonsTest, OnlyPairsWhoseVariantsBothRanOk) {
+  const TransposeFakes t;
   const std::vector<TimedVariant> transpose = {
-      {"naive", true, 100, {}},        {"shared", true, 50, {}},
-      {"shared_padded", true, 40, {}}, {"shared_swizzled", false, 0, {}},      // failed
-      {"cublas", true, 30, {}},        {"shared_padded_vec16", true, 20, {}},  // no _wide: no pair
+      {&t.naive, true, 100, {}}, {&t.shared, true, 50, {}},
+      {&t.padded, true, 40, {}}, {&t.swizzled, false, 0, {}},  // failed
+      {&t.cublas, true, 30, {}}, {&t.vec16, true, 20, {}},     // no _wide: no pair
   };
-  const std::vector<MeasuredLesson> got = MeasureLessons(Op::kTranspose, transpose);
+  const std::vector<MeasuredLesson> got = MeasureLessons(transpose);
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].lesson->idea, "coalescing");
+  EXPECT_EQ(got[0].after->lesson.idea, "coalescing");
   EXPECT_DOUBLE_EQ(got[0].time_ratio, 2.0);
-  EXPECT_EQ(got[1].lesson->idea, "bank conflicts");
+  EXPECT_EQ(got[1].after->lesson.idea, "bank conflicts");
   EXPECT_DOUBLE_EQ(got[1].time_ratio, 1.25);
 
-  // The same names under another op are not that op's lessons.
-  EXPECT_TRUE(MeasureLessons(Op::kReduce, transpose).empty());
-  const std::vector<MeasuredLesson> matmul = MeasureLessons(
-      Op::kMatMul, std::vector<TimedVariant>{{"naive", true, 900, {}}, {"tiled32", true, 300, {}}});
+  // Measured in another order, reported in teaching order.
+  const std::vector<TimedVariant> reversed(transpose.rbegin(), transpose.rend());
+  const std::vector<MeasuredLesson> again = MeasureLessons(reversed);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].after->lesson.idea, "coalescing");
+  EXPECT_EQ(again[1].after->lesson.idea, "bank conflicts");
+
+  // A variant of another op by the same name is not the one before.
+  const kernels::Variant reduce_naive = FakeVariant(Op::kReduce, "naive");
+  EXPECT_TRUE(MeasureLessons(std::vector<TimedVariant>{{&reduce_naive, true, 100, {}},
+                                                       {&t.shared, true, 50, {}}})
+                  .empty());
+  const kernels::Variant naive = FakeVariant(Op::kMatMul, "naive", 0);
+  const kernels::Variant tiled32 = Teaching(Op::kMatMul, "tiled32", 2, "naive", "tiling");
+  const std::vector<MeasuredLesson> matmul =
+      MeasureLessons(std::vector<TimedVariant>{{&naive, true, 900, {}}, {&tiled32, true, 300, {}}});
   ASSERT_EQ(matmul.size(), 1u);
-  EXPECT_EQ(matmul[0].lesson->idea, "tiling");
+  EXPECT_EQ(matmul[0].after->lesson.idea, "tiling");
   EXPECT_DOUBLE_EQ(matmul[0].time_ratio, 3.0);
   // A variant ok but without a time (none timed) is no comparison.
-  EXPECT_TRUE(MeasureLessons(Op::kMatMul, std::vector<TimedVariant>{{"naive", true, 900, {}},
-                                                                    {"tiled32", true, 0, {}}})
-                  .empty());
+  EXPECT_TRUE(
+      MeasureLessons(std::vector<TimedVariant>{{&naive, true, 900, {}}, {&tiled32, true, 0, {}}})
+          .empty());
 }
 
 TEST(RooflineTest, AboveTheCeilingCarriesANote) {
@@ -136,16 +246,6 @@ TEST(RooflineTest, ReduceIsHeldToTheReadCeilingWhenThereIsOne) {
   EXPECT_DOUBLE_EQ(RooflineFraction(p, with_read, 50), RooflineFraction(p, copy_only, 50));
 }
 
-kernels::Variant FakeVariant(Op op, const std::string& name) {
-  kernels::Variant v;
-  v.op = op;
-  v.name = name;
-  v.description = "fake " + name;
-  v.backend = kernels::Backend::kCuda;
-  v.dtypes = {kernels::DType::kFloat32};
-  return v;
-}
-
 VariantMeasurement Measured(const kernels::Variant& v, bool ok, std::vector<double> times) {
   VariantMeasurement m;
   m.variant = &v;
@@ -156,16 +256,11 @@ VariantMeasurement Measured(const kernels::Variant& v, bool ok, std::vector<doub
 }
 
 TEST(ProfileResponseTest, ComparisonsNotesAndCounters) {
-  const kernels::Variant naive = FakeVariant(Op::kTranspose, "naive");
-  const kernels::Variant shared = FakeVariant(Op::kTranspose, "shared");
-  const kernels::Variant padded = FakeVariant(Op::kTranspose, "shared_padded");
-  const kernels::Variant swizzled = FakeVariant(Op::kTranspose, "shared_swizzled");
-  const kernels::Variant wide = FakeVariant(Op::kTranspose, "shared_padded_wide");
-  const kernels::Variant vec16 = FakeVariant(Op::kTranspose, "shared_padded_vec16");
+  const TransposeFakes t;
   const std::vector<VariantMeasurement> measured = {
-      Measured(naive, true, {90, 100, 110}),   Measured(shared, true, {50, 50}),
-      Measured(padded, true, {40, 40, 40}),    Measured(swizzled, false, {}),
-      Measured(wide, true, {36, 37, 30, 100}), Measured(vec16, true, {4}),
+      Measured(t.naive, true, {90, 100, 110}),   Measured(t.shared, true, {50, 50}),
+      Measured(t.padded, true, {40, 40, 40}),    Measured(t.swizzled, false, {}),
+      Measured(t.wide, true, {36, 37, 30, 100}), Measured(t.vec16, true, {4}),
   };
   const kernels::Problem p{
       .op = Op::kTranspose, .dtype = kernels::DType::kFloat32, .m = 1000, .n = 1000};

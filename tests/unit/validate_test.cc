@@ -85,24 +85,6 @@ TEST(Validate, InnerDimensionsDiffer) {
               absl::StatusCode::kInvalidArgument, {"b.rows", "a.cols = 4", "b.rows = 5"});
 }
 
-TEST(Validate, UnknownVariantAndUnsupportedDType) {
-  kernels::Registry registry;
-  kernels::Variant only32;
-  only32.name = "only32";
-  only32.dtypes = {kernels::DType::kFloat32};
-  only32.launch = [](auto&, auto&, auto&) { return absl::OkStatus(); };
-  ASSERT_TRUE(registry.Add(only32).ok());
-  kernels::Problem p;
-  ExpectError(ResolveVariant(registry, kernels::Backend::kCpu, p, "nope", "variant").status(),
-              absl::StatusCode::kInvalidArgument, {"variant", "nope", "only32"});
-  p.dtype = kernels::DType::kFloat64;
-  ExpectError(ResolveVariant(registry, kernels::Backend::kCpu, p, "only32", "variant").status(),
-              absl::StatusCode::kInvalidArgument, {"variant", "only32", "DTYPE_FLOAT64"});
-  auto automatic = ResolveVariant(registry, kernels::Backend::kCpu, p, "auto", "variant");
-  ASSERT_TRUE(automatic.ok());
-  EXPECT_EQ(*automatic, nullptr);
-}
-
 TEST(Validate, MatrixAboveMaxMatrixBytes) {
   ExpectError(ValidateMatMul(MatMul(Mat(1024, 1024), Mat(1024, 1)), kLimits).status(),
               absl::StatusCode::kResourceExhausted, {"a", "4194304", "max_matrix_bytes 1048576"});

@@ -124,6 +124,33 @@ TEST_F(SelectTest, UnmeasuredBucketsTakeTheLowestFallbackRank) {
   EXPECT_EQ(unranked.Select(f64, true), nullptr);
 }
 
+// A request that names a variant: null for "auto" and no name; refusals
+// say why, naming the variant, the ones there are, or the dtypes it takes.
+TEST_F(SelectTest, ARequestedVariantMustExistAndTakeTheDType) {
+  const VariantSelector selector(registry_, kernels::Backend::kCuda);
+  auto words = [](kernels::DType d) { return std::string("<") + kernels::DTypeName(d) + ">"; };
+  VariantSelector::DTypeNamer* namer = +words;
+  const auto unknown = selector.Requested(problem_, "nope", namer);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().message(),
+            "unknown matmul variant \"nope\" on the cuda backend; available: auto, slow, fast, "
+            "tf32");
+  kernels::Problem f64 = problem_;
+  f64.dtype = kernels::DType::kFloat64;
+  const auto unsupported = selector.Requested(f64, "fast", namer);
+  EXPECT_EQ(unsupported.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unsupported.status().message(),
+            "variant \"fast\" does not support <float64> (it supports <float32>)");
+  for (const char* chooses : {"", "auto"}) {
+    auto automatic = selector.Requested(problem_, chooses, namer);
+    ASSERT_TRUE(automatic.ok()) << chooses;
+    EXPECT_EQ(*automatic, nullptr);
+  }
+  auto named = selector.Requested(problem_, "tf32", namer);
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ((*named)->name, "tf32");
+}
+
 // The fallbacks the built-in ladders give, as the name list they replaced did.
 TEST(DefaultLadders, FallbackChoices) {
   const kernels::Registry& registry = kernels::DefaultRegistry();

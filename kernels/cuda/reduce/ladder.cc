@@ -15,6 +15,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, InterleavedReduceWorkspaceBytes),
      .zero_copy = true,
+     .role = VariantRole::kTextbook,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, InterleavedReduce)},
     {.name = "sequential",
      .description = "shared-memory tree with sequential addressing, two elements per thread, "
@@ -23,6 +24,11 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, SequentialReduceWorkspaceBytes),
      .zero_copy = true,
+     .lesson = {.before = "interleaved",
+                .idea = "divergence",
+                .text = "sequential addressing keeps the active threads of a tree step in whole "
+                        "warps (and adds two elements per thread on load)",
+                .counter = "smsp__inst_executed.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SequentialReduce)},
     {.name = "warp_shuffle",
      .description =
@@ -32,6 +38,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, WarpShuffleReduceWorkspaceBytes),
      .zero_copy = true,
+     .role = VariantRole::kFlagship,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce)},
     {.name = "cub",
      .description = "cub::DeviceReduce (ALL), cub::DeviceSegmentedReduce (PER_ROW); PER_COLUMN "
@@ -39,6 +46,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .dtypes = kFloat32AndFloat64,
      .fallback_rank = 1,
      .workspace_bytes = GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, CubReduceWorkspaceBytes),
+     .role = VariantRole::kVendorReference,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, CubReduce)},
 };
 

@@ -17,6 +17,20 @@ enum class TransposeKind {
   kSharedPaddedWide,  // 64x65 padded tile, 16 elements per thread
 };
 
+// The ladder variant (transpose/ladder.cc) whose kernel `kind` is, for the
+// benchmark's rows of the kernel's configurations.
+constexpr const char* TransposeKindVariant(TransposeKind kind) {
+  switch (kind) {
+    case TransposeKind::kNaive: return "naive";
+    case TransposeKind::kShared: return "shared";
+    case TransposeKind::kSharedPadded: return "shared_padded";
+    case TransposeKind::kSharedSwizzled: return "shared_swizzled";
+    case TransposeKind::kTile64Vec16: return "shared_padded_vec16";
+    case TransposeKind::kSharedPaddedWide: return "shared_padded_wide";
+  }
+  return "";
+}
+
 template <typename T>
 cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
                             cudaStream_t stream);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -55,6 +56,9 @@ struct LadderRow {
   int fallback_rank = 0;           // Variant::fallback_rank: "auto"'s pick before measuring
   WorkspaceFunction* workspace_bytes = nullptr;  // null: no scratch
   bool zero_copy = false;                        // Variant::zero_copy: plain loads and stores only
+  int64_t grid_y_rows = 0;  // Variant::grid_y_rows: output rows a block on grid.y computes
+  VariantRole role = VariantRole::kNone;  // Variant::role: at most one row a role
+  Lesson lesson = {};  // Variant::lesson: the idea it teaches against `lesson.before`
   Launch* launch = nullptr;
 };
 
@@ -69,20 +73,30 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
     const Variant& variant,
     std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> run);
 
+// A ladder's rows as registered: each role held by one row at most, and
+// each lesson's `before` another row of the ladder.
+absl::Status CheckLadder(const Registry& registry, Op op, Backend backend);
+
 // Registers `rows` in order, each with `adapt(name, row.launch)` (the
 // backend's call of its launcher) behind CheckedLaunch. A row without a
-// launcher, a duplicate name or an empty one fails, naming the row.
+// launcher, a duplicate name or an empty one fails, naming the row, and so
+// does a ladder CheckLadder refuses.
 template <typename Launch, typename Adapt>
 absl::Status AddLadder(Registry& registry, Op op, Backend backend,
                        std::span<const LadderRow<Launch>> rows, const Adapt& adapt) {
+  int rung = 0;
   for (const LadderRow<Launch>& row : rows) {
     Variant v = DeclaredVariant(op, backend, row.name, row.description, row.dtypes,
                                 row.reduced_precision, row.fallback_rank, row.workspace_bytes);
     v.zero_copy = row.zero_copy;
+    v.grid_y_rows = row.grid_y_rows;
+    v.role = row.role;
+    v.lesson = row.lesson;
+    v.rung = rung++;
     if (row.launch != nullptr) v.launch = CheckedLaunch(v, adapt(v.name, row.launch));
     if (absl::Status s = registry.Add(std::move(v)); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return CheckLadder(registry, op, backend);
 }
 
 // The CPU launcher: runs synchronously on the calling thread; host pointers.

@@ -21,6 +21,8 @@ class Registry {
   // All variants of one op and backend, in registration order (simplest first).
   std::vector<const Variant*> List(Op op, Backend backend) const;
   std::vector<const Variant*> List(Backend backend) const;
+  // The variant of that op and backend holding `role`; null when none does.
+  const Variant* WithRole(Op op, Backend backend, VariantRole role) const;
 
  private:
   std::vector<Variant> variants_;

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,6 +32,37 @@ struct LaunchContext {
   void* cublas = nullptr;
 };
 
+// The most blocks a CUDA grid holds on y.
+inline constexpr int64_t kMaxGridYBlocks = 65535;
+
+// What a variant is to its ladder, for code that needs "the vendor's" or
+// "the simplest" without naming one.
+enum class VariantRole {
+  kNone,
+  // The simplest correct kernel, where the ladder starts: an exact
+  // reference for ops whose result has no rounding (Transpose).
+  kTextbook,
+  // The vendor library at full precision: the reference other variants are
+  // timed and checked against.
+  kVendorReference,
+  // The hand-written kernel the ladder builds up to, held to a fraction of
+  // the vendor's speed.
+  kFlagship,
+};
+
+// One idea a variant teaches against an earlier variant of its ladder
+// (coalescing, bank conflicts, tiling, ...), as Profile reports it when both
+// ran. Empty `before`: the variant teaches none.
+struct Lesson {
+  std::string_view before = {};  // the variant without the idea
+  std::string_view idea = {};    // short name, e.g. "coalescing"
+  std::string_view text = {};    // one line: what the idea changes
+  // The hardware counter (a metric Profile reads) that explains the
+  // difference, and which way the idea should move it.
+  std::string_view counter = {};
+  bool counter_rises = false;  // false: the idea lowers it
+};
+
 struct Variant {
   Op op = Op::kMatMul;
   std::string name;
@@ -46,6 +79,13 @@ struct Variant {
   // variants are left out: what their kernels do with such pointers is
   // theirs to say, and they do not say.
   bool zero_copy = false;
+  // Kernels whose row blocks lie on grid.y: the output rows one block
+  // computes, which bounds m at kMaxGridYBlocks times it. 0: no such bound.
+  int64_t grid_y_rows = 0;
+  VariantRole role = VariantRole::kNone;
+  Lesson lesson = {};
+  // Its place in its ladder (0: the first), for lists in teaching order.
+  int rung = 0;
   // Scratch memory the launch needs; null means none.
   std::function<size_t(const Problem&)> workspace_bytes;
   // Enqueues the computation (CUDA: asynchronously on ctx.stream; CPU:
@@ -53,6 +93,10 @@ struct Variant {
   std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> launch;
 
   bool Supports(DType dtype) const;
+  // The largest m its grid takes; 0: any.
+  int64_t MaxRows() const { return grid_y_rows * kMaxGridYBlocks; }
+  bool TakesShape(const Problem& p) const { return grid_y_rows == 0 || p.m <= MaxRows(); }
+  bool HasLesson() const { return !lesson.before.empty(); }
   size_t WorkspaceBytes(const Problem& p) const { return workspace_bytes ? workspace_bytes(p) : 0; }
 };
 
