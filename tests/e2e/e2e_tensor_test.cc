@@ -821,7 +821,7 @@ TEST(LargeTensor, UpTransposedReducedAndDown) {
   v1::TensorInfo t;
   grpc::Status s = testing::UploadFrom(
       *stub, v1::DTYPE_FLOAT32, rows, cols, bytes,
-      [&row_sums, cols](int64_t offset, char* dst, int64_t n) {
+      [&](int64_t offset, char* dst, int64_t n) {
         for (int64_t i = 0; i < n / 4; ++i) {
           const int64_t index = offset / 4 + i;
           const float v = ValueAt(index);
