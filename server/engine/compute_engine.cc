@@ -1,6 +1,7 @@
 #include "server/engine/compute_engine.h"
 
 #include <random>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,8 @@ ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& sched
       tensors_(tensors) {}
 
 void ComputeEngine::Compute(ComputeCall call,
-                            std::function<void(absl::Status, const ComputeOutcome&)> done) {
+                            std::function<void(absl::Status, ComputeOutcome&)> done) {
+  ComputeOutcome refused;
   const kernels::Problem problem = call.problem;
   VariantSelector::Choice choice;
   if (call.variant != nullptr) {
@@ -46,12 +48,25 @@ void ComputeEngine::Compute(ComputeCall call,
     done(absl::InvalidArgumentError(
              absl::StrCat("variant: no ", kernels::OpName(problem.op), " variant supports ",
                           kernels::DTypeName(problem.dtype), " on this server")),
-         ComputeOutcome{});
+         refused);
     return;
   }
   if (tensors_ == nullptr && (call.keep_output || call.a_tensor || call.b_tensor)) {
-    done(absl::FailedPreconditionError("this server holds no tensors"), ComputeOutcome{});
+    done(absl::FailedPreconditionError("this server holds no tensors"), refused);
     return;
+  }
+  auto memory = std::make_shared<CallMemory>(call.buffers, call.out_region);
+  bool a_pinned = false, b_pinned = false;
+  for (auto [region, pieces, pinned] : {std::tuple{&call.a_region, &call.a, &a_pinned},
+                                        std::tuple{&call.b_region, &call.b, &b_pinned}}) {
+    if (!*region) continue;
+    auto operand = memory->Input(**region);
+    if (!operand.ok()) {
+      done(operand.status(), refused);
+      return;
+    }
+    *pieces = std::move(operand->pieces);
+    *pinned = operand->pinned;
   }
 
   auto outcome = std::make_shared<ComputeOutcome>();
@@ -79,7 +94,7 @@ void ComputeEngine::Compute(ComputeCall call,
     if (created.ok()) kept_ahead = std::move(*created);
   }
   const bool nothing_waits = !shared_call->keep_output || kept_ahead != nullptr;
-  task.run = [this, shared_call, outcome, choice,
+  task.run = [this, shared_call, outcome, choice, memory, a_pinned, b_pinned,
               kept_ahead = std::move(kept_ahead)](Device& device) mutable -> absl::Status {
     const ComputeCall& c = *shared_call;
     const StopRequested stop = StopOf(c.lifetime);
@@ -110,9 +125,9 @@ void ComputeEngine::Compute(ComputeCall call,
     outcome->variant = job.variant;
     job.a = c.a;
     job.b = c.b;
-    job.a_pinned = c.a_pinned;
-    job.b_pinned = c.b_pinned;
-    job.out_pinned = c.output_pinned;
+    job.a_pinned = a_pinned;
+    job.b_pinned = b_pinned;
+    job.out_pinned = memory->output_pinned();
     if (c.a_tensor) job.a_resident = &c.a_tensor->memory();
     if (c.b_tensor) job.b_resident = &c.b_tensor->memory();
     std::shared_ptr<Tensor> kept = std::move(kept_ahead);
@@ -124,7 +139,7 @@ void ComputeEngine::Compute(ComputeCall call,
       }
       job.out_resident = &kept->memory();
     } else {
-      job.out = c.output(
+      job.out = memory->Output(
           size_t(kernels::OutputElements(job.problem) * kernels::ElementSize(job.problem.dtype)));
     }
     auto times = device.Execute(job, stop);
@@ -139,15 +154,17 @@ void ComputeEngine::Compute(ComputeCall call,
     return absl::OkStatus();
   };
   if (!choice.calibrate) {
-    task.batch = BatchPartOf(shared_call, choice.variant, outcome);
+    task.batch = BatchPartOf(shared_call, choice.variant, memory, outcome);
     // Waiting for company is the point of a delay: such tasks always queue.
     task.may_run_inline = small && nothing_waits &&
                           !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());
   }
-  task.done = [outcome, done = std::move(done)](absl::Status status, Device* device,
-                                                int64_t queue_us) {
+  task.done = [outcome, memory, done = std::move(done)](absl::Status status, Device* device,
+                                                        int64_t queue_us) {
     outcome->device = device;
     outcome->queue_us = queue_us;
+    if (status.ok()) status = memory->Finish();
+    if (status.ok()) outcome->result = memory->TakeResult();
     done(status, *outcome);
   };
   scheduler_.Submit(std::move(task));
@@ -155,11 +172,12 @@ void ComputeEngine::Compute(ComputeCall call,
 
 std::optional<BatchPart> ComputeEngine::BatchPartOf(
     const std::shared_ptr<ComputeCall>& call, const kernels::Variant* variant,
+    const std::shared_ptr<CallMemory>& memory,
     const std::shared_ptr<ComputeOutcome>& outcome) const {
   const ComputeCall& c = *call;
   const kernels::Problem& p = c.problem;
   if (scheduler_.batching().max_batch_size <= 1 || c.keep_output || c.a_tensor || c.b_tensor ||
-      c.a_pinned || c.b_pinned || c.output_pinned) {
+      c.a_region || c.b_region || c.out_region) {
     return std::nullopt;
   }
   const int64_t out_bytes = kernels::OutputElements(p) * kernels::ElementSize(p.dtype);
@@ -168,13 +186,13 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
   part.key = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ", p.m, "x",
                           p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",
                           kernels::ReduceAxisName(p.reduce_axis), " ", variant->name);
-  part.prepare = [call, variant, out_bytes](Device&) -> absl::StatusOr<ComputeJob> {
+  part.prepare = [call, variant, memory, out_bytes](Device&) -> absl::StatusOr<ComputeJob> {
     ComputeJob job;
     job.problem = call->problem;
     job.variant = variant;
     job.a = call->a;
     job.b = call->b;
-    job.out = call->output(size_t(out_bytes));
+    job.out = memory->Output(size_t(out_bytes));
     return job;
   };
   part.finish = [outcome](absl::StatusOr<StageTimes> result, int batch_size) {

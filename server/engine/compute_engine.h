@@ -19,8 +19,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gpucompute/kernels/registry.h"
+#include "server/engine/call_memory.h"
 #include "server/engine/device.h"
+#include "server/engine/host_buffers.h"
 #include "server/engine/scheduler.h"
+#include "server/engine/shared_memory.h"
 #include "server/engine/tensor_store.h"
 #include "server/engine/variant_selector.h"
 
@@ -41,18 +44,19 @@ struct ComputeCall {
   bool allow_reduced_precision = false;
   HostPieces a;
   HostPieces b;
-  // `a`, `b` or the output's memory is a pinned shared-memory region: the
-  // device reaches it by DMA only (see ComputeJob).
-  bool a_pinned = false;
-  bool b_pinned = false;
-  bool output_pinned = false;
+  // Operands in clients' shared-memory regions, read in place of `a` / `b`
+  // (see CallMemory).
+  std::optional<RegionSlice> a_region;
+  std::optional<RegionSlice> b_region;
   // Operands held by the server, read in place of `a` / `b` (null: inline).
   // The work runs on the device holding them.
   std::shared_ptr<Tensor> a_tensor;
   std::shared_ptr<Tensor> b_tensor;
-  // Called on a device worker once the variant is known and before the run,
-  // with the result's byte count: where the result goes. Unused when kept.
-  std::function<void*(size_t bytes)> output;
+  // The result goes into this region slice instead of back to the caller.
+  std::optional<RegionSlice> out_region;
+  // Reused buffers for returned results and operands read through a
+  // region's file (null: fresh ones). Outlives the call.
+  HostBufferPool* buffers = nullptr;
   // Keep the result on the device as a new tensor with this idle lifetime
   // (zero: the store's default) instead of returning its bytes.
   bool keep_output = false;
@@ -67,6 +71,10 @@ struct ComputeOutcome {
   StageTimes times;
   std::optional<TensorInfo> kept;  // the result's tensor, when kept
   int batch_size = 1;              // requests that ran together, this one included
+  // The result's bytes, when they go back to the caller (neither kept nor
+  // written into a region): the caller's to answer with, then to hand back
+  // to ComputeCall::buffers.
+  std::unique_ptr<std::string> result;
 };
 
 struct ProfileCall {
@@ -116,7 +124,7 @@ class ComputeEngine {
 
   // Runs `call`; `done` is called exactly once, on a device worker or on the
   // calling thread (work refused, or small work run there).
-  void Compute(ComputeCall call, std::function<void(absl::Status, const ComputeOutcome&)> done);
+  void Compute(ComputeCall call, std::function<void(absl::Status, ComputeOutcome&)> done);
 
   // Measures the job's variants (all that apply when it lists none) and
   // remembers the fastest for "auto".
@@ -127,6 +135,7 @@ class ComputeEngine {
   // tensors or shared memory, a small problem, and a variant already known.
   std::optional<BatchPart> BatchPartOf(const std::shared_ptr<ComputeCall>& call,
                                        const kernels::Variant* variant,
+                                       const std::shared_ptr<CallMemory>& memory,
                                        const std::shared_ptr<ComputeOutcome>& outcome) const;
 
   const kernels::Registry& registry_;

@@ -88,6 +88,14 @@ class SharedMemoryRegion {
   Device* const pinner_;  // who unpins it; null when not pinned
 };
 
+// A slice of a registered region, checked: inside it, and as long as the
+// matrix it carries.
+struct RegionSlice {
+  std::shared_ptr<SharedMemoryRegion> region;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
 struct SharedMemoryOptions {
   int max_regions = 256;
   int64_t max_bytes = 0;  // registered bytes at most (pinned memory is locked)

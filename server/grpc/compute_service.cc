@@ -69,17 +69,11 @@ ComputeEngine* ComputeService::Admit(grpc::CallbackServerContext* ctx, CallReact
 }
 
 // What one compute call keeps until it is answered: the request's slices
-// (the payload spans point into them) and the result buffer.
+// (the payload spans point into them).
 struct ComputeService::ComputeState {
   std::vector<grpc::Slice> slices;
   wire::ComputeRequest wire;
   kernels::Problem problem;
-  std::unique_ptr<std::string> out;
-  // Shared memory: the slices the operands and the result use (their regions
-  // stay mapped and pinned until the call ends), and the inputs read from an
-  // unpinned region's file.
-  std::optional<RegionSlice> a_slice, b_slice, out_slice;
-  std::unique_ptr<std::string> a_copy, b_copy;
 };
 
 namespace {
@@ -141,18 +135,6 @@ absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
     out.out_slice = std::move(*slice);
   }
   return out;
-}
-
-// An operand in shared memory as the engine takes it: the pinned pages
-// themselves (DMA only), or a copy read through the region's file.
-absl::StatusOr<HostPieces> SliceInput(const RegionSlice& slice, ResponseBufferPool& buffers,
-                                      std::unique_ptr<std::string>& copy, bool& pinned) {
-  char* dma = slice.region->dma_data(slice.offset, slice.bytes);
-  pinned = dma != nullptr;
-  if (pinned) return HostPieces{{dma, size_t(slice.bytes)}};
-  copy = buffers.Acquire(size_t(slice.bytes));
-  if (auto s = slice.region->Read(slice.offset, slice.bytes, copy->data()); !s.ok()) return s;
-  return HostPieces{{copy->data(), size_t(slice.bytes)}};
 }
 
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
@@ -234,34 +216,14 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   call.b_tensor = std::move(resolved->b_tensor);
   call.keep_output = resolved->placement.keep;
   call.keep_ttl = resolved->placement.ttl;
-  state->a_slice = std::move(resolved->a_slice);
-  state->b_slice = std::move(resolved->b_slice);
-  state->out_slice = std::move(resolved->out_slice);
-  for (auto [slice, copy, pieces, pinned] :
-       {std::tuple{&state->a_slice, &state->a_copy, &call.a, &call.a_pinned},
-        std::tuple{&state->b_slice, &state->b_copy, &call.b, &call.b_pinned}}) {
-    if (!*slice) continue;
-    auto input = SliceInput(**slice, buffers_, *copy, *pinned);
-    if (!input.ok()) {
-      reactor->Complete(input.status());
-      return reactor;
-    }
-    *pieces = std::move(*input);
-  }
-  char* out_dma = state->out_slice ? state->out_slice->region->dma_data(state->out_slice->offset,
-                                                                        state->out_slice->bytes)
-                                   : nullptr;
-  call.output_pinned = out_dma != nullptr;
-  // A reused buffer: a fresh one would page-fault and zero-fill every byte.
-  call.output = [this, state, out_dma](size_t bytes) {
-    if (out_dma != nullptr) return static_cast<void*>(out_dma);
-    state->out = buffers_.Acquire(bytes);
-    return static_cast<void*>(state->out->data());
-  };
+  call.a_region = std::move(resolved->a_slice);
+  call.b_region = std::move(resolved->b_slice);
+  call.out_region = std::move(resolved->out_slice);
+  const bool into_region = call.out_region.has_value();
+  call.buffers = &buffers_;
   call.lifetime = RequestLifetime{reactor->deadline(), reactor->cancelled()};
-  engine->Compute(std::move(call), [this, reactor, response, state,
-                                    out_by_file = state->out_slice && out_dma == nullptr](
-                                       absl::Status status, const ComputeOutcome& outcome) {
+  engine->Compute(std::move(call), [this, reactor, response, state, into_region](
+                                       absl::Status status, ComputeOutcome& outcome) {
     StageLatencies latencies;
     if (status.ok()) {
       const StageTimes& t = outcome.times;
@@ -272,14 +234,7 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
                    absl::ToInt64Microseconds(absl::Now() - reactor->received()),
                    outcome.batch_size};
       const kernels::Problem& p = state->problem;
-      if (out_by_file) {
-        // Not by DMA: the result goes into the region through its file.
-        status = state->out_slice->region->Write(state->out_slice->offset, state->out->data(),
-                                                 state->out_slice->bytes);
-      }
-      if (!status.ok()) {
-        // Answered below with the write's error.
-      } else if (state->out_slice) {
+      if (into_region) {
         // No data: the matrix names the slice that holds the result.
         wire::SharedMemorySlice slice = state->wire.output.shared_memory;
         *response = wire::EncodeComputeResponseWithSharedMemory(
@@ -294,14 +249,10 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
         *response = wire::EncodeComputeResponse(
             ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
             wire::SliceOwning(
-                std::move(state->out),
+                std::move(outcome.result),
                 [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
             ReportOf(outcome, latencies));
       }
-    }
-    if (state->out) buffers_.Release(std::move(state->out));
-    for (auto* copy : {&state->a_copy, &state->b_copy}) {
-      if (*copy) buffers_.Release(std::move(*copy));
     }
     RequestLabels labels;
     labels.dtype = kernels::DTypeName(state->problem.dtype);

@@ -10,11 +10,11 @@
 
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/engine/compute_engine.h"
+#include "server/engine/host_buffers.h"
 #include "server/engine/shared_memory.h"
 #include "server/engine/tensor_transfers.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/call_record.h"
-#include "server/grpc/response_buffers.h"
 #include "server/grpc/tensor_streams.h"
 #include "server/grpc/validate.h"
 #include "server/ops/metrics.h"
@@ -140,7 +140,7 @@ class ComputeService final : public RawComputeService {
   const kernels::Registry& registry_;
   const ServiceConfig config_;
   Metrics& metrics_;
-  ResponseBufferPool buffers_{config_.host_buffer_pool_bytes};
+  HostBufferPool buffers_{config_.host_buffer_pool_bytes};
   const BearerTokenAuth* const auth_;
   std::atomic<ComputeEngine*> engine_{nullptr};
   std::atomic<TensorTransfers*> transfers_{nullptr};

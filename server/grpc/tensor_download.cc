@@ -158,7 +158,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     if (!info_sent_) out.BytesField(1, info_);
     info_sent_ = true;
     if (chunk != nullptr) {
-      ResponseBufferPool* pool = pool_;
+      HostBufferPool* pool = pool_;
       out.SliceField(2, wire::SliceOwning(std::move(chunk), [pool](std::unique_ptr<std::string> b) {
                        if (pool != nullptr) pool->Release(std::move(b));
                      }));
@@ -179,7 +179,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
 
   TensorTransfers* const transfers_;
   const SharedMemoryRegistry* const regions_;
-  ResponseBufferPool* const pool_;  // chunk buffers; null: fresh ones
+  HostBufferPool* const pool_;  // chunk buffers; null: fresh ones
   CallRecord record_;
   std::shared_ptr<Tensor> tensor_;
   bool release_ = false;

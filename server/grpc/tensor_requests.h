@@ -23,14 +23,6 @@ namespace gpucompute::server {
 // memory asked of a server running without it.
 absl::Status SharedMemoryOff(const std::string& field);
 
-// A slice of a registered region, checked: inside it, and as long as the
-// matrix it carries.
-struct RegionSlice {
-  std::shared_ptr<SharedMemoryRegion> region;
-  int64_t offset = 0;
-  int64_t bytes = 0;
-};
-
 // `slice` (the request's field `field`) looked up in `regions` (null: the
 // server runs without shared memory, FAILED_PRECONDITION): NOT_FOUND for an
 // unknown region, INVALID_ARGUMENT naming the numbers when its byte_size is

@@ -10,10 +10,10 @@
 #include <cstdint>
 
 #include "gpucompute/v1/compute.pb.h"
+#include "server/engine/host_buffers.h"
 #include "server/engine/shared_memory.h"
 #include "server/engine/tensor_transfers.h"
 #include "server/grpc/call_record.h"
-#include "server/grpc/response_buffers.h"
 #include "server/ops/metrics.h"
 
 namespace gpucompute::server {
@@ -24,7 +24,7 @@ struct StreamContext {
   Metrics& metrics;
   CallCounts& calls;
   const SharedMemoryRegistry* regions = nullptr;
-  ResponseBufferPool* buffers = nullptr;  // reused payload buffers (Download's chunks)
+  HostBufferPool* buffers = nullptr;  // reused payload buffers (Download's chunks)
 };
 
 // Bytes of an Upload gathered from its messages before they go to the

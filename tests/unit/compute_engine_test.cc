@@ -102,9 +102,9 @@ class EngineInline : public ::testing::Test {
     absl::Notification done;
     ComputeOutcome result;
     absl::Status status;
-    engine_.Compute(std::move(call), [&](absl::Status s, const ComputeOutcome& outcome) {
+    engine_.Compute(std::move(call), [&](absl::Status s, ComputeOutcome& outcome) {
       status = s;
-      result = outcome;
+      result = std::move(outcome);
       done.Notify();
     });
     *before_return = done.HasBeenNotified();

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The layers of the server depend one way: grpc/ -> engine/ <- cpu/, cuda/;
-# kernels/ knows no server. Fails naming each include that points back.
+# kernels/ knows no server. Fails naming each include that points back, and
+# each call outside engine/ and the backends that reaches a shared-memory
+# region's bytes (the engine's CallMemory and TensorTransfers do).
 set -uo pipefail
 root=${1:?usage: layering_test.sh REPO_ROOT}
 cd "$root"
@@ -22,5 +24,12 @@ forbid 'grpc|grpcpp/|.*\.pb\.h|server/grpc/|server/ops/metrics' \
 forbid 'server/grpc/' "operators' code must not depend on the gRPC layer" server/ops
 forbid 'server/|grpc|grpcpp/|.*\.pb\.h' "kernels/ must not know the server or gRPC" kernels
 forbid 'server/' "clients must not include server code" client
+# Region bytes: SharedMemoryRegion's Read, Write and dma_data.
+hits=$(grep -rnE "(dma_data|region->(Read|Write))\(" server/grpc server/ops server/*.cc 2>/dev/null)
+if [ -n "$hits" ]; then
+  echo "layering: shared-memory region bytes are reached in server/engine/ only:"
+  echo "$hits" | sed 's/^/  /'
+  status=1
+fi
 [ $status -eq 0 ] && echo "layering: ok"
 exit $status
