@@ -103,6 +103,7 @@ const char* RpcOpName(RpcOp op) {
     case RpcOp::kReleaseTensors: return "release_tensors";
     case RpcOp::kListTensors: return "list_tensors";
     case RpcOp::kSharedMemory: return "shared_memory";
+    case RpcOp::kCount: break;
   }
   return "unknown";
 }

@@ -42,8 +42,9 @@ enum class RpcOp {
   kReleaseTensors,
   kListTensors,
   kSharedMemory,  // RegisterSharedMemory, UnregisterSharedMemory, ListSharedMemory
+  kCount,         // not an op: how many there are (a new op goes above)
 };
-constexpr int kRpcOpCount = 10;
+constexpr int kRpcOpCount = int(RpcOp::kCount);
 const char* RpcOpName(RpcOp op);
 
 // Where a successful request spent its time, in microseconds. Stages a
