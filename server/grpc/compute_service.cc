@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/grpc/call_reactor.h"
+#include "server/grpc/compute_request.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/profile_response.h"
 #include "server/grpc/tensor_requests.h"
@@ -87,56 +88,6 @@ const char* RequestName(RpcOp rpc) {
   }
 }
 
-// The request's operands (tensors looked up) and where its result goes,
-// validated into a Problem.
-struct Resolved {
-  kernels::Problem problem;
-  std::shared_ptr<Tensor> a_tensor, b_tensor;
-  std::optional<RegionSlice> a_slice, b_slice, out_slice;
-  Placement placement;
-};
-
-absl::StatusOr<Resolved> Resolve(kernels::Op op, const wire::ComputeRequest& r,
-                                 const Limits& limits, TensorStore* store,
-                                 const SharedMemoryRegistry* regions) {
-  Resolved out;
-  auto placement = ResolvePlacement(r, store, regions);
-  if (!placement.ok()) return placement.status();
-  out.placement = *placement;
-  const bool matmul = op == kernels::Op::kMatMul;
-  auto a = ResolveOperand(r.a, matmul ? "a" : "input", store, regions);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<kernels::Problem> problem;
-  const bool kept = out.placement.keep;
-  switch (op) {
-    case kernels::Op::kMatMul: {
-      auto b = ResolveOperand(r.b, "b", store, regions);
-      if (!b.ok()) return b.status();
-      problem = ValidateMatMul(a->shape, b->shape, limits, kept);
-      out.b_tensor = std::move(b->tensor);
-      out.b_slice = std::move(b->slice);
-      break;
-    }
-    case kernels::Op::kTranspose: problem = ValidateTranspose(a->shape, limits, kept); break;
-    case kernels::Op::kReduce:
-      problem = ValidateReduce(a->shape, r.reduce_op, r.reduce_axis, limits, kept);
-      break;
-  }
-  if (!problem.ok()) return problem.status();
-  out.problem = *problem;
-  out.a_tensor = std::move(a->tensor);
-  out.a_slice = std::move(a->slice);
-  if (out.placement.shared_memory) {
-    const kernels::Problem& p = out.problem;
-    auto slice = ResolveSlice(*out.placement.shared_memory,
-                              kernels::OutputElements(p) * kernels::ElementSize(p.dtype),
-                              "output.shared_memory", regions);
-    if (!slice.ok()) return slice.status();
-    out.out_slice = std::move(*slice);
-  }
-  return out;
-}
-
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
   v1::ExecutionReport report;
   report.set_variant(outcome.variant->name);
@@ -193,7 +144,8 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   }
   state->wire = std::move(*parsed);
   const SharedMemoryRegistry* regions = regions_.load(std::memory_order_acquire);
-  auto resolved = Resolve(op, state->wire, config_.limits, engine->tensors(), regions);
+  auto resolved =
+      ResolveComputeRequest(op, state->wire, config_.limits, engine->tensors(), regions);
   if (!resolved.ok()) {
     reactor->Complete(resolved.status());
     return reactor;
