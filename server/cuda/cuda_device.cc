@@ -19,6 +19,7 @@
 #include "server/cuda/health.h"
 #include "server/cuda/host_copy.h"
 #include "server/cuda/profile_runner.h"
+#include "server/cuda/request_plan.h"
 #include "server/cuda/resident_memory.h"
 #include "server/cuda/slot.h"
 #include "server/cuda/slot_pool.h"
@@ -42,57 +43,6 @@ constexpr int kTransferLanes = 2;
 int64_t MicrosSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
 }
-
-// Where an input's bytes come from: the request (host pieces, uploaded), a
-// tensor on this device (read in place), or a tensor on another GPU (copied
-// peer to peer into the request's memory).
-enum class Source { kAbsent, kHost, kResident, kPeer };
-
-struct Input {
-  Source source = Source::kAbsent;
-  const HostPieces* host = nullptr;
-  bool pinned = false;  // host pieces in registered memory: DMA, no staging
-  const CudaResidentMemory* resident = nullptr;
-  int64_t bytes = 0;
-  // Bytes of request memory it needs: none when read in place.
-  int64_t buffer_bytes() const {
-    return source == Source::kHost || source == Source::kPeer ? bytes : 0;
-  }
-};
-
-Input InputOf(const HostPieces& host, bool pinned, const ResidentMemory* resident, int64_t bytes,
-              int ordinal) {
-  Input in;
-  in.bytes = bytes;
-  if (resident != nullptr) {
-    in.resident = static_cast<const CudaResidentMemory*>(resident);
-    in.source = in.resident->ordinal() == ordinal ? Source::kResident : Source::kPeer;
-  } else if (bytes > 0) {
-    in.source = Source::kHost;
-    in.host = &host;
-    in.pinned = pinned;
-  }
-  return in;
-}
-
-// One request's inputs and the device bytes it needs of its own: buffers
-// for what is not already resident, and the variant's workspace.
-struct RequestPlan {
-  Input a, b;
-  int64_t out = 0;  // result bytes
-  bool out_resident = false;
-  bool out_pinned = false;
-  int64_t workspace = 0;
-  bool workspace_in_slot = false;  // the slot's own (Slot::kWorkspaceBytes)
-  int64_t out_buffer() const { return out_resident ? 0 : out; }
-  int64_t Total() const {
-    return AlignedBytes(a.buffer_bytes()) + AlignedBytes(b.buffer_bytes()) +
-           AlignedBytes(out_buffer()) + (workspace_in_slot ? 0 : AlignedBytes(workspace));
-  }
-  bool uploads() const { return a.buffer_bytes() > 0 || b.buffer_bytes() > 0; }
-  bool peer() const { return a.source == Source::kPeer || b.source == Source::kPeer; }
-  bool pinned() const { return a.pinned || b.pinned || out_pinned; }
-};
 
 class CudaDevice final : public Device {
  public:
@@ -175,18 +125,7 @@ class CudaDevice final : public Device {
     if (cudaSetDevice(ordinal_) != cudaSuccess)
       return health_.TakeOutOfService("cudaSetDevice failed");
     SlotPool::Lease slot = slots_->Acquire();
-    const kernels::Problem& p = job.problem;
-    const int64_t es = kernels::ElementSize(p.dtype);
-    RequestPlan plan;
-    plan.a =
-        InputOf(job.a, job.a_pinned, job.a_resident, kernels::InputAElements(p) * es, ordinal_);
-    plan.b =
-        InputOf(job.b, job.b_pinned, job.b_resident, kernels::InputBElements(p) * es, ordinal_);
-    plan.out = kernels::OutputElements(p) * es;
-    plan.out_resident = job.out_resident != nullptr;
-    plan.out_pinned = !plan.out_resident && job.out_pinned;
-    plan.workspace = int64_t(job.variant->WorkspaceBytes(p));
-    plan.workspace_in_slot = plan.workspace <= Slot::kWorkspaceBytes;
+    const RequestPlan plan = PlanOf(job, ordinal_);
     auto times = plan.Total() <= Slot::kScratchBytes && !plan.peer() && !plan.pinned()
                      ? ExecuteSmall(job, stop, *slot, plan)
                      : ExecuteLarge(job, stop, *slot, plan);
@@ -201,29 +140,12 @@ class CudaDevice final : public Device {
       absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) override {
     const int capacity = jobs.empty() ? 0 : SmallBatchCapacity(jobs.front());
     if (jobs.size() < 2 || capacity < 2) return Device::ExecuteBatch(jobs, stops);
-    std::vector<absl::StatusOr<StageTimes>> results;
-    results.reserve(jobs.size());
     if (cudaSetDevice(ordinal_) != cudaSuccess) {
       const absl::Status s = health_.TakeOutOfService("cudaSetDevice failed");
-      results.assign(jobs.size(), s);
-      return results;
+      return std::vector<absl::StatusOr<StageTimes>>(jobs.size(), s);
     }
     SlotPool::Lease slot = slots_->Acquire();
-    for (size_t start = 0; start < jobs.size(); start += size_t(capacity)) {
-      const size_t n = std::min(jobs.size() - start, size_t(capacity));
-      auto group =
-          ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), *slot, copier_);
-      if (!group.ok()) {
-        const absl::Status s = health_.AfterError(group.status());
-        for (size_t i = 0; i < n; ++i) results.push_back(s);
-        continue;
-      }
-      for (auto& r : *group) {
-        results.push_back(r.ok() ? std::move(r)
-                                 : absl::StatusOr<StageTimes>(health_.AfterError(r.status())));
-      }
-    }
-    return results;
+    return ExecuteSmallBatches(jobs, stops, capacity, *slot, copier_, health_);
   }
 
   int64_t memory_budget_bytes() const override { return memory_->limit_bytes(); }

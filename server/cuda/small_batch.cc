@@ -146,4 +146,27 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   return results;
 }
 
+std::vector<absl::StatusOr<StageTimes>> ExecuteSmallBatches(absl::Span<const ComputeJob> jobs,
+                                                            absl::Span<const StopRequested> stops,
+                                                            int capacity, Slot& slot,
+                                                            HostCopyPool& copier,
+                                                            DeviceHealth& health) {
+  std::vector<absl::StatusOr<StageTimes>> results;
+  results.reserve(jobs.size());
+  for (size_t start = 0; start < jobs.size(); start += size_t(capacity)) {
+    const size_t n = std::min(jobs.size() - start, size_t(capacity));
+    auto group = ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), slot, copier);
+    if (!group.ok()) {
+      const absl::Status s = health.AfterError(group.status());
+      for (size_t i = 0; i < n; ++i) results.push_back(s);
+      continue;
+    }
+    for (auto& r : *group) {
+      results.push_back(r.ok() ? std::move(r)
+                               : absl::StatusOr<StageTimes>(health.AfterError(r.status())));
+    }
+  }
+  return results;
+}
+
 }  // namespace gpucompute::server::cuda

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/cuda/health.h"
 #include "server/cuda/host_copy.h"
 #include "server/cuda/slot.h"
 #include "server/engine/device.h"
@@ -27,5 +28,14 @@ int SmallBatchCapacity(const ComputeJob& job);
 absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, Slot& slot,
     HostCopyPool& copier);
+
+// Runs `jobs` in groups of at most `capacity` (SmallBatchCapacity of the
+// first) on `slot`, one result per job; errors go through `health`, which
+// takes the device out of service after a fatal one.
+std::vector<absl::StatusOr<StageTimes>> ExecuteSmallBatches(absl::Span<const ComputeJob> jobs,
+                                                            absl::Span<const StopRequested> stops,
+                                                            int capacity, Slot& slot,
+                                                            HostCopyPool& copier,
+                                                            DeviceHealth& health);
 
 }  // namespace gpucompute::server::cuda

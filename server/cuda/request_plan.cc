@@ -1,0 +1,36 @@
+#include "server/cuda/request_plan.h"
+
+#include "server/cuda/slot.h"
+
+namespace gpucompute::server::cuda {
+
+Input InputOf(const HostPieces& host, bool pinned, const ResidentMemory* resident, int64_t bytes,
+              int ordinal) {
+  Input in;
+  in.bytes = bytes;
+  if (resident != nullptr) {
+    in.resident = static_cast<const CudaResidentMemory*>(resident);
+    in.source = in.resident->ordinal() == ordinal ? Source::kResident : Source::kPeer;
+  } else if (bytes > 0) {
+    in.source = Source::kHost;
+    in.host = &host;
+    in.pinned = pinned;
+  }
+  return in;
+}
+
+RequestPlan PlanOf(const ComputeJob& job, int ordinal) {
+  const kernels::Problem& p = job.problem;
+  const int64_t es = kernels::ElementSize(p.dtype);
+  RequestPlan plan;
+  plan.a = InputOf(job.a, job.a_pinned, job.a_resident, kernels::InputAElements(p) * es, ordinal);
+  plan.b = InputOf(job.b, job.b_pinned, job.b_resident, kernels::InputBElements(p) * es, ordinal);
+  plan.out = kernels::OutputElements(p) * es;
+  plan.out_resident = job.out_resident != nullptr;
+  plan.out_pinned = !plan.out_resident && job.out_pinned;
+  plan.workspace = int64_t(job.variant->WorkspaceBytes(p));
+  plan.workspace_in_slot = plan.workspace <= Slot::kWorkspaceBytes;
+  return plan;
+}
+
+}  // namespace gpucompute::server::cuda
