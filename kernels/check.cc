@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "cpu/elements.h"
 
 namespace gpucompute::kernels {
 namespace {
@@ -13,19 +14,28 @@ template <typename T>
 double At(const void* data, int64_t i) {
   T v;
   std::memcpy(&v, static_cast<const char*>(data) + i * int64_t(sizeof(T)), sizeof(T));
-  return static_cast<double>(v);
+  return cpu::Widen(v);
 }
 
 double ValueAt(DType dtype, const void* data, int64_t i) {
-  return dtype == DType::kFloat32 ? At<float>(data, i) : At<double>(data, i);
+  switch (dtype) {
+    case DType::kFloat32: return At<float>(data, i);
+    case DType::kFloat64: return At<double>(data, i);
+    case DType::kFloat16: return At<Float16>(data, i);
+    case DType::kBFloat16: return At<BFloat16>(data, i);
+  }
+  return NAN;  // not reached: every case returns
 }
 
 // The scale an output element's error is measured against: sum|x| over the
-// finite elements it reduces (divided by their count for MEAN). Infinities
+// finite elements it reduces (divided by their count for MEAN), plus the
+// output dtype's final rounding in proportion to |reference| (scaled to the
+// same tolerance). Infinities
 // and NaNs are left out: they would make the scale infinite or NaN and every
 // error zero or NaN; an element whose reference is not finite is compared
 // exactly (ElementError).
-std::vector<double> ReduceScales(const Problem& p, const void* input) {
+std::vector<double> ReduceScales(const Problem& p, const void* input,
+                                 const std::vector<double>& reference) {
   std::vector<double> scale(OutputElements(p), 0.0);
   for (int64_t r = 0; r < p.m; ++r) {
     for (int64_t c = 0; c < p.n; ++c) {
@@ -43,7 +53,13 @@ std::vector<double> ReduceScales(const Problem& p, const void* input) {
                                                                 : double(p.m);
     for (double& s : scale) s /= count;
   }
-  for (double& s : scale) s = std::max(s, 1e-300);
+  const DTypeInfo out = Describe(OutputDType(p));
+  for (size_t i = 0; i < scale.size(); ++i) {
+    if (out.reduce_rounding > 0 && std::isfinite(reference[i])) {
+      scale[i] += out.reduce_rounding / out.reduce_tolerance * std::fabs(reference[i]);
+    }
+    scale[i] = std::max(scale[i], 1e-300);
+  }
   return scale;
 }
 
@@ -59,11 +75,15 @@ double ElementError(double got, double ref, double scale) {
 
 }  // namespace
 
+// The output dtype's bound (kernels/include/gpucompute/kernels/dtype.h);
+// TF32 (reduced precision) has its own.
 double Tolerance(const Problem& p, bool reduced_precision) {
-  if (p.op == Op::kTranspose) return 0;
-  if (reduced_precision) return 5e-3;
-  if (p.dtype == DType::kFloat64) return 1e-12;
-  return p.op == Op::kMatMul ? 1e-4 : 1e-5;
+  switch (p.op) {
+    case Op::kTranspose: return 0;
+    case Op::kMatMul: return reduced_precision ? 5e-3 : Describe(OutputDType(p)).matmul_tolerance;
+    case Op::kReduce: return reduced_precision ? 5e-3 : Describe(OutputDType(p)).reduce_tolerance;
+  }
+  return 0;  // not reached: every case returns
 }
 
 CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, const void* input_a,
@@ -79,7 +99,7 @@ CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, cons
   std::vector<double> scales;
   double matmul_scale = 1.0;
   if (p.op == Op::kReduce) {
-    scales = ReduceScales(p, input_a);
+    scales = ReduceScales(p, input_a, reference);
   } else if (p.op == Op::kMatMul) {
     for (double r : reference) {
       if (std::isfinite(r)) matmul_scale = std::max(matmul_scale, std::fabs(r));
@@ -87,7 +107,7 @@ CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, cons
   }
   int64_t worst = -1;
   for (int64_t i = 0; i < count; ++i) {
-    const double got = ValueAt(p.dtype, out, i);
+    const double got = ValueAt(OutputDType(p), out, i);
     const double scale = p.op == Op::kReduce ? scales[i] : matmul_scale;
     const double err = ElementError(got, reference[i], scale);
     if (worst < 0 || err > result.max_rel_error) {
@@ -100,7 +120,7 @@ CheckResult CheckAgainstReference(const Problem& p, bool reduced_precision, cons
     const int64_t cols = OutputCols(p);
     result.message = absl::StrFormat(
         "element [%d,%d]: got %.9g, reference %.9g, relative error %.3g > tolerance %.1g",
-        worst / cols, worst % cols, ValueAt(p.dtype, out, worst), reference[worst],
+        worst / cols, worst % cols, ValueAt(OutputDType(p), out, worst), reference[worst],
         result.max_rel_error, result.tolerance);
   }
   return result;

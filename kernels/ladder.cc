@@ -15,8 +15,9 @@ Variant DeclaredVariant(Op op, Backend backend, const char* name, const char* de
   v.op = op;
   v.name = name;
   v.description = description;
-  if (dtypes.float32) v.dtypes.push_back(DType::kFloat32);
-  if (dtypes.float64) v.dtypes.push_back(DType::kFloat64);
+  for (DType d : kAllDTypes) {
+    if (dtypes.Has(d)) v.dtypes.push_back(d);
+  }
   v.reduced_precision = reduced_precision;
   v.fallback_rank = fallback_rank;
   v.backend = backend;
@@ -58,6 +59,12 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
     if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, " does not support ", DTypeName(p.dtype)));
+    }
+    if (p.float32_output && (p.op == Op::kTranspose || !IsHalfPrecision(p.dtype))) {
+      return absl::InvalidArgumentError(absl::StrCat(name,
+                                                     ": a float32 output is for MatMul and "
+                                                     "Reduce of 16-bit inputs, not ",
+                                                     OpName(p.op), " of ", DTypeName(p.dtype)));
     }
     const size_t needed = workspace ? workspace(p) : 0;
     if (buf.workspace_bytes < needed || (needed > 0 && buf.workspace == nullptr)) {

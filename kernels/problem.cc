@@ -11,8 +11,6 @@ const char* OpName(Op op) {
   return "unknown";
 }
 
-const char* DTypeName(DType dtype) { return dtype == DType::kFloat32 ? "float32" : "float64"; }
-
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return "sum";
@@ -58,10 +56,14 @@ int64_t OutputCols(const Problem& p) {
 
 int64_t OutputElements(const Problem& p) { return OutputRows(p) * OutputCols(p); }
 
+DType OutputDType(const Problem& p) { return p.float32_output ? DType::kFloat32 : p.dtype; }
+
+int64_t InputABytes(const Problem& p) { return InputAElements(p) * ElementSize(p.dtype); }
+int64_t InputBBytes(const Problem& p) { return InputBElements(p) * ElementSize(p.dtype); }
+int64_t OutputBytes(const Problem& p) { return OutputElements(p) * ElementSize(OutputDType(p)); }
+
 double MinimalBytes(const Problem& p) {
-  const double elements =
-      double(InputAElements(p)) + double(InputBElements(p)) + double(OutputElements(p));
-  return elements * double(ElementSize(p.dtype));
+  return double(InputABytes(p)) + double(InputBBytes(p)) + double(OutputBytes(p));
 }
 
 double UsefulFlops(const Problem& p) {

@@ -21,8 +21,8 @@ namespace {
 
 // i-k-j order: the inner loop streams rows of b and c, which vectorizes;
 // accumulation in double keeps FP32 well inside the contract at large k.
-template <typename T>
-void MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b, ElementsOut<T> c) {
+template <typename T, typename Out>
+void MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b, ElementsOut<Out> c) {
   ParallelFor(p.m, p.n * p.k, [&p, a, b, c](int64_t begin, int64_t end) {
     const int64_t n = p.n, k = p.k;
     std::vector<double> row_sums(n);
@@ -30,11 +30,11 @@ void MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b, ElementsOut<T> c
     for (int64_t i = begin; i < end; ++i) {
       std::fill(row, row + n, 0.0);
       for (int64_t kk = 0; kk < k; ++kk) {
-        const double aik = a[i * k + kk];
+        const double aik = Widen(a[i * k + kk]);
         const ElementsIn<T> brow = b.From(kk * n);
-        for (int64_t j = 0; j < n; ++j) row[j] += aik * double(brow[j]);
+        for (int64_t j = 0; j < n; ++j) row[j] += aik * Widen(brow[j]);
       }
-      for (int64_t j = 0; j < n; ++j) c.Set(i * n + j, static_cast<T>(row[j]));
+      for (int64_t j = 0; j < n; ++j) c.Set(i * n + j, Narrow<Out>(row[j]));
     }
   });
 }
@@ -90,15 +90,15 @@ double ReduceContiguous(ElementsIn<T> x, int64_t count) {
     for (double& l : lanes) l = Combine::kIdentity;
     int64_t i = 0;
     for (; i + kLanes <= count; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) lanes[j] = Combine::Apply(lanes[j], double(x[i + j]));
+      for (int j = 0; j < kLanes; ++j) lanes[j] = Combine::Apply(lanes[j], Widen(x[i + j]));
     }
     double acc = Combine::kIdentity;
-    for (; i < count; ++i) acc = Combine::Apply(acc, double(x[i]));
+    for (; i < count; ++i) acc = Combine::Apply(acc, Widen(x[i]));
     for (double l : lanes) acc = Combine::Apply(acc, l);
     return acc;
   } else {
     double acc = Combine::kIdentity;
-    for (int64_t i = 0; i < count; ++i) acc = Combine::Apply(acc, double(x[i]));
+    for (int64_t i = 0; i < count; ++i) acc = Combine::Apply(acc, Widen(x[i]));
     return acc;
   }
 }
@@ -110,19 +110,19 @@ template <typename Combine, typename T>
 void ReduceRowsIntoColumns(ElementsIn<T> in, int64_t n, int64_t begin, int64_t end, double* acc) {
   for (int64_t r = begin; r < end; ++r) {
     const ElementsIn<T> row = in.From(r * n);
-    for (int64_t c = 0; c < n; ++c) acc[c] = Combine::Apply(acc[c], double(row[c]));
+    for (int64_t c = 0; c < n; ++c) acc[c] = Combine::Apply(acc[c], Widen(row[c]));
   }
 }
 
-template <typename Combine, typename T>
-void Reduce(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
+template <typename Combine, typename T, typename Out>
+void Reduce(const Problem& p, ElementsIn<T> in, ElementsOut<Out> out) {
   const int64_t m = p.m, n = p.n;
   const bool mean = p.reduce_op == ReduceOp::kMean;
   if (p.reduce_axis == ReduceAxis::kPerRow) {
     ParallelFor(m, n, [n, mean, in, out](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const double acc = ReduceContiguous<Combine>(in.From(r * n), n);
-        out.Set(r, static_cast<T>(mean ? acc / double(n) : acc));
+        out.Set(r, Narrow<Out>(mean ? acc / double(n) : acc));
       }
     });
     return;
@@ -149,17 +149,17 @@ void Reduce(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
   }
   if (p.reduce_axis == ReduceAxis::kPerColumn) {
     for (int64_t c = 0; c < n; ++c) {
-      out.Set(c, static_cast<T>(mean ? columns[c] / double(m) : columns[c]));
+      out.Set(c, Narrow<Out>(mean ? columns[c] / double(m) : columns[c]));
     }
     return;
   }
   double acc = Combine::kIdentity;
   for (int64_t c = 0; c < n; ++c) acc = Combine::Apply(acc, columns[c]);
-  out.Set(0, static_cast<T>(mean ? acc / (double(m) * double(n)) : acc));
+  out.Set(0, Narrow<Out>(mean ? acc / (double(m) * double(n)) : acc));
 }
 
-template <typename T>
-void ReduceAnyOp(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
+template <typename T, typename Out>
+void ReduceAnyOp(const Problem& p, ElementsIn<T> in, ElementsOut<Out> out) {
   switch (p.reduce_op) {
     case ReduceOp::kMin: return Reduce<MinOp>(p, in, out);
     case ReduceOp::kMax: return Reduce<MaxOp>(p, in, out);
@@ -172,29 +172,26 @@ void ReduceAnyOp(const Problem& p, ElementsIn<T> in, ElementsOut<T> out) {
 
 // The launchers kernels/cpu/ladder.cc names.
 absl::Status CpuMatMul(const Problem& p, const Buffers& buf) {
-  if (p.dtype == DType::kFloat32) {
-    MatMul(p, ElementsIn<float>(buf.a), ElementsIn<float>(buf.b), ElementsOut<float>(buf.out));
-  } else {
-    MatMul(p, ElementsIn<double>(buf.a), ElementsIn<double>(buf.b), ElementsOut<double>(buf.out));
-  }
+  ForElementTypes(p, [&](auto in, auto out) {
+    using In = decltype(in);
+    MatMul(p, ElementsIn<In>(buf.a), ElementsIn<In>(buf.b), ElementsOut<decltype(out)>(buf.out));
+  });
   return absl::OkStatus();
 }
 
+// Moves elements unchanged (a 16-bit transpose is exact, bit for bit).
 absl::Status CpuTranspose(const Problem& p, const Buffers& buf) {
-  if (p.dtype == DType::kFloat32) {
-    Transpose(p, ElementsIn<float>(buf.a), ElementsOut<float>(buf.out));
-  } else {
-    Transpose(p, ElementsIn<double>(buf.a), ElementsOut<double>(buf.out));
-  }
+  ForElementTypes(p, [&](auto in, auto) {
+    using In = decltype(in);
+    Transpose(p, ElementsIn<In>(buf.a), ElementsOut<In>(buf.out));
+  });
   return absl::OkStatus();
 }
 
 absl::Status CpuReduce(const Problem& p, const Buffers& buf) {
-  if (p.dtype == DType::kFloat32) {
-    ReduceAnyOp(p, ElementsIn<float>(buf.a), ElementsOut<float>(buf.out));
-  } else {
-    ReduceAnyOp(p, ElementsIn<double>(buf.a), ElementsOut<double>(buf.out));
-  }
+  ForElementTypes(p, [&](auto in, auto out) {
+    ReduceAnyOp(p, ElementsIn<decltype(in)>(buf.a), ElementsOut<decltype(out)>(buf.out));
+  });
   return absl::OkStatus();
 }
 

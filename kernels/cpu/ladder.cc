@@ -9,7 +9,7 @@ namespace gpucompute::kernels::cpu {
 constexpr LadderRow<CpuLaunch> kMatMulLadder[] = {
     {.name = "cpu_reference",
      .description = "CPU: i-k-j loops over row bands on all cores, float64 accumulation",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .fallback_rank = 1,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CpuLaunch, CpuMatMul)},
 };
@@ -17,7 +17,7 @@ constexpr LadderRow<CpuLaunch> kMatMulLadder[] = {
 constexpr LadderRow<CpuLaunch> kTransposeLadder[] = {
     {.name = "cpu_reference",
      .description = "CPU: 32x32 cache blocks on all cores",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .fallback_rank = 1,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CpuLaunch, CpuTranspose)},
 };
@@ -25,7 +25,7 @@ constexpr LadderRow<CpuLaunch> kTransposeLadder[] = {
 constexpr LadderRow<CpuLaunch> kReduceLadder[] = {
     {.name = "cpu_reference",
      .description = "CPU: row-major passes on all cores, float64 accumulation, fixed-order combine",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .fallback_rank = 1,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CpuLaunch, CpuReduce)},
 };

@@ -19,9 +19,9 @@ std::vector<double> MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b) {
   for (int64_t i = 0; i < p.m; ++i) {
     double* row = c.data() + i * p.n;
     for (int64_t kk = 0; kk < p.k; ++kk) {
-      const double aik = a[i * p.k + kk];
+      const double aik = cpu::Widen(a[i * p.k + kk]);
       const ElementsIn<T> brow = b.From(kk * p.n);
-      for (int64_t j = 0; j < p.n; ++j) row[j] += aik * double(brow[j]);
+      for (int64_t j = 0; j < p.n; ++j) row[j] += aik * cpu::Widen(brow[j]);
     }
   }
   return c;
@@ -31,7 +31,7 @@ template <typename T>
 std::vector<double> Transpose(const Problem& p, ElementsIn<T> a) {
   std::vector<double> out(p.m * p.n);
   for (int64_t r = 0; r < p.m; ++r) {
-    for (int64_t c = 0; c < p.n; ++c) out[c * p.m + r] = a[r * p.n + c];
+    for (int64_t c = 0; c < p.n; ++c) out[c * p.m + r] = cpu::Widen(a[r * p.n + c]);
   }
   return out;
 }
@@ -46,7 +46,7 @@ std::vector<double> Reduce(const Problem& p, ElementsIn<T> a) {
   std::vector<double> out(outputs, init);
   for (int64_t r = 0; r < p.m; ++r) {
     for (int64_t c = 0; c < p.n; ++c) {
-      const double x = a[r * p.n + c];
+      const double x = cpu::Widen(a[r * p.n + c]);
       double& o = out[p.reduce_axis == ReduceAxis::kAll      ? 0
                       : p.reduce_axis == ReduceAxis::kPerRow ? r
                                                              : c];
@@ -78,8 +78,9 @@ std::vector<double> Dispatch(const Problem& p, const void* a, const void* b) {
 
 }  // namespace
 
+// In float64 from the inputs as given (16-bit ones widen exactly).
 std::vector<double> ReferenceResult(const Problem& p, const void* a, const void* b) {
-  return p.dtype == DType::kFloat32 ? Dispatch<float>(p, a, b) : Dispatch<double>(p, a, b);
+  return cpu::ForElementTypes(p, [&](auto in, auto) { return Dispatch<decltype(in)>(p, a, b); });
 }
 
 }  // namespace gpucompute::kernels

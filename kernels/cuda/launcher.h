@@ -63,11 +63,18 @@ struct LaunchResult {
 using CudaLaunch = LaunchResult(const LaunchArgs&);
 
 // Calls launch(args.As<float>()) or launch(args.As<double>()) by the
-// problem's element type: the body of a launcher for both types.
+// problem's element type: the body of a launcher for the 32- and 64-bit
+// types. A 16-bit problem here is a ladder row that claims a dtype its
+// launcher does not handle: cudaErrorNotSupported, never a reinterpretation.
 template <typename Launch>
 LaunchResult ForElementType(const LaunchArgs& args, const Launch& launch) {
-  if (args.p.dtype == DType::kFloat64) return launch(args.As<double>());
-  return launch(args.As<float>());
+  switch (args.p.dtype) {
+    case DType::kFloat32: return launch(args.As<float>());
+    case DType::kFloat64: return launch(args.As<double>());
+    case DType::kFloat16:
+    case DType::kBFloat16: return cudaErrorNotSupported;
+  }
+  return cudaErrorNotSupported;
 }
 
 }  // namespace gpucompute::kernels::cuda

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -34,13 +35,26 @@
 
 namespace gpucompute::kernels {
 
-// The element types a variant supports.
-struct DTypeSet {
-  bool float32 = false;
-  bool float64 = false;
+// The element types a variant supports (its inputs'; the output of a MatMul
+// or Reduce of 16-bit inputs may be float32 on request, which every variant
+// that takes them supports).
+class DTypeSet {
+ public:
+  constexpr DTypeSet(std::initializer_list<DType> dtypes) {
+    for (DType d : dtypes) bits_ |= Bit(d);
+  }
+  constexpr bool Has(DType dtype) const { return (bits_ & Bit(dtype)) != 0; }
+
+ private:
+  static constexpr unsigned Bit(DType dtype) { return 1u << static_cast<unsigned>(dtype); }
+  unsigned bits_ = 0;
 };
-inline constexpr DTypeSet kFloat32Only{.float32 = true};
-inline constexpr DTypeSet kFloat32AndFloat64{.float32 = true, .float64 = true};
+inline constexpr DTypeSet kFloat32Only{DType::kFloat32};
+inline constexpr DTypeSet kFloat32AndFloat64{DType::kFloat32, DType::kFloat64};
+inline constexpr DTypeSet kHalfPrecision{DType::kFloat16, DType::kBFloat16};
+inline constexpr DTypeSet kEveryDType{DType::kFloat32, DType::kFloat64, DType::kFloat16,
+                                      DType::kBFloat16};
+inline constexpr DTypeSet kFloat32AndHalf{DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
 // Scratch bytes a launch of `p` needs (Variant::workspace_bytes).
 using WorkspaceFunction = size_t(const Problem&);
@@ -51,7 +65,7 @@ template <typename Launch>
 struct LadderRow {
   const char* name = "";
   const char* description = "";  // one line: what the variant does
-  DTypeSet dtypes;
+  DTypeSet dtypes = {};
   bool reduced_precision = false;  // e.g. TF32: "auto" picks it only when the request allows
   int fallback_rank = 0;           // Variant::fallback_rank: "auto"'s pick before measuring
   WorkspaceFunction* workspace_bytes = nullptr;  // null: no scratch

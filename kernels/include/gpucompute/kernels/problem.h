@@ -5,21 +5,19 @@
 #include <cstdint>
 #include <string_view>
 
+#include "gpucompute/kernels/dtype.h"
+
 namespace gpucompute::kernels {
 
 enum class Op { kMatMul, kTranspose, kReduce };
-enum class DType { kFloat32, kFloat64 };
 enum class ReduceOp { kSum, kMin, kMax, kMean };
 enum class ReduceAxis { kAll, kPerRow, kPerColumn };
 enum class Backend { kCpu, kCuda };
 
 const char* OpName(Op op);
-const char* DTypeName(DType dtype);
 const char* ReduceOpName(ReduceOp op);
 const char* ReduceAxisName(ReduceAxis axis);
 const char* BackendName(Backend backend);
-
-inline int64_t ElementSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 8; }
 
 // One operation on dense row-major matrices.
 //   MatMul:           a is m x k, b is k x n, out is m x n.
@@ -28,7 +26,10 @@ inline int64_t ElementSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 
 //   Reduce PER_ROW:   out is m x 1.   PER_COLUMN: out is 1 x n.
 struct Problem {
   Op op = Op::kMatMul;
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  // the inputs'
+  // MatMul and Reduce of 16-bit inputs: the result in float32 instead of
+  // the inputs' dtype (the request's output_dtype).
+  bool float32_output = false;
   int64_t m = 1;
   int64_t n = 1;
   int64_t k = 1;
@@ -42,6 +43,13 @@ int64_t InputBElements(const Problem& p);
 int64_t OutputElements(const Problem& p);
 int64_t OutputRows(const Problem& p);
 int64_t OutputCols(const Problem& p);
+
+// The result's element type: the inputs', or float32 when asked for.
+DType OutputDType(const Problem& p);
+// Bytes of each operand (b: zero when the op has none).
+int64_t InputABytes(const Problem& p);
+int64_t InputBBytes(const Problem& p);
+int64_t OutputBytes(const Problem& p);
 
 // Minimal bytes moved (inputs read once, output written once) and useful
 // floating-point operations (MatMul 2mnk, Reduce m*n, Transpose 0).
