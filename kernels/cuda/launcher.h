@@ -4,6 +4,8 @@
 // define launchers.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -12,13 +14,15 @@
 
 namespace gpucompute::kernels::cuda {
 
-// One launch with its buffers as T (device pointers).
-template <typename T>
+// One launch with its buffers as T (device pointers); the output is Out:
+// T, or float for a MatMul or Reduce of 16-bit inputs that asks for a
+// float32 result (Problem::float32_output).
+template <typename T, typename Out = T>
 struct TypedLaunchArgs {
   const Problem& p;
   const T* a;
   const T* b;  // null for ops with one input
-  T* out;
+  Out* out;
   void* workspace;  // at least the variant's workspace_bytes(p) bytes
   size_t workspace_bytes;
   cudaStream_t stream;
@@ -36,12 +40,12 @@ struct LaunchArgs {
   cudaStream_t stream;
   void* cublas;
 
-  template <typename T>
-  TypedLaunchArgs<T> As() const {
+  template <typename T, typename Out = T>
+  TypedLaunchArgs<T, Out> As() const {
     return {p,
             static_cast<const T*>(a),
             static_cast<const T*>(b),
-            static_cast<T*>(out),
+            static_cast<Out*>(out),
             workspace,
             workspace_bytes,
             stream,
@@ -73,6 +77,23 @@ LaunchResult ForElementType(const LaunchArgs& args, const Launch& launch) {
     case DType::kFloat64: return launch(args.As<double>());
     case DType::kFloat16:
     case DType::kBFloat16: return cudaErrorNotSupported;
+  }
+  return cudaErrorNotSupported;
+}
+
+// The same for launchers of the 16-bit types: launch(args.As<__half>()),
+// args.As<__half, float>() when a float32 output is asked for, and likewise
+// with __nv_bfloat16.
+template <typename Launch>
+LaunchResult ForHalfElementType(const LaunchArgs& args, const Launch& launch) {
+  switch (args.p.dtype) {
+    case DType::kFloat16:
+      return args.p.float32_output ? launch(args.As<__half, float>()) : launch(args.As<__half>());
+    case DType::kBFloat16:
+      return args.p.float32_output ? launch(args.As<__nv_bfloat16, float>())
+                                   : launch(args.As<__nv_bfloat16>());
+    case DType::kFloat32:
+    case DType::kFloat64: return cudaErrorNotSupported;
   }
   return cudaErrorNotSupported;
 }
