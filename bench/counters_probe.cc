@@ -119,8 +119,10 @@ int main(int argc, char** argv) {
       cudaMalloc(&flush, flush_bytes) != cudaSuccess) {
     return Fail("cudaMalloc failed");
   }
-  gpucompute::server::cuda::FillUniform(static_cast<float*>(a), na, 1, stream);
-  if (nb) gpucompute::server::cuda::FillUniform(static_cast<float*>(b), nb, 2, stream);
+  gpucompute::server::cuda::FillUniform(gpucompute::kernels::DType::kFloat32, a, na, 1, stream);
+  if (nb) {
+    gpucompute::server::cuda::FillUniform(gpucompute::kernels::DType::kFloat32, b, nb, 2, stream);
+  }
   cudaMemsetAsync(flush, 0, flush_bytes, stream);
   const gk::Buffers buffers{a, b, out, ws, ws_bytes};
   const gk::LaunchContext ctx{stream, cublas};

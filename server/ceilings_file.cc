@@ -37,6 +37,7 @@ constexpr Figure kFigures[] = {
     {"gflops", &Entry::gflops, &Ceilings::gflops},
     {"gflops_fp64", &Entry::gflops_fp64, &Ceilings::gflops_fp64},
     {"gflops_tf32", &Entry::gflops_tf32, &Ceilings::gflops_tf32},
+    {"gflops_half", &Entry::gflops_half, &Ceilings::gflops_half},
 };
 
 }  // namespace
@@ -95,7 +96,8 @@ absl::Status ApplyCeilings(const tools::v1::CeilingsFile& file, const std::strin
     }
     LogInfo(absl::StrCat("device ", entry.device(), ": ceilings from ", path, ": ", c.gbytes_per_s,
                          " GB/s copy, ", c.gbytes_per_s_read, " GB/s read, ", c.gflops,
-                         " GFLOP/s fp32, ", c.gflops_fp64, " fp64, ", c.gflops_tf32, " tf32"));
+                         " GFLOP/s fp32, ", c.gflops_fp64, " fp64, ", c.gflops_tf32, " tf32, ",
+                         c.gflops_half, " 16-bit"));
   }
   return absl::OkStatus();
 }

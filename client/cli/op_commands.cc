@@ -13,6 +13,10 @@ namespace gpucompute::cli {
 
 namespace {
 
+const FlagSpec kOutputDTypeFlag = {
+    "output_dtype", "float32", "",
+    "the result's dtype: float32 for float16/bfloat16 inputs (accumulated in float32 either way)"};
+
 // The paragraph every op's --help ends with.
 constexpr char kShmHelp[] =
     "\n--shm creates one POSIX shared-memory region (in /dev/shm, mode 0600) big\n"
@@ -31,14 +35,18 @@ int RunMatMul(const ParsedArgs& args, const Client& client) {
               in->labels[0].c_str(), in->matrices[1].Describe().c_str(), in->labels[1].c_str());
   absl::StatusOr<OpOptions> placement = Placement(args);
   if (!placement.ok()) return UsageError(placement.status());
+  absl::StatusOr<std::optional<DType>> output_dtype = OutputDTypeFlag(args);
+  if (!output_dtype.ok()) return UsageError(output_dtype.status());
   absl::StatusOr<SharedPlacement> shm =
-      PlaceInSharedMemory(args, client, in->matrices, [](const std::vector<MatrixShape>& s) {
-        return MatrixShape{s[0].dtype, s[0].rows, s[1].cols};  // a @ b: M x N
+      PlaceInSharedMemory(args, client, in->matrices, [&](const std::vector<MatrixShape>& s) {
+        // a @ b: M x N
+        return MatrixShape{output_dtype->value_or(s[0].dtype), s[0].rows, s[1].cols};
       });
   if (!shm.ok()) return CallFailed(shm.status());
   MatMulOptions options;
   options.variant = Variant(args);
   options.allow_tf32 = args.GetBool("allow_tf32");
+  options.output_dtype = *output_dtype;
   options.keep = placement->keep;
   options.ttl_seconds = placement->ttl_seconds;
   options.output = shm->output;
@@ -79,10 +87,14 @@ int RunReduce(const ParsedArgs& args, const Client& client) {
               in->matrices[0].Describe().c_str(), in->labels[0].c_str());
   absl::StatusOr<OpOptions> options = Placement(args);
   if (!options.ok()) return UsageError(options.status());
+  absl::StatusOr<std::optional<DType>> output_dtype = OutputDTypeFlag(args);
+  if (!output_dtype.ok()) return UsageError(output_dtype.status());
+  options->output_dtype = *output_dtype;
   absl::StatusOr<SharedPlacement> shm =
       PlaceInSharedMemory(args, client, in->matrices, [&](const std::vector<MatrixShape>& s) {
         // all: 1 x 1; per_row: M x 1; per_column: 1 x N.
-        return MatrixShape{s[0].dtype, *axis == v1::REDUCE_AXIS_PER_ROW ? s[0].rows : 1,
+        return MatrixShape{output_dtype->value_or(s[0].dtype),
+                           *axis == v1::REDUCE_AXIS_PER_ROW ? s[0].rows : 1,
                            *axis == v1::REDUCE_AXIS_PER_COLUMN ? s[0].cols : 1};
       });
   if (!shm.ok()) return CallFailed(shm.status());
@@ -105,7 +117,8 @@ std::vector<Command> OpCommands() {
        "--keep holds the result there too and prints its id.\n" +
            std::string(kShmHelp),
        Concat(kInputFlags,
-              {{"allow_tf32", "", "", "let the server's automatic choice use TF32 tensor cores"}}),
+              {{"allow_tf32", "", "", "let the server's automatic choice use TF32 tensor cores"},
+               kOutputDTypeFlag}),
        120000, RunMatMul},
       {"transpose", "transpose a matrix", "[flags] (INPUT.npy | --random MxN)", true,
        "Transposes an M x N matrix on the server; the result is N x M.\n"
@@ -121,7 +134,8 @@ std::vector<Command> OpCommands() {
        "the result there and prints its id.\n" +
            std::string(kShmHelp),
        Concat(kInputFlags, {{"op", "sum|min|max|mean", "sum", "reduction"},
-                            {"axis", "all|per_row|per_column", "all", "what to reduce over"}}),
+                            {"axis", "all|per_row|per_column", "all", "what to reduce over"},
+                            kOutputDTypeFlag}),
        120000, RunReduce},
   };
 }

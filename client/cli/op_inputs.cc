@@ -12,7 +12,7 @@ namespace gpucompute::cli {
 
 const std::vector<FlagSpec> kInputFlags = {
     {"random", "SHAPE", "", "generate inputs instead of reading .npy files (shape syntax above)"},
-    {"dtype", "float32|float64", "float32", "element type of --random inputs"},
+    {"dtype", "float32|float64|float16|bfloat16", "float32", "element type of --random inputs"},
     {"seed", "N", "1", "seed of --random inputs (input i uses seed + i)"},
     {"out", "FILE.npy", "", "write the result matrix to this .npy file"},
     {"variant", "NAME", "auto", "kernel variant (see `gpucompute info`); auto: server chooses"},
@@ -94,8 +94,9 @@ absl::StatusOr<MatrixShape> ShapeOf(const Client& client, const Operand& operand
   if (!list.ok()) return list.status();
   for (const v1::TensorInfo& t : list->tensors()) {
     if (t.id() != operand.tensor_id()) continue;
-    return MatrixShape{t.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32, t.rows(),
-                       t.cols()};
+    absl::StatusOr<DType> dtype = DTypeFromProto(t.dtype(), absl::StrCat("tensor ", t.id()));
+    if (!dtype.ok()) return dtype.status();
+    return MatrixShape{*dtype, t.rows(), t.cols()};
   }
   return absl::NotFoundError(
       absl::StrCat("tensor ", operand.tensor_id(), " is not held by the server"));

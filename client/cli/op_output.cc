@@ -64,6 +64,13 @@ std::string Variant(const ParsedArgs& args) {
   return args.Get("variant") == "auto" ? "" : args.Get("variant");
 }
 
+absl::StatusOr<std::optional<DType>> OutputDTypeFlag(const ParsedArgs& args) {
+  if (!args.Has("output_dtype")) return std::nullopt;
+  absl::StatusOr<DType> dtype = ParseFlag(args, "output_dtype", ParseDType);
+  if (!dtype.ok()) return dtype.status();
+  return std::optional<DType>(*dtype);
+}
+
 absl::StatusOr<OpOptions> Placement(const ParsedArgs& args) {
   if (args.GetBool("keep") && args.Has("out")) {
     return absl::InvalidArgumentError(

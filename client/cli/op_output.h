@@ -49,6 +49,9 @@ int SendAndFinish(const ParsedArgs& args, std::vector<Operand>& inputs, Send sen
 }
 
 // --keep, --ttl and --out as the ops take them.
+// --output_dtype of matmul and reduce: unset, or the dtype it names.
+absl::StatusOr<std::optional<DType>> OutputDTypeFlag(const ParsedArgs& args);
+
 absl::StatusOr<OpOptions> Placement(const ParsedArgs& args);
 
 }  // namespace gpucompute::cli

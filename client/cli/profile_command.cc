@@ -59,9 +59,8 @@ int RunProfile(const ParsedArgs& args, const Client& client) {
   absl::StatusOr<v1::ProfileRequest> request = ProfileRequestFromFlags(args);
   if (!request.ok()) return UsageError(request.status());
   const OpShape shape{.m = request->m(), .n = request->n(), .k = request->k()};
-  const DType dtype = request->dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
-  std::string what = absl::StrCat(OpName(request->op()), " ", DTypeName(dtype), "  ",
-                                  ShapeText(request->op(), shape));
+  std::string what = absl::StrCat(OpName(request->op()), " ", ProtoDTypeText(request->dtype()),
+                                  "  ", ShapeText(request->op(), shape));
   if (request->op() == v1::OP_MATMUL) {
     absl::StrAppend(&what, " (a ", shape.m, "x", shape.k, " @ b ", shape.k, "x", shape.n,
                     "; m=", shape.m, " k=", shape.k, " n=", shape.n, ")");
@@ -144,7 +143,7 @@ std::vector<Command> ProfileCommands() {
        "  transpose, reduce: MxN    (the input is M x N)",
        {{"op", "matmul|transpose|reduce", "matmul", "operation to profile"},
         {"shape", "SHAPE", "", "MxKxN for matmul, MxN otherwise (required)"},
-        {"dtype", "float32|float64", "float32", "element type"},
+        {"dtype", "float32|float64|float16|bfloat16", "float32", "element type"},
         {"reduce_op", "sum|min|max|mean", "sum", "reduction, for --op reduce"},
         {"reduce_axis", "all|per_row|per_column", "all", "reduction axis, for --op reduce"},
         {"variants", "A,B,...", "", "only these variants (default: all that apply)"},

@@ -51,12 +51,8 @@ int RunInfo(const ParsedArgs&, const Client& client) {
     for (const v1::VariantInfo& v : info->variants()) {
       if (v.op() != op) continue;
       std::vector<std::string> dtypes;
-      for (int t : v.dtypes()) {
-        dtypes.push_back(t == v1::DTYPE_FLOAT32   ? "f32"
-                         : t == v1::DTYPE_FLOAT64 ? "f64"
-                                                  : absl::StrCat("dtype", t));
-      }
-      std::printf("  %-*s  %-7s  %-4s  %s\n", w, v.name().c_str(),
+      for (int t : v.dtypes()) dtypes.push_back(ProtoDTypeText(t));
+      std::printf("  %-*s  %-34s  %-4s  %s\n", w, v.name().c_str(),
                   absl::StrJoin(dtypes, ",").c_str(), v.reduced_precision() ? "tf32" : "",
                   v.description().c_str());
     }

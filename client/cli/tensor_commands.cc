@@ -24,10 +24,9 @@ std::string FormatExpiry(int64_t expires_unix_ms) {
 }
 
 void PrintTensorInfo(const v1::TensorInfo& info) {
-  const DType dtype = info.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
   std::printf("id        %s\n", info.id().c_str());
   std::printf("shape     %" PRId64 "x%" PRId64 " %s (%s)\n", info.rows(), info.cols(),
-              DTypeName(dtype), FormatBytes(info.bytes()).c_str());
+              ProtoDTypeText(info.dtype()).c_str(), FormatBytes(info.bytes()).c_str());
   std::printf("device    %s\n", info.device().c_str());
   std::printf("server    %s\n", info.server().c_str());
   std::printf("expires   %s\n", FormatExpiry(info.expires_unix_ms()).c_str());
@@ -87,10 +86,9 @@ int RunTensors(const ParsedArgs&, const Client& client) {
   const int w = static_cast<int>(width);
   std::printf("%-*s  %-22s  %12s  %-12s  %s\n", w, "id", "shape", "bytes", "device", "expires");
   for (const v1::TensorInfo& t : list->tensors()) {
-    const DType dtype = t.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
     std::printf("%-*s  %-22s  %12" PRId64 "  %-12s  %s\n", w, t.id().c_str(),
-                absl::StrCat(t.rows(), "x", t.cols(), " ", DTypeName(dtype)).c_str(), t.bytes(),
-                t.device().c_str(), FormatExpiry(t.expires_unix_ms()).c_str());
+                absl::StrCat(t.rows(), "x", t.cols(), " ", ProtoDTypeText(t.dtype())).c_str(),
+                t.bytes(), t.device().c_str(), FormatExpiry(t.expires_unix_ms()).c_str());
   }
   std::printf("%d tensor%s, %s held of %s\n", list->tensors_size(),
               list->tensors_size() == 1 ? "" : "s", FormatBytes(list->held_bytes()).c_str(),

@@ -21,7 +21,7 @@ ABSL_FLAG(std::string, placement, "inline",
 ABSL_FLAG(std::string, shape, "1024x1024x1024",
           "matmul: MxKxN, a is M x K times b K x N (result M x N), as the gpucompute CLI "
           "takes it; transpose/reduce: MxN");
-ABSL_FLAG(std::string, dtype, "float32", "float32 or float64");
+ABSL_FLAG(std::string, dtype, "float32", "float32, float64, float16 or bfloat16");
 ABSL_FLAG(std::string, axis, "all", "reduce: all, per_row or per_column");
 ABSL_FLAG(std::string, reduce_op, "sum", "reduce: sum, min, max or mean");
 ABSL_FLAG(std::string, variants, "auto",

@@ -28,7 +28,7 @@ kernels::Problem ProblemOf(const Workload& w) {
   p.op = w.op == v1::OP_MATMUL      ? kernels::Op::kMatMul
          : w.op == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
                                     : kernels::Op::kReduce;
-  p.dtype = w.dtype == DType::kFloat32 ? kernels::DType::kFloat32 : kernels::DType::kFloat64;
+  p.dtype = w.dtype;
   p.m = w.m;
   p.n = w.n;
   p.k = w.k;

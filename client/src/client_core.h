@@ -177,13 +177,10 @@ struct ClientCore {
     if (in_place && written != bytes.size()) {
       return malformed(absl::StrCat(written, " of the ", bytes.size(), " bytes its info gave"));
     }
-    DType dtype;
-    switch (info.dtype()) {
-      case v1::DTYPE_FLOAT32: dtype = DType::kFloat32; break;
-      case v1::DTYPE_FLOAT64: dtype = DType::kFloat64; break;
-      default: return malformed(absl::StrCat("info.dtype ", int(info.dtype())));
-    }
-    absl::StatusOr<Matrix> m = Matrix::FromBytes(dtype, info.rows(), info.cols(), std::move(bytes));
+    absl::StatusOr<DType> dtype = DTypeFromProto(info.dtype(), "info.dtype");
+    if (!dtype.ok()) return malformed(dtype.status().message());
+    absl::StatusOr<Matrix> m =
+        Matrix::FromBytes(*dtype, info.rows(), info.cols(), std::move(bytes));
     if (!m.ok()) return malformed(m.status().message());
     if (info_out != nullptr) *info_out = std::move(info);
     return m;

@@ -46,9 +46,10 @@ Operand Operand::TensorId(std::string id) {
 std::string Operand::Describe() const {
   if (is_tensor()) return absl::StrCat("tensor ", tensor_id_);
   if (is_shared_memory()) {
+    const absl::StatusOr<DType> dtype = DTypeFromProto(tensor_dtype_, "dtype");
     return absl::StrCat(tensor_rows_, "x", tensor_cols_, " ",
-                        tensor_dtype_ == v1::DTYPE_FLOAT64 ? "float64" : "float32",
-                        " in shared memory \"", shm_region_, "\" at offset ", shm_offset_);
+                        dtype.ok() ? DTypeName(*dtype) : "(unknown dtype)", " in shared memory \"",
+                        shm_region_, "\" at offset ", shm_offset_);
   }
   return matrix_.ShapeString();
 }
@@ -76,19 +77,16 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
   auto parsed = wire::ParseComputeResponse(slices);
   if (!parsed.ok()) return malformed(parsed.status().message());
   const wire::Matrix& out = parsed->output;
-  if (out.dtype != v1::DTYPE_FLOAT32 && out.dtype != v1::DTYPE_FLOAT64) {
-    return malformed(
-        absl::StrCat(field, ".dtype is ", out.dtype, " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
-  }
+  const absl::StatusOr<DType> dtype = DTypeFromProto(out.dtype, absl::StrCat(field, ".dtype"));
+  if (!dtype.ok()) return malformed(dtype.status().message());
   if (out.payload == wire::Matrix::Payload::kSharedMemory) {  // written into the view
     if (!into) return malformed(absl::StrCat(field, " in shared memory, which was not asked for"));
     // The slice the server checked carries a byte size only.
     if (out.dtype != ToProto(into->dtype) || out.rows != into->rows || out.cols != into->cols) {
       return absl::InvalidArgumentError(
           absl::StrCat(method, " failed: the result is ", out.rows, "x", out.cols, " ",
-                       out.dtype == v1::DTYPE_FLOAT32 ? "float32" : "float64",
-                       " but the output view is ", into->rows, "x", into->cols, " ",
-                       DTypeName(into->dtype), " (the result's bytes were written into it)"));
+                       DTypeName(*dtype), " but the output view is ", into->rows, "x", into->cols,
+                       " ", DTypeName(into->dtype), " (the result's bytes were written into it)"));
     }
     OpResult result;
     result.report = std::move(parsed->report);
@@ -102,7 +100,7 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
     info.set_dtype(static_cast<v1::DType>(out.dtype));
     info.set_rows(out.rows);
     info.set_cols(out.cols);
-    info.set_bytes(out.rows * out.cols * (out.dtype == v1::DTYPE_FLOAT32 ? 4 : 8));
+    info.set_bytes(out.rows * out.cols * DTypeSize(*dtype));
     // Held by the replica that ran the op.
     replicas_->Learn(internal::InstanceOf(info.id()), replica);
     OpResult result;
@@ -115,9 +113,7 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
   std::string bytes;
   bytes.reserve(size_t(out.data_bytes));
   for (const auto& piece : out.data) bytes.append(piece.data(), piece.size());
-  absl::StatusOr<Matrix> matrix =
-      Matrix::FromBytes(out.dtype == v1::DTYPE_FLOAT32 ? DType::kFloat32 : DType::kFloat64,
-                        out.rows, out.cols, std::move(bytes));
+  absl::StatusOr<Matrix> matrix = Matrix::FromBytes(*dtype, out.rows, out.cols, std::move(bytes));
   if (!matrix.ok()) return malformed(absl::StrCat(field, ": ", matrix.status().message()));
   OpResult result;
   result.output = std::move(*matrix);
@@ -175,6 +171,7 @@ absl::StatusOr<OpResult> Client::MatMul(Operand a, Operand b, const MatMulOption
                SliceOf(b.shm_region_, b.shm_offset_, b.shm_bytes_));
   if (!options.variant.empty()) request.BytesField(3, options.variant);
   if (options.allow_tf32) request.VarintField(4, 1);
+  if (options.output_dtype) request.VarintField(5, uint64_t(ToProto(*options.output_dtype)));
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
   const size_t replica = Route(a.is_tensor() ? a.tensor_id_ : b.tensor_id_,
                                a.is_shared_memory() || b.is_shared_memory() || options.output);
@@ -192,6 +189,11 @@ absl::StatusOr<OpResult> Client::TransposeCall(Operand input, const OpOptions& o
   if (absl::Status st = CheckRequestSize("Transpose", input.inline_bytes(), max_message_bytes_);
       !st.ok()) {
     return st;
+  }
+  if (options.output_dtype) {
+    return absl::InvalidArgumentError(
+        "Transpose failed: output_dtype is for MatMul and Reduce; a transpose keeps its input's "
+        "dtype");
   }
   wire::MessageWriter request;  // TransposeRequest
   WriteOperand(&request, 1, input, input.tensor_dtype_, input.tensor_rows_, input.tensor_cols_,
@@ -224,6 +226,7 @@ absl::StatusOr<OpResult> Client::ReduceCall(Operand input, v1::ReduceOp op, v1::
   if (op != v1::REDUCE_OP_SUM) request.VarintField(2, uint64_t(op));
   if (axis != v1::REDUCE_AXIS_ALL) request.VarintField(3, uint64_t(axis));
   if (!options.variant.empty()) request.BytesField(4, options.variant);
+  if (options.output_dtype) request.VarintField(5, uint64_t(ToProto(*options.output_dtype)));
   WritePlacement(&request, options.keep, options.ttl_seconds, options.output);
   const size_t replica =
       Route(input.tensor_id_, input.is_shared_memory() || options.output.has_value());

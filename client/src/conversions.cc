@@ -10,8 +10,17 @@
 
 namespace gpucompute {
 
-v1::DType ToProto(DType dtype) {
-  return dtype == DType::kFloat32 ? v1::DTYPE_FLOAT32 : v1::DTYPE_FLOAT64;
+absl::StatusOr<DType> DTypeFromProto(int dtype, absl::string_view field) {
+  DType d;
+  if (kernels::DTypeFromProtoValue(dtype, &d)) return d;
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", dtype, " (expected one of ", kernels::kDTypeNames, ")"));
+}
+
+std::string ProtoDTypeText(int dtype) {
+  DType d;
+  if (kernels::DTypeFromProtoValue(dtype, &d)) return DTypeName(d);
+  return absl::StrCat("dtype ", dtype);
 }
 
 void MoveToProto(Matrix&& matrix, v1::Matrix* out) {
@@ -22,17 +31,10 @@ void MoveToProto(Matrix&& matrix, v1::Matrix* out) {
 }
 
 absl::StatusOr<Matrix> MoveFromProto(v1::Matrix* matrix, const std::string& field) {
-  DType dtype;
-  switch (matrix->dtype()) {
-    case v1::DTYPE_FLOAT32: dtype = DType::kFloat32; break;
-    case v1::DTYPE_FLOAT64: dtype = DType::kFloat64; break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(field, ".dtype is ",
-                                                     static_cast<int>(matrix->dtype()),
-                                                     " (expected DTYPE_FLOAT32 or DTYPE_FLOAT64)"));
-  }
+  absl::StatusOr<DType> dtype = DTypeFromProto(matrix->dtype(), field + ".dtype");
+  if (!dtype.ok()) return dtype.status();
   absl::StatusOr<Matrix> m =
-      Matrix::FromBytes(dtype, matrix->rows(), matrix->cols(), std::move(*matrix->mutable_data()));
+      Matrix::FromBytes(*dtype, matrix->rows(), matrix->cols(), std::move(*matrix->mutable_data()));
   if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", m.status().message()));
   return m;
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,15 +16,15 @@ namespace gpucompute {
 static_assert(std::endian::native == std::endian::little,
               "gpucompute's client assumes a little-endian host");
 
-const char* DTypeName(DType dtype) { return dtype == DType::kFloat32 ? "float32" : "float64"; }
-
 absl::StatusOr<DType> ParseDType(const std::string& name) {
-  if (name == "float32" || name == "f32" || name == "fp32") return DType::kFloat32;
-  if (name == "float64" || name == "f64" || name == "fp64" || name == "double") {
-    return DType::kFloat64;
-  }
+  DType dtype;
+  if (kernels::DTypeFromName(name, &dtype)) return dtype;
+  if (name == "f32" || name == "fp32") return DType::kFloat32;
+  if (name == "f64" || name == "fp64" || name == "double") return DType::kFloat64;
+  if (name == "f16" || name == "fp16" || name == "half") return DType::kFloat16;
+  if (name == "bf16") return DType::kBFloat16;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype '", name, "' (expected float32 or float64)"));
+      absl::StrCat("unknown dtype '", name, "' (expected one of ", kernels::kDTypeNames, ")"));
 }
 
 absl::StatusOr<int64_t> MatrixByteSize(DType dtype, int64_t rows, int64_t cols) {
@@ -59,21 +60,38 @@ absl::StatusOr<Matrix> Matrix::FromBytes(DType dtype, int64_t rows, int64_t cols
 }
 
 namespace {
+// 32- and 64-bit values are drawn in their own type; 16-bit ones are float
+// draws rounded to nearest.
 template <typename T>
 void FillUniform(std::span<T> out, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<T> dist(T(-1), T(1));
-  for (T& v : out) v = dist(rng);
+  if constexpr (std::is_floating_point_v<T>) {
+    std::uniform_real_distribution<T> dist(T(-1), T(1));
+    for (T& v : out) v = dist(rng);
+  } else {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (T& v : out) v = kernels::FromFloat<T>(dist(rng));
+  }
+}
+
+template <typename T>
+double Widened(const Matrix& m, int64_t i) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<double>(m.values<T>()[i]);
+  } else {
+    return kernels::ToFloat(m.values<T>()[i]);
+  }
 }
 }  // namespace
 
 absl::StatusOr<Matrix> Matrix::Random(DType dtype, int64_t rows, int64_t cols, uint64_t seed) {
   absl::StatusOr<Matrix> m = Zeros(dtype, rows, cols);
   if (!m.ok()) return m;
-  if (dtype == DType::kFloat32) {
-    FillUniform(m->mutable_values<float>(), seed);
-  } else {
-    FillUniform(m->mutable_values<double>(), seed);
+  switch (dtype) {
+    case DType::kFloat32: FillUniform(m->mutable_values<float>(), seed); break;
+    case DType::kFloat64: FillUniform(m->mutable_values<double>(), seed); break;
+    case DType::kFloat16: FillUniform(m->mutable_values<Float16>(), seed); break;
+    case DType::kBFloat16: FillUniform(m->mutable_values<BFloat16>(), seed); break;
   }
   return m;
 }
@@ -88,7 +106,13 @@ std::string Matrix::ReleaseBytes() {
 
 double Matrix::at(int64_t r, int64_t c) const {
   const int64_t i = r * cols_ + c;
-  return dtype_ == DType::kFloat32 ? static_cast<double>(values<float>()[i]) : values<double>()[i];
+  switch (dtype_) {
+    case DType::kFloat32: return Widened<float>(*this, i);
+    case DType::kFloat64: return Widened<double>(*this, i);
+    case DType::kFloat16: return Widened<Float16>(*this, i);
+    case DType::kBFloat16: return Widened<BFloat16>(*this, i);
+  }
+  return 0;  // not reached: every case returns
 }
 
 std::string Matrix::ShapeString() const {

@@ -153,7 +153,7 @@ absl::StatusOr<Matrix> ReadFrom(Source& src, const std::string& name) {
 
 std::string NpyHeader(DType dtype, int64_t rows, int64_t cols) {
   std::string dict =
-      absl::StrCat("{'descr': '", dtype == DType::kFloat32 ? "<f4" : "<f8",
+      absl::StrCat("{'descr': '", kernels::Describe(dtype).npy_descr,
                    "', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
   const size_t first_dim_digits = std::to_string(rows).size();
   if (first_dim_digits < kGrowthAxisMaxDigits) {

@@ -166,6 +166,16 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
 }
 
+// "'<f4' float32, '<f8' float64, ...": what a header may name.
+std::string NpyDescrs() {
+  std::string out;
+  for (DType d : kernels::kAllDTypes) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "'", kernels::Describe(d).npy_descr, "' ",
+                    kernels::DTypeName(d));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<NpyLayout> InterpretNpyHeader(std::string_view text, const std::string& name) {
@@ -204,19 +214,29 @@ absl::StatusOr<NpyLayout> InterpretNpyHeader(std::string_view text, const std::s
   if (descr->kind != HeaderValue::kString) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": unsupported dtype ", descr->text,
-                     " (structured dtypes are not supported; expected '<f4' or '<f8')"));
+                     " (structured dtypes are not supported; expected ", NpyDescrs(), ")"));
   }
-  if (descr->text == "<f4") {
-    layout.dtype = DType::kFloat32;
-  } else if (descr->text == "<f8") {
-    layout.dtype = DType::kFloat64;
-  } else if (descr->text == ">f4" || descr->text == ">f8") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": unsupported dtype '", descr->text,
-        "' (big-endian); save it little-endian, e.g. a.astype('<", descr->text.substr(1), "')"));
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": unsupported dtype '", descr->text,
-                                                   "' (expected '<f4' float32 or '<f8' float64)"));
+  // The table's descriptors; a 2-byte void is BF16 whichever byte-order
+  // mark NumPy gave it (np.save of an ml_dtypes.bfloat16 array).
+  bool known = false;
+  for (DType d : kernels::kAllDTypes) {
+    if (descr->text == kernels::Describe(d).npy_descr) {
+      layout.dtype = d;
+      known = true;
+    }
+  }
+  if (descr->text == "|V2") {
+    layout.dtype = DType::kBFloat16;
+    known = true;
+  }
+  if (!known) {
+    if (descr->text.size() == 3 && descr->text[0] == '>' && descr->text[1] == 'f') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": unsupported dtype '", descr->text,
+          "' (big-endian); save it little-endian, e.g. a.astype('<", descr->text.substr(1), "')"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": unsupported dtype '", descr->text, "' (expected ", NpyDescrs(), ")"));
   }
   if (fortran->kind != HeaderValue::kBool) {
     return absl::InvalidArgumentError(

@@ -53,10 +53,10 @@ absl::Status Client::Download(const std::string& id, const SharedMemoryView& int
   // The server checked the byte size; the shape is the client's to check.
   if (!first && (info.dtype() != ToProto(into.dtype) || info.rows() != into.rows ||
                  info.cols() != into.cols)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Download failed: tensor ", id, " is ", info.rows(), "x", info.cols(), " ",
-        info.dtype() == v1::DTYPE_FLOAT32 ? "float32" : "float64", " but the view is ", into.rows,
-        "x", into.cols, " ", DTypeName(into.dtype), " (its bytes were written into it)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Download failed: tensor ", id, " is ", info.rows(), "x", info.cols(), " ",
+                     v1::DType_Name(info.dtype()), " but the view is ", into.rows, "x", into.cols,
+                     " ", DTypeName(into.dtype), " (its bytes were written into it)"));
   }
   return absl::OkStatus();
 }

@@ -33,8 +33,12 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
 
 Tensor::~Tensor() { (void)Release(); }
 
+// Tensors come from an Upload (the dtype the client sent) or an op's kept
+// result (whose dtype ComputeCall checked): a number outside the table
+// cannot be here.
 DType Tensor::dtype() const {
-  return info_.dtype() == v1::DTYPE_FLOAT64 ? DType::kFloat64 : DType::kFloat32;
+  const absl::StatusOr<DType> dtype = DTypeFromProto(info_.dtype(), "dtype");
+  return dtype.ok() ? *dtype : DType::kFloat32;
 }
 
 absl::StatusOr<Matrix> Tensor::Download(int64_t chunk_bytes) const {

@@ -355,14 +355,14 @@ absl::Status ReadOutputPlacement(SliceReader& in, int64_t at, int depth, OutputP
 
 // Field numbers of each request message in compute.proto.
 struct RequestFields {
-  uint32_t a, b, variant, allow_tf32, reduce_op, reduce_axis, output;  // 0: absent
+  uint32_t a, b, variant, allow_tf32, reduce_op, reduce_axis, output_dtype, output;  // 0: absent
 };
 
 RequestFields FieldsOf(v1::Op op) {
   switch (op) {
-    case v1::OP_MATMUL: return {1, 2, 3, 4, 0, 0, 10};
-    case v1::OP_TRANSPOSE: return {1, 0, 2, 0, 0, 0, 10};
-    case v1::OP_REDUCE: return {1, 0, 4, 0, 2, 3, 10};
+    case v1::OP_MATMUL: return {1, 2, 3, 4, 0, 0, 5, 10};
+    case v1::OP_TRANSPOSE: return {1, 0, 2, 0, 0, 0, 0, 10};
+    case v1::OP_REDUCE: return {1, 0, 4, 0, 2, 3, 5, 10};
     default: return {};
   }
 }
@@ -406,6 +406,7 @@ absl::StatusOr<ComputeRequest> ParseComputeRequest(v1::Op op,
       if (number == f.allow_tf32) return ReadInt(in, at, &req.allow_tf32);
       if (number == f.reduce_op) return ReadInt(in, at, &req.reduce_op);
       if (number == f.reduce_axis) return ReadInt(in, at, &req.reduce_axis);
+      if (number == f.output_dtype) return ReadInt(in, at, &req.output_dtype);
     }
     return std::nullopt;
   };

@@ -66,6 +66,7 @@ struct ComputeRequest {
   bool allow_tf32 = false;
   int reduce_op = 0;
   int reduce_axis = 0;
+  int output_dtype = 0;     // MatMul and Reduce: 0 = the inputs' dtype
   bool has_output = false;  // field 10 was present
   OutputPlacement output;
 };

@@ -279,7 +279,7 @@ class CpuDevice final : public Device {
     std::vector<char> a, b;
     FillRandomInputs(p, job.seed, a, b);
     const std::vector<double> reference = kernels::ReferenceResult(p, a.data(), b.data());
-    std::vector<char> out(kernels::OutputElements(p) * kernels::ElementSize(p.dtype));
+    std::vector<char> out(kernels::OutputBytes(p));
     const kernels::Buffers buffers{a.data(), b.empty() ? nullptr : b.data(), out.data(), nullptr,
                                    0};
 
@@ -289,7 +289,7 @@ class CpuDevice final : public Device {
       if (stop()) return absl::CancelledError("profile abandoned: the client went away");
       VariantMeasurement m;
       m.variant = v;
-      PoisonWithNaN(p.dtype, out.data(), kernels::OutputElements(p));
+      PoisonWithNaN(kernels::OutputDType(p), out.data(), kernels::OutputElements(p));
       if (auto s = v->launch(p, buffers, {}); !s.ok()) {
         m.error = std::string(s.message());
         results.push_back(std::move(m));

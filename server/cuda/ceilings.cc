@@ -77,7 +77,7 @@ absl::StatusOr<Ceilings> MeasureCeilings(Slot& slot, std::atomic<int64_t>& devic
   auto dst = DeviceMalloc(copy_bytes, "cudaMalloc(ceilings)", device_malloc_calls);
   if (!dst.ok()) return dst.status();
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-      FillUniform(static_cast<float*>(src->get()), copy_bytes / 4, 7, stream), "fill");
+      FillUniform(kernels::DType::kFloat32, src->get(), copy_bytes / 4, 7, stream), "fill");
 
   Ceilings ceilings;
   auto copy_s = BestSeconds(slot, [&] {
@@ -119,12 +119,30 @@ absl::StatusOr<Ceilings> MeasureCeilings(Slot& slot, std::atomic<int64_t>& devic
   if (!tf32.ok()) return tf32.status();
   ceilings.gflops_tf32 = *tf32;
 
+  // BF16 in and out, FP32 accumulate: the 16-bit tensor-core rate (FP16 runs
+  // at the same rate on current GPUs).
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      FillUniform(kernels::DType::kBFloat16, src->get(), 2 * int64_t(n) * n, 13, stream), "fill");
+  if (auto s = CublasStatus(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+      !s.ok())
+    return s;
+  auto half_s = BestSeconds(slot, [&] {
+    return CublasStatus(
+        cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &f1, fa, CUDA_R_16BF, n,
+                     static_cast<const char*>(src->get()) + 2 * size_t(n) * n, CUDA_R_16BF, n, &f0,
+                     fc, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx(BF16)");
+  });
+  if (!half_s.ok()) return half_s.status();
+  ceilings.gflops_half = kFlops / *half_s / 1e9;
+
   if (auto s = CublasStatus(cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
       !s.ok())
     return s;
   double* da = static_cast<double*>(src->get());
   double* dc = static_cast<double*>(dst->get());
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(FillUniform(da, 2 * size_t(n) * n, 11, stream), "fill");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+      FillUniform(kernels::DType::kFloat64, da, 2 * int64_t(n) * n, 11, stream), "fill");
   const double d1 = 1, d0 = 0;
   auto dgemm_s = BestSeconds(slot, [&] {
     return CublasStatus(cublasDgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &d1, da, n,

@@ -23,13 +23,6 @@ using kernels::cuda::CudaStatus;
 
 namespace {
 
-cudaError_t Fill(kernels::DType dtype, void* data, int64_t count, uint64_t seed,
-                 cudaStream_t stream) {
-  return dtype == kernels::DType::kFloat32
-             ? FillUniform(static_cast<float*>(data), count, seed, stream)
-             : FillUniform(static_cast<double*>(data), count, seed, stream);
-}
-
 // `repetitions` timed launches of `v` after `warmup` untimed ones, fewer when
 // `stop` turns true; microseconds of each.
 absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v,
@@ -91,25 +84,27 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
   const int64_t ref_bytes =
       device_reference ? AlignedBytes(8 * na) + AlignedBytes(8 * nb) + AlignedBytes(8 * nout) : 0;
   const int64_t flush_bytes = job.flush_cache ? L2FlushBytes() : 0;
-  const int64_t total = AlignedBytes(na * es) + AlignedBytes(nb * es) + AlignedBytes(nout * es) +
-                        AlignedBytes(ws_bytes) + ref_bytes + AlignedBytes(flush_bytes);
+  const int64_t total = AlignedBytes(na * es) + AlignedBytes(nb * es) +
+                        AlignedBytes(kernels::OutputBytes(p)) + AlignedBytes(ws_bytes) + ref_bytes +
+                        AlignedBytes(flush_bytes);
   auto reservation = memory.Reserve(total, absl::Now() + kMaxMemoryWait);
   if (!reservation.ok()) return reservation.status();
 
   RequestMemory buffers_memory(std::move(*reservation), stream);
   auto a = buffers_memory.Get(na * es);
   auto b = nb ? buffers_memory.Get(nb * es) : absl::StatusOr<void*>(nullptr);
-  auto out = buffers_memory.Get(nout * es);
+  auto out = buffers_memory.Get(kernels::OutputBytes(p));
   auto ws = ws_bytes ? buffers_memory.Get(ws_bytes) : absl::StatusOr<void*>(nullptr);
   auto flush = flush_bytes ? buffers_memory.Get(flush_bytes) : absl::StatusOr<void*>(nullptr);
   for (const auto* r : {&a, &b, &out, &ws, &flush}) {
     if (!r->ok()) return r->status();
   }
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(Fill(p.dtype, *a, na, job.seed, stream), "fill a");
-  if (nb) GPUCOMPUTE_RETURN_IF_CUDA_ERROR(Fill(p.dtype, *b, nb, job.seed + 1, stream), "fill b");
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(FillUniform(p.dtype, *a, na, job.seed, stream), "fill a");
+  if (nb)
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(FillUniform(p.dtype, *b, nb, job.seed + 1, stream), "fill b");
 
   // Inputs on the host for the check's scale and for host references.
-  std::vector<char> host_a(na * es), host_b(nb * es), host_out(nout * es);
+  std::vector<char> host_a(na * es), host_b(nb * es), host_out(kernels::OutputBytes(p));
   if (auto s = slot.staging().Download(host_a.data(), *a, na * es, stream, copier); !s.ok())
     return s;
   if (nb) {
@@ -132,11 +127,13 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
     if (stop()) return absl::CancelledError("profile abandoned: the client went away");
     VariantMeasurement m;
     m.variant = v;
-    // All-ones bytes are NaN in both float32 and float64.
-    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(*out, 0xff, nout * es, stream), "poison");
+    // All-ones bytes are NaN in every dtype.
+    GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(*out, 0xff, kernels::OutputBytes(p), stream),
+                                    "poison");
     absl::Status launched = v->launch(p, buffers, ctx);
     if (launched.ok())
-      launched = slot.staging().Download(host_out.data(), *out, nout * es, stream, copier);
+      launched =
+          slot.staging().Download(host_out.data(), *out, kernels::OutputBytes(p), stream, copier);
     if (!launched.ok()) {
       // The error fails this variant's row only, unless it broke the device:
       // then it ends the profile (and the caller's AfterError says why).

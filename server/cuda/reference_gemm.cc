@@ -15,7 +15,7 @@ absl::StatusOr<std::vector<double>> DeviceMatMulReference(const kernels::Problem
   const int64_t na = p.m * p.k, nb = p.k * p.n, nc = p.m * p.n;
   const double* a64 = static_cast<const double*>(a);
   const double* b64 = static_cast<const double*>(b);
-  if (p.dtype == kernels::DType::kFloat32) {
+  if (p.dtype != kernels::DType::kFloat64) {
     auto wa = memory.Get(8 * na);
     auto wb = memory.Get(8 * nb);
     if (!wa.ok()) return wa.status();
@@ -23,11 +23,9 @@ absl::StatusOr<std::vector<double>> DeviceMatMulReference(const kernels::Problem
     a64 = static_cast<const double*>(*wa);
     b64 = static_cast<const double*>(*wb);
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-        WidenToDouble(static_cast<const float*>(a), static_cast<double*>(*wa), na, slot.stream()),
-        "widen a");
+        WidenToDouble(p.dtype, a, static_cast<double*>(*wa), na, slot.stream()), "widen a");
     GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-        WidenToDouble(static_cast<const float*>(b), static_cast<double*>(*wb), nb, slot.stream()),
-        "widen b");
+        WidenToDouble(p.dtype, b, static_cast<double*>(*wb), nb, slot.stream()), "widen b");
   }
   auto c = memory.Get(8 * nc);
   if (!c.ok()) return c.status();

@@ -21,11 +21,10 @@ Input InputOf(const HostPieces& host, bool pinned, const ResidentMemory* residen
 
 RequestPlan PlanOf(const ComputeJob& job, int ordinal) {
   const kernels::Problem& p = job.problem;
-  const int64_t es = kernels::ElementSize(p.dtype);
   RequestPlan plan;
-  plan.a = InputOf(job.a, job.a_pinned, job.a_resident, kernels::InputAElements(p) * es, ordinal);
-  plan.b = InputOf(job.b, job.b_pinned, job.b_resident, kernels::InputBElements(p) * es, ordinal);
-  plan.out = kernels::OutputElements(p) * es;
+  plan.a = InputOf(job.a, job.a_pinned, job.a_resident, kernels::InputABytes(p), ordinal);
+  plan.b = InputOf(job.b, job.b_pinned, job.b_resident, kernels::InputBBytes(p), ordinal);
+  plan.out = kernels::OutputBytes(p);
   plan.out_resident = job.out_resident != nullptr;
   plan.out_pinned = !plan.out_resident && job.out_pinned;
   plan.workspace = int64_t(job.variant->WorkspaceBytes(p));

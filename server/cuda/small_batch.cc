@@ -22,10 +22,9 @@ struct Layout {
   int64_t in_stride = 0, out_stride = 0;
   explicit Layout(const ComputeJob& job) {
     const kernels::Problem& p = job.problem;
-    const int64_t es = kernels::ElementSize(p.dtype);
-    a = kernels::InputAElements(p) * es;
-    b = kernels::InputBElements(p) * es;
-    out = kernels::OutputElements(p) * es;
+    a = kernels::InputABytes(p);
+    b = kernels::InputBBytes(p);
+    out = kernels::OutputBytes(p);
     workspace = int64_t(job.variant->WorkspaceBytes(p));
     in_stride = AlignedBytes(a) + AlignedBytes(b);
     out_stride = AlignedBytes(out);
@@ -39,8 +38,8 @@ struct Layout {
 std::string GraphKey(const ComputeJob& job, int members) {
   const kernels::Problem& p = job.problem;
   return absl::StrCat(job.variant->name, " ", kernels::OpName(p.op), " ",
-                      kernels::DTypeName(p.dtype), " ", p.m, "x", p.n, "x", p.k, " ",
-                      kernels::ReduceOpName(p.reduce_op), " ",
+                      kernels::DTypeName(p.dtype), " ", kernels::DTypeName(kernels::OutputDType(p)),
+                      " ", p.m, "x", p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",
                       kernels::ReduceAxisName(p.reduce_axis), " x", members);
 }
 

@@ -15,12 +15,11 @@ StopRequested StopOf(const RequestLifetime& lifetime) {
 
 // Inputs and result, in bytes.
 int64_t RequestBytes(const kernels::Problem& p) {
-  return (kernels::InputAElements(p) + kernels::InputBElements(p) + kernels::OutputElements(p)) *
-         kernels::ElementSize(p.dtype);
+  return kernels::InputABytes(p) + kernels::InputBBytes(p) + kernels::OutputBytes(p);
 }
 
 TensorShape OutputShape(const kernels::Problem& p) {
-  return {p.dtype, kernels::OutputRows(p), kernels::OutputCols(p)};
+  return {kernels::OutputDType(p), kernels::OutputRows(p), kernels::OutputCols(p)};
 }
 
 }  // namespace
@@ -139,8 +138,7 @@ void ComputeEngine::Compute(ComputeCall call,
       }
       job.out_resident = &kept->memory();
     } else {
-      job.out = memory->Output(
-          size_t(kernels::OutputElements(job.problem) * kernels::ElementSize(job.problem.dtype)));
+      job.out = memory->Output(size_t(kernels::OutputBytes(job.problem)));
     }
     auto times = device.Execute(job, stop);
     if (!times.ok()) return times.status();
@@ -180,11 +178,12 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
       c.a_region || c.b_region || c.out_region) {
     return std::nullopt;
   }
-  const int64_t out_bytes = kernels::OutputElements(p) * kernels::ElementSize(p.dtype);
+  const int64_t out_bytes = kernels::OutputBytes(p);
   if (RequestBytes(p) > kMaxBatchedRequestBytes) return std::nullopt;
   BatchPart part;
-  part.key = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ", p.m, "x",
-                          p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",
+  part.key = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
+                          kernels::DTypeName(kernels::OutputDType(p)), " ", p.m, "x", p.n, "x", p.k,
+                          " ", kernels::ReduceOpName(p.reduce_op), " ",
                           kernels::ReduceAxisName(p.reduce_axis), " ", variant->name);
   part.prepare = [call, variant, memory, out_bytes](Device&) -> absl::StatusOr<ComputeJob> {
     ComputeJob job;

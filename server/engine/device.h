@@ -32,6 +32,9 @@ struct Ceilings {
   double gflops = 0;        // FP32 arithmetic (cuBLAS SGEMM without TF32 on a GPU)
   double gflops_fp64 = 0;   // FP64 arithmetic (0: same as gflops)
   double gflops_tf32 = 0;   // TF32 tensor cores, for reduced-precision variants (0: none)
+  // 16-bit tensor cores (cuBLAS BF16 GEMM, FP32 accumulate): the roofline of
+  // FP16 and BF16 problems, whichever variant runs them (0: same as gflops).
+  double gflops_half = 0;
   // Read-only bandwidth, bytes read (0: not measured). Ops that only read
   // (reduce) are held to it when it is set, else to the copy bandwidth.
   double gbytes_per_s_read = 0;
@@ -40,7 +43,13 @@ struct Ceilings {
   int64_t cache_bytes = 0;
   double GFlopsFor(kernels::DType dtype, bool reduced_precision = false) const {
     if (reduced_precision && gflops_tf32 > 0) return gflops_tf32;
-    return dtype == kernels::DType::kFloat64 && gflops_fp64 > 0 ? gflops_fp64 : gflops;
+    switch (dtype) {
+      case kernels::DType::kFloat32: return gflops;
+      case kernels::DType::kFloat64: return gflops_fp64 > 0 ? gflops_fp64 : gflops;
+      case kernels::DType::kFloat16:
+      case kernels::DType::kBFloat16: return gflops_half > 0 ? gflops_half : gflops;
+    }
+    return gflops;  // not reached: every case returns
   }
 };
 

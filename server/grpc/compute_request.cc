@@ -20,14 +20,14 @@ absl::StatusOr<ResolvedCompute> ResolveComputeRequest(kernels::Op op, const wire
     case kernels::Op::kMatMul: {
       auto b = ResolveOperand(r.b, "b", store, regions);
       if (!b.ok()) return b.status();
-      problem = ValidateMatMul(a->shape, b->shape, limits, kept);
+      problem = ValidateMatMul(a->shape, b->shape, limits, kept, r.output_dtype);
       out.b_tensor = std::move(b->tensor);
       out.b_slice = std::move(b->slice);
       break;
     }
     case kernels::Op::kTranspose: problem = ValidateTranspose(a->shape, limits, kept); break;
     case kernels::Op::kReduce:
-      problem = ValidateReduce(a->shape, r.reduce_op, r.reduce_axis, limits, kept);
+      problem = ValidateReduce(a->shape, r.reduce_op, r.reduce_axis, limits, kept, r.output_dtype);
       break;
   }
   if (!problem.ok()) return problem.status();
@@ -36,8 +36,7 @@ absl::StatusOr<ResolvedCompute> ResolveComputeRequest(kernels::Op op, const wire
   out.a_slice = std::move(a->slice);
   if (out.placement.shared_memory) {
     const kernels::Problem& p = out.problem;
-    auto slice = ResolveSlice(*out.placement.shared_memory,
-                              kernels::OutputElements(p) * kernels::ElementSize(p.dtype),
+    auto slice = ResolveSlice(*out.placement.shared_memory, kernels::OutputBytes(p),
                               "output.shared_memory", regions);
     if (!slice.ok()) return slice.status();
     out.out_slice = std::move(*slice);

@@ -190,16 +190,16 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
         // No data: the matrix names the slice that holds the result.
         wire::SharedMemorySlice slice = state->wire.output.shared_memory;
         *response = wire::EncodeComputeResponseWithSharedMemory(
-            ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p), slice,
+            ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p), slice,
             ReportOf(outcome, latencies));
       } else if (outcome.kept) {
         // No data: the matrix names the tensor that holds the result.
-        *response = wire::EncodeComputeResponseWithTensor(ToProto(p.dtype), kernels::OutputRows(p),
-                                                          kernels::OutputCols(p), outcome.kept->id,
-                                                          ReportOf(outcome, latencies));
+        *response = wire::EncodeComputeResponseWithTensor(
+            ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p),
+            outcome.kept->id, ReportOf(outcome, latencies));
       } else {
         *response = wire::EncodeComputeResponse(
-            ToProto(p.dtype), kernels::OutputRows(p), kernels::OutputCols(p),
+            ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p),
             wire::SliceOwning(
                 std::move(outcome.result),
                 [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
@@ -320,6 +320,7 @@ grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerCont
     info->set_peak_gbytes_per_s(device->ceilings().gbytes_per_s);
     info->set_peak_gflops_fp32(device->ceilings().gflops);
     info->set_peak_gflops_fp64(device->ceilings().GFlopsFor(kernels::DType::kFloat64));
+    info->set_peak_gflops_half(device->ceilings().GFlopsFor(kernels::DType::kBFloat16));
   }
   for (const kernels::Variant* v : registry_.List(engine->backend())) {
     v1::VariantInfo* info = resp->add_variants();

@@ -2,12 +2,12 @@
 
 namespace gpucompute::server {
 
+// Through the dtype table's wire numbers (tests/unit/dtype_table_test.cc
+// checks them against compute.proto).
 std::optional<kernels::DType> FromProto(v1::DType dtype) {
-  switch (dtype) {
-    case v1::DTYPE_FLOAT32: return kernels::DType::kFloat32;
-    case v1::DTYPE_FLOAT64: return kernels::DType::kFloat64;
-    default: return std::nullopt;
-  }
+  kernels::DType d;
+  if (!kernels::DTypeFromProtoValue(int(dtype), &d)) return std::nullopt;
+  return d;
 }
 
 std::optional<kernels::ReduceOp> FromProto(v1::ReduceOp op) {
@@ -39,7 +39,7 @@ std::optional<kernels::Op> FromProto(v1::Op op) {
 }
 
 v1::DType ToProto(kernels::DType dtype) {
-  return dtype == kernels::DType::kFloat32 ? v1::DTYPE_FLOAT32 : v1::DTYPE_FLOAT64;
+  return static_cast<v1::DType>(kernels::Describe(dtype).proto_value);
 }
 
 v1::Op ToProto(kernels::Op op) {
@@ -49,6 +49,15 @@ v1::Op ToProto(kernels::Op op) {
     case kernels::Op::kReduce: return v1::OP_REDUCE;
   }
   return v1::OP_UNSPECIFIED;
+}
+
+std::string ProtoDTypeNames() {
+  std::string names;
+  for (kernels::DType d : kernels::kAllDTypes) {
+    if (!names.empty()) names += ", ";
+    names += v1::DType_Name(ToProto(d));
+  }
+  return names;
 }
 
 std::string ProtoDTypeName(int dtype) {

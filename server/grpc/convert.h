@@ -21,6 +21,8 @@ v1::DType ToProto(kernels::DType dtype);
 v1::Op ToProto(kernels::Op op);
 
 // "DTYPE_FLOAT32", or the number when the value has no name.
+// Every dtype the server takes, as compute.proto names them, comma separated.
+std::string ProtoDTypeNames();
 std::string ProtoDTypeName(int dtype);
 
 }  // namespace gpucompute::server

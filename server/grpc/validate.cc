@@ -26,7 +26,7 @@ std::string Shape(int64_t rows, int64_t cols, DType dtype) {
 absl::Status CheckDType(int dtype, const std::string& field) {
   if (FromProto(static_cast<v1::DType>(dtype))) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(field, ": must be DTYPE_FLOAT32 or DTYPE_FLOAT64, got ", ProtoDTypeName(dtype)));
+      absl::StrCat(field, ": must be one of ", ProtoDTypeNames(), ", got ", ProtoDTypeName(dtype)));
 }
 
 absl::Status CheckDim(int64_t value, const std::string& field) {
@@ -80,11 +80,25 @@ absl::StatusOr<DType> CheckMatrix(const MatrixShape& m, const std::string& name,
 absl::Status CheckOutputSize(const Problem& p, const std::string& name, const Limits& limits,
                              bool kept = false) {
   if (kept) {
-    return CheckOpElements(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype,
+    return CheckOpElements(kernels::OutputRows(p), kernels::OutputCols(p), kernels::OutputDType(p),
                            name + " (kept result)");
   }
-  return CheckSize(kernels::OutputRows(p), kernels::OutputCols(p), p.dtype, name + " (result)",
-                   limits);
+  return CheckSize(kernels::OutputRows(p), kernels::OutputCols(p), kernels::OutputDType(p),
+                   name + " (result)", limits);
+}
+
+// output_dtype of a MatMul or Reduce (docs/contract.md, "Half precision"):
+// 0 or the inputs' dtype, or FLOAT32 for 16-bit inputs.
+absl::Status ApplyOutputDType(int output_dtype, Problem& p) {
+  if (output_dtype == 0 || output_dtype == ToProto(p.dtype)) return absl::OkStatus();
+  if (output_dtype == v1::DTYPE_FLOAT32 && kernels::IsHalfPrecision(p.dtype)) {
+    p.float32_output = true;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "output_dtype: ", ProtoDTypeName(output_dtype), " for ", kernels::DTypeName(p.dtype),
+      " inputs; must be DTYPE_UNSPECIFIED (the inputs' dtype), ", ProtoDTypeName(ToProto(p.dtype)),
+      kernels::IsHalfPrecision(p.dtype) ? " or DTYPE_FLOAT32" : ""));
 }
 
 }  // namespace
@@ -99,7 +113,7 @@ int64_t MatrixBytes(int64_t rows, int64_t cols, int dtype) {
 }
 
 absl::StatusOr<Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& b,
-                                       const Limits& limits, bool output_kept) {
+                                       const Limits& limits, bool output_kept, int output_dtype) {
   auto a_dtype = CheckMatrix(a, "a", limits);
   if (!a_dtype.ok()) return a_dtype.status();
   auto b_dtype = CheckMatrix(b, "b", limits);
@@ -119,6 +133,7 @@ absl::StatusOr<Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& 
   p.m = a.rows;
   p.k = a.cols;
   p.n = b.cols;
+  if (auto s = ApplyOutputDType(output_dtype, p); !s.ok()) return s;
   if (auto s = CheckOutputSize(p, "c", limits, output_kept); !s.ok()) return s;
   return p;
 }
@@ -139,7 +154,7 @@ absl::StatusOr<Problem> ValidateTranspose(const MatrixShape& input, const Limits
 }
 
 absl::StatusOr<Problem> ValidateReduce(const MatrixShape& input, int reduce_op, int reduce_axis,
-                                       const Limits& limits, bool output_kept) {
+                                       const Limits& limits, bool output_kept, int output_dtype) {
   auto dtype = CheckMatrix(input, "input", limits);
   if (!dtype.ok()) return dtype.status();
   const auto op = FromProto(static_cast<v1::ReduceOp>(reduce_op));
@@ -161,12 +176,14 @@ absl::StatusOr<Problem> ValidateReduce(const MatrixShape& input, int reduce_op, 
   p.n = input.cols;
   p.reduce_op = *op;
   p.reduce_axis = *axis;
+  if (auto s = ApplyOutputDType(output_dtype, p); !s.ok()) return s;
   if (auto s = CheckOutputSize(p, "output", limits, output_kept); !s.ok()) return s;
   return p;
 }
 
 absl::StatusOr<Problem> ValidateMatMul(const v1::MatMulRequest& req, const Limits& limits) {
-  return ValidateMatMul(MatrixShape::Of(req.a()), MatrixShape::Of(req.b()), limits);
+  return ValidateMatMul(MatrixShape::Of(req.a()), MatrixShape::Of(req.b()), limits,
+                        /*output_kept=*/false, req.output_dtype());
 }
 
 absl::StatusOr<Problem> ValidateTranspose(const v1::TransposeRequest& req, const Limits& limits) {
@@ -174,7 +191,8 @@ absl::StatusOr<Problem> ValidateTranspose(const v1::TransposeRequest& req, const
 }
 
 absl::StatusOr<Problem> ValidateReduce(const v1::ReduceRequest& req, const Limits& limits) {
-  return ValidateReduce(MatrixShape::Of(req.input()), req.op(), req.axis(), limits);
+  return ValidateReduce(MatrixShape::Of(req.input()), req.op(), req.axis(), limits,
+                        /*output_kept=*/false, req.output_dtype());
 }
 
 absl::StatusOr<Problem> ValidateProfile(const v1::ProfileRequest& req, const Limits& limits) {

@@ -35,14 +35,16 @@ struct MatrixShape {
 };
 
 // `output_kept`: the result stays on the server as a tensor, so
-// kMaxOpElements bounds it instead of max_matrix_bytes.
+// kMaxOpElements bounds it instead of max_matrix_bytes. `output_dtype`: the
+// request's (a proto DType; 0 = the inputs').
 absl::StatusOr<kernels::Problem> ValidateMatMul(const MatrixShape& a, const MatrixShape& b,
-                                                const Limits& limits, bool output_kept = false);
+                                                const Limits& limits, bool output_kept = false,
+                                                int output_dtype = 0);
 absl::StatusOr<kernels::Problem> ValidateTranspose(const MatrixShape& input, const Limits& limits,
                                                    bool output_kept = false);
 absl::StatusOr<kernels::Problem> ValidateReduce(const MatrixShape& input, int reduce_op,
                                                 int reduce_axis, const Limits& limits,
-                                                bool output_kept = false);
+                                                bool output_kept = false, int output_dtype = 0);
 
 // rows * cols * element size of `dtype` (a proto DType), or -1 when that
 // overflows int64 or the dtype is unknown.

@@ -211,7 +211,7 @@ void Check(const Case& c) {
   bool pb_has_output = false;
   std::string pb_variant;
   bool pb_tf32 = false;
-  int pb_op = 0, pb_axis = 0;
+  int pb_op = 0, pb_axis = 0, pb_output_dtype = 0;
   if (c.kind == Kind::kMatMul) {
     v1::MatMulRequest pb;
     pb_ok = ProtobufParses(c, &pb);
@@ -219,6 +219,7 @@ void Check(const Case& c) {
     pb_b = pb.b();
     pb_variant = pb.variant();
     pb_tf32 = pb.allow_tf32();
+    pb_output_dtype = pb.output_dtype();
     pb_has_output = pb.has_output();
     pb_output = pb.output();
   } else if (c.kind == Kind::kTranspose) {
@@ -235,6 +236,7 @@ void Check(const Case& c) {
     pb_variant = pb.variant();
     pb_op = pb.op();
     pb_axis = pb.axis();
+    pb_output_dtype = pb.output_dtype();
     pb_has_output = pb.has_output();
     pb_output = pb.output();
   }
@@ -246,6 +248,7 @@ void Check(const Case& c) {
   Expect(c, "allow_tf32", int(ours->allow_tf32), int(pb_tf32));
   Expect(c, "reduce_op", ours->reduce_op, pb_op);
   Expect(c, "reduce_axis", ours->reduce_axis, pb_axis);
+  Expect(c, "output_dtype", ours->output_dtype, pb_output_dtype);
   CompareOutput(c, ours->has_output, ours->output, pb_has_output, pb_output);
 }
 

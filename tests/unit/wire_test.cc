@@ -50,6 +50,7 @@ TEST(Wire, RequestsMatchProtobufAtAnySplit) {
     *mm.mutable_b() = RandomMatrix(1 + rng() % 40, 1 + rng() % 40, rng);
     mm.set_variant(trial % 2 ? "register_tiled" : "");
     mm.set_allow_tf32(trial % 3 == 0);
+    if (trial % 4 == 1) mm.set_output_dtype(v1::DTYPE_FLOAT32);
     const std::string bytes = mm.SerializeAsString();
     const auto slices = RandomSlices(bytes, rng);
     auto req = ParseComputeRequest(v1::OP_MATMUL, slices);
@@ -63,6 +64,7 @@ TEST(Wire, RequestsMatchProtobufAtAnySplit) {
     EXPECT_EQ(req->b.cols, mm.b().cols());
     EXPECT_EQ(req->variant, mm.variant());
     EXPECT_EQ(req->allow_tf32, mm.allow_tf32());
+    EXPECT_EQ(req->output_dtype, int(mm.output_dtype()));
     std::string gathered(size_t(req->a.data_bytes), '\0');
     Gather(req->a.data, gathered.data());
     EXPECT_EQ(gathered, mm.a().data());
@@ -76,6 +78,7 @@ TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   r.set_op(v1::REDUCE_OP_MAX);
   r.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
   r.set_variant("cub");
+  r.set_output_dtype(v1::DTYPE_FLOAT32);
   // A field this server does not know (number 15, varint) is skipped.
   const std::string bytes = r.SerializeAsString() + std::string("\x78\x2a", 2);
   // The parsed payload points into the slices: they must outlive `req`.
@@ -85,6 +88,7 @@ TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   EXPECT_EQ(req->reduce_op, int(v1::REDUCE_OP_MAX));
   EXPECT_EQ(req->reduce_axis, int(v1::REDUCE_AXIS_PER_COLUMN));
   EXPECT_EQ(req->variant, "cub");
+  EXPECT_EQ(req->output_dtype, int(v1::DTYPE_FLOAT32));
   EXPECT_EQ(Joined(req->a.data), r.input().data());
 
   v1::TransposeRequest t;
@@ -256,7 +260,7 @@ bool ExpectSameAsProtobuf(v1::Op op, const std::string& bytes) {
   v1::Matrix a, b;
   std::string variant;
   bool tf32 = false;
-  int reduce_op = 0, reduce_axis = 0;
+  int reduce_op = 0, reduce_axis = 0, output_dtype = 0;
   bool has_output = false;
   v1::OutputPlacement output;
   if (op == v1::OP_MATMUL) {
@@ -265,6 +269,7 @@ bool ExpectSameAsProtobuf(v1::Op op, const std::string& bytes) {
     b = mm.b();
     variant = mm.variant();
     tf32 = mm.allow_tf32();
+    output_dtype = mm.output_dtype();
     has_output = mm.has_output();
     output = mm.output();
   } else if (op == v1::OP_TRANSPOSE) {
@@ -279,6 +284,7 @@ bool ExpectSameAsProtobuf(v1::Op op, const std::string& bytes) {
     variant = rd.variant();
     reduce_op = rd.op();
     reduce_axis = rd.axis();
+    output_dtype = rd.output_dtype();
     has_output = rd.has_output();
     output = rd.output();
   }
@@ -294,6 +300,7 @@ bool ExpectSameAsProtobuf(v1::Op op, const std::string& bytes) {
     EXPECT_EQ(req->allow_tf32, tf32);
     EXPECT_EQ(req->reduce_op, reduce_op);
     EXPECT_EQ(req->reduce_axis, reduce_axis);
+    EXPECT_EQ(req->output_dtype, output_dtype);
     ExpectSameOutput(*req, has_output, output);
   }
   return pb_ok;

@@ -46,6 +46,16 @@
 
 namespace gpucompute {
 
+// A dtype's wire number (through the dtype table) and back; `field` names
+// the message field in the error for a number no dtype has.
+inline v1::DType ToProto(DType dtype) {
+  return static_cast<v1::DType>(kernels::Describe(dtype).proto_value);
+}
+absl::StatusOr<DType> DTypeFromProto(int dtype, absl::string_view field);
+// "float16" for DTYPE_FLOAT16, "dtype 9" for a number no dtype has: for
+// printing what a server said.
+std::string ProtoDTypeText(int dtype);
+
 // The port a target without one gets: the server's default.
 inline constexpr int kDefaultPort = 50051;
 
@@ -182,7 +192,7 @@ class Operand {
         tensor_cols_(tensor.cols()) {}
   // A matrix in a registered shared-memory region: no bytes are sent.
   Operand(const SharedMemoryView& view)  // NOLINT: implicit by design
-      : tensor_dtype_(ToProtoDType(view.dtype)),
+      : tensor_dtype_(ToProto(view.dtype)),
         tensor_rows_(view.rows),
         tensor_cols_(view.cols),
         shm_region_(view.region),
@@ -209,9 +219,6 @@ class Operand {
  private:
   friend class Client;
   Operand() = default;
-  static v1::DType ToProtoDType(DType d) {
-    return d == DType::kFloat32 ? v1::DTYPE_FLOAT32 : v1::DTYPE_FLOAT64;
-  }
   Matrix matrix_;
   std::string tensor_id_;
   // A tensor's or a shared-memory view's dtype and shape (0: the tensor's own).
@@ -236,6 +243,9 @@ struct OpResult {
 struct MatMulOptions {
   std::string variant;      // "" or "auto": the server chooses
   bool allow_tf32 = false;  // let "auto" pick reduced-precision variants
+  // The result's dtype: unset, the inputs'; kFloat32 for 16-bit inputs gives
+  // the float32 accumulation unrounded.
+  std::optional<DType> output_dtype = std::nullopt;
   bool keep = false;        // hold the result on the server: OpResult::tensor
   int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
   // Write the result into this shared-memory view (its dtype and shape
@@ -247,7 +257,9 @@ struct MatMulOptions {
 
 // Transpose and Reduce options beyond the variant.
 struct OpOptions {
-  std::string variant;      // "" or "auto": the server chooses
+  std::string variant;  // "" or "auto": the server chooses
+  // Reduce only, as in MatMulOptions (a transpose keeps its input's dtype).
+  std::optional<DType> output_dtype = std::nullopt;
   bool keep = false;        // hold the result on the server: OpResult::tensor
   int64_t ttl_seconds = 0;  // keep: its idle lifetime; 0: the server's default
   std::optional<SharedMemoryView> output = std::nullopt;  // as in MatMulOptions
@@ -394,7 +406,6 @@ class Client {
 };
 
 // Moving between Matrix and the wire message without copying the bytes.
-v1::DType ToProto(DType dtype);
 void MoveToProto(Matrix&& matrix, v1::Matrix* out);
 // Validates dtype and length; `field` names the message field in errors.
 absl::StatusOr<Matrix> MoveFromProto(v1::Matrix* matrix, const std::string& field);

@@ -1,5 +1,6 @@
-// Host-side dense matrices for the gpucompute client: row-major, float32 or
-// float64, little-endian. The element bytes live in one std::string so they
+// Host-side dense matrices for the gpucompute client: row-major,
+// little-endian, of any dtype the server takes (float32, float64, float16,
+// bfloat16). The element bytes live in one std::string so they
 // can be moved into and out of protobuf `bytes` fields without copying.
 #pragma once
 
@@ -11,16 +12,25 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpucompute/kernels/dtype.h"
+#include "gpucompute/kernels/half.h"
 
 namespace gpucompute {
 
-enum class DType { kFloat32, kFloat64 };
+// The server's dtype table (kernels/include/gpucompute/kernels/dtype.h):
+// one enum and one set of names, sizes and wire numbers for both sides.
+using DType = kernels::DType;
+// 16-bit elements as their bits; kernels::ToFloat widens them exactly and
+// kernels::FromFloat<T> rounds a float to nearest even.
+using Float16 = kernels::Float16;
+using BFloat16 = kernels::BFloat16;
 
-// "float32" / "float64".
-const char* DTypeName(DType dtype);
-// Accepts "float32"/"f32"/"fp32" and "float64"/"f64"/"fp64"/"double".
+// "float32", "float64", "float16", "bfloat16".
+using kernels::DTypeName;
+// Accepts each dtype's name and the short forms f32/fp32, f64/fp64/double,
+// f16/fp16/half and bf16.
 absl::StatusOr<DType> ParseDType(const std::string& name);
-inline int64_t DTypeSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 8; }
+inline int64_t DTypeSize(DType dtype) { return kernels::ElementSize(dtype); }
 
 template <typename T>
 struct DTypeOf;
@@ -31,6 +41,14 @@ struct DTypeOf<float> {
 template <>
 struct DTypeOf<double> {
   static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<Float16> {
+  static constexpr DType value = DType::kFloat16;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::kBFloat16;
 };
 
 // rows * cols * element size, or INVALID_ARGUMENT naming the numbers when a
@@ -96,7 +114,6 @@ class Matrix {
 
 template <typename T>
 absl::StatusOr<Matrix> Matrix::FromValues(int64_t rows, int64_t cols, std::span<const T> values) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   absl::StatusOr<int64_t> bytes = MatrixByteSize(DTypeOf<T>::value, rows, cols);
   if (!bytes.ok()) return bytes.status();
   if (static_cast<int64_t>(values.size_bytes()) != *bytes) {

@@ -44,17 +44,17 @@ struct DTypeInfo {
 inline constexpr DTypeInfo Describe(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
-      return {DType::kFloat32, "float32", 1, 4, "<f4", DType::kFloat32, 1e-4, 1e-5, 0,
-              3.4028234663852886e38};
+      return {DType::kFloat32, "float32", 1,    4, "<f4",
+              DType::kFloat32, 1e-4,      1e-5, 0, 3.4028234663852886e38};
     case DType::kFloat64:
-      return {DType::kFloat64, "float64", 2, 8, "<f8", DType::kFloat64, 1e-12, 1e-12, 0,
-              1.7976931348623157e308};
+      return {DType::kFloat64, "float64", 2,     8, "<f8",
+              DType::kFloat64, 1e-12,     1e-12, 0, 1.7976931348623157e308};
     case DType::kFloat16:
-      return {DType::kFloat16, "float16", 3, 2, "<f2", DType::kFloat32, 1.0 / 1024, 1e-5,
-              1.0 / 2048, 65504.0};
+      return {DType::kFloat16, "float16",  3,    2,          "<f2",
+              DType::kFloat32, 1.0 / 1024, 1e-5, 1.0 / 2048, 65504.0};
     case DType::kBFloat16:
-      return {DType::kBFloat16, "bfloat16", 4, 2, "<V2", DType::kFloat32, 1.0 / 128, 1e-5,
-              1.0 / 256, 3.3895313892515355e38};
+      return {DType::kBFloat16, "bfloat16", 4,    2,         "<V2",
+              DType::kFloat32,  1.0 / 128,  1e-5, 1.0 / 256, 3.3895313892515355e38};
   }
   return {};  // not reached: every case returns
 }

@@ -58,7 +58,7 @@ inline Float16 ToFloat16(float f) {
   const uint32_t magnitude = u & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return {uint16_t(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu))};
   if (magnitude >= 0x47800000u) return {uint16_t(sign | 0x7c00u)};  // >= 65536: inf
-  if (magnitude >= 0x38800000u) {                                  // normal in FP16
+  if (magnitude >= 0x38800000u) {                                   // normal in FP16
     // Rebias the exponent (127 -> 15) and round the 13 dropped bits; a
     // carry out of the mantissa moves into the exponent, and one out of the
     // largest exponent gives inf, as it should.
