@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "gpucompute/matrix.h"
 #include "gpucompute/npy.h"
 
@@ -82,6 +83,8 @@ TEST(NpyTest, RoundTripsFloat32AndFloat64AtOddShapes) {
   for (auto [r, c] : shapes) {
     ExpectRoundTrip<float>(r, c);
     ExpectRoundTrip<double>(r, c);
+    ExpectRoundTrip<Float16>(r, c);
+    ExpectRoundTrip<BFloat16>(r, c);
   }
 }
 
@@ -144,6 +147,28 @@ std::string MakeNpy(const std::string& dict, size_t data_bytes, int major = 1) {
 
 const char kGoodDict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
 
+// What numpy writes for np.float16 and for ml_dtypes.bfloat16 (a 2-byte
+// void, '<V2'), and the 2-byte void spelled without a byte order.
+TEST(NpyTest, SixteenBitDescriptors) {
+  EXPECT_NE(NpyHeader(DType::kFloat16, 2, 3).find("'descr': '<f2'"), std::string::npos);
+  EXPECT_NE(NpyHeader(DType::kBFloat16, 2, 3).find("'descr': '<V2'"), std::string::npos);
+  for (const char* descr : {"<f2", "<V2", "|V2"}) {
+    absl::StatusOr<Matrix> m = ParseNpy(MakeNpy(
+        absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (2, 3), }"), 12));
+    ASSERT_TRUE(m.ok()) << descr << ": " << m.status();
+    EXPECT_EQ(m->dtype(), descr[1] == 'f' ? DType::kFloat16 : DType::kBFloat16) << descr;
+    EXPECT_EQ(m->byte_size(), 12);
+  }
+  // 0x3c00 is 1.0 in FP16, 0x3f80 1.0 in BF16.
+  const std::vector<Float16> h = {{0x3c00}, {0xc000}};
+  absl::StatusOr<Matrix> hm = Matrix::FromValues<Float16>(1, 2, h);
+  ASSERT_TRUE(hm.ok());
+  EXPECT_EQ(hm->at(0, 0), 1.0);
+  EXPECT_EQ(hm->at(0, 1), -2.0);
+  const std::vector<BFloat16> b = {{0x3f80}};
+  EXPECT_EQ(Matrix::FromValues<BFloat16>(1, 1, b)->at(0, 0), 1.0);
+}
+
 TEST(NpyTest, AcceptsVersion2AndOtherValidSpellings) {
   absl::StatusOr<Matrix> v2 = ParseNpy(MakeNpy(kGoodDict, 24, 2));
   ASSERT_TRUE(v2.ok()) << v2.status();
@@ -186,8 +211,11 @@ TEST(NpyTest, RejectsMalformedFilesWithClearErrors) {
        "unsupported dtype '>f4' (big-endian)"},
       {"int32", MakeNpy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }", 24),
        "unsupported dtype '<i4'"},
-      {"float16", MakeNpy("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", 12),
-       "unsupported dtype '<f2'"},
+      {"int16", MakeNpy("{'descr': '<i2', 'fortran_order': False, 'shape': (2, 3), }", 12),
+       "unsupported dtype '<i2' (expected '<f4' float32, '<f8' float64, '<f2' float16, '<V2' "
+       "bfloat16)"},
+      {"4-byte void", MakeNpy("{'descr': '<V4', 'fortran_order': False, 'shape': (2, 3), }", 24),
+       "unsupported dtype '<V4'"},
       {"structured dtype",
        MakeNpy("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (2, 3), }", 24),
        "structured dtypes are not supported"},

@@ -15,7 +15,9 @@ v1::Matrix Mat(int64_t rows, int64_t cols, v1::DType dtype = v1::DTYPE_FLOAT32) 
   int64_t elements = 0;
   if (rows > 0 && cols > 0 && !__builtin_mul_overflow(rows, cols, &elements) &&
       elements < (1 << 24)) {
-    m.mutable_data()->assign(rows * cols * (dtype == v1::DTYPE_FLOAT64 ? 8 : 4), '\1');
+    // An unknown dtype (-1) gets 4-byte elements: its size is not what is tested.
+    const int64_t element = MatrixBytes(1, 1, dtype);
+    m.mutable_data()->assign(rows * cols * (element > 0 ? element : 4), '\1');
   }
   return m;
 }
@@ -43,6 +45,50 @@ TEST(Validate, AcceptsAWellFormedMatMul) {
   EXPECT_EQ(p->m, 3);
   EXPECT_EQ(p->k, 4);
   EXPECT_EQ(p->n, 5);
+}
+
+TEST(Validate, SixteenBitInputsAndTheirOutputDType) {
+  for (v1::DType dtype : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
+    v1::MatMulRequest mm = MatMul(Mat(3, 4, dtype), Mat(4, 5, dtype));
+    auto p = ValidateMatMul(mm, kLimits);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(kernels::IsHalfPrecision(p->dtype));
+    EXPECT_FALSE(p->float32_output);
+    EXPECT_EQ(kernels::OutputBytes(*p), 3 * 5 * 2);
+    mm.set_output_dtype(v1::DTYPE_FLOAT32);
+    p = ValidateMatMul(mm, kLimits);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->float32_output);
+    EXPECT_EQ(kernels::OutputBytes(*p), 3 * 5 * 4);
+    mm.set_output_dtype(dtype);  // its own dtype, said explicitly
+    EXPECT_TRUE(ValidateMatMul(mm, kLimits).ok());
+    mm.set_output_dtype(v1::DTYPE_FLOAT64);
+    ExpectError(ValidateMatMul(mm, kLimits).status(), absl::StatusCode::kInvalidArgument,
+                {"output_dtype", "DTYPE_FLOAT64", "DTYPE_FLOAT32"});
+    v1::ReduceRequest r;
+    *r.mutable_input() = Mat(6, 7, dtype);
+    r.set_output_dtype(v1::DTYPE_FLOAT32);
+    p = ValidateReduce(r, kLimits);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->float32_output);
+  }
+  // A 16-bit or a wider output for 32- and 64-bit inputs, and an unknown value.
+  for (v1::DType out : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT64}) {
+    v1::MatMulRequest mm = MatMul(Mat(3, 4), Mat(4, 5));
+    mm.set_output_dtype(out);
+    ExpectError(ValidateMatMul(mm, kLimits).status(), absl::StatusCode::kInvalidArgument,
+                {"output_dtype", v1::DType_Name(out), "float32 inputs"});
+  }
+  v1::ReduceRequest r;
+  *r.mutable_input() = Mat(2, 2, v1::DTYPE_FLOAT16);
+  r.set_output_dtype(static_cast<v1::DType>(9));
+  ExpectError(ValidateReduce(r, kLimits).status(), absl::StatusCode::kInvalidArgument,
+              {"output_dtype", "9"});
+  // Mixed 16-bit dtypes.
+  ExpectError(
+      ValidateMatMul(MatMul(Mat(3, 4, v1::DTYPE_FLOAT16), Mat(4, 5, v1::DTYPE_BFLOAT16)), kLimits)
+          .status(),
+      absl::StatusCode::kInvalidArgument, {"b.dtype", "DTYPE_BFLOAT16", "DTYPE_FLOAT16"});
 }
 
 TEST(Validate, DTypeUnsetOrUnknown) {

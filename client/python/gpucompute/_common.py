@@ -19,14 +19,12 @@ from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from gpucompute import _wire
+from gpucompute import _dtypes, _wire
 from gpucompute.v1 import compute_pb2 as pb
 from gpucompute.v1 import compute_pb2_grpc as pb_grpc
 
 PathOrBytes = Union[str, Path, bytes, None]
 
-_WIRE_DTYPE = {4: pb.DTYPE_FLOAT32, 8: pb.DTYPE_FLOAT64}
-_NUMPY_DTYPE = {pb.DTYPE_FLOAT32: np.dtype("<f4"), pb.DTYPE_FLOAT64: np.dtype("<f8")}
 
 
 class ComputeError(Exception):
@@ -71,21 +69,25 @@ class Result:
 
 
 def row_major(array: Any, name: str) -> Tuple[int, np.ndarray]:
-    """(wire dtype, row-major little-endian 2-D array) of a 2-D float32/float64
-    array of any layout, or of a 1-D one, sent as one row (1 x N) as the CLI
-    reads a 1-D .npy file."""
+    """(wire dtype, row-major little-endian 2-D array) of a 2-D float32,
+    float64, float16 or bfloat16 array of any layout, or of a 1-D one, sent
+    as one row (1 x N) as the CLI reads a 1-D .npy file."""
     a = np.asarray(array)
     if a.ndim == 1:
         a = a.reshape(1, -1)
     if a.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array (or 1-D, sent as 1 x N), "
                          f"got shape {a.shape}")
-    if a.dtype.kind != "f" or a.dtype.itemsize not in _WIRE_DTYPE:
-        raise TypeError(f"{name}: dtype {a.dtype} is neither float32 nor float64; "
+    wire = _dtypes.wire_dtype(a.dtype)
+    if wire is None:
+        raise TypeError(f"{name}: dtype {a.dtype} is not one of {_dtypes.NAMES}; "
                         f"convert it first, e.g. {name}.astype(numpy.float32)")
     # Copies only when the array is F-ordered, strided or big-endian.
-    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    return _WIRE_DTYPE[a.dtype.itemsize], a
+    if wire != pb.DTYPE_BFLOAT16:
+        a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    else:
+        a = np.ascontiguousarray(a)
+    return wire, a
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +105,20 @@ class TensorInfo:
 
     @classmethod
     def from_proto(cls, t: pb.TensorInfo) -> "TensorInfo":
-        return cls(t.id, _NUMPY_DTYPE.get(t.dtype, np.dtype("V0")), (t.rows, t.cols), t.bytes,
+        return cls(t.id, _info_dtype(t.dtype), (t.rows, t.cols), t.bytes,
                    t.device, datetime.datetime.fromtimestamp(t.expires_unix_ms / 1000,
                                                              datetime.timezone.utc),
                    t.server or instance_of(t.id))
+
+
+def _info_dtype(wire: int) -> np.dtype:
+    """A listed tensor's NumPy dtype; np.dtype("V<size>") where the client has
+    none for it (bfloat16 without ml_dtypes, a dtype newer than the client)."""
+    try:
+        d = _dtypes.numpy_dtype(wire)
+    except ImportError:
+        return np.dtype("V2")
+    return d if d is not None else np.dtype("V0")
 
 
 def instance_of(tensor_id: str) -> str:
@@ -327,9 +339,10 @@ def _as_2d(a: np.ndarray) -> np.ndarray:
 
 
 def _wire_view(a: np.ndarray) -> bool:
-    """Whether a's memory is a row-major little-endian float32/float64 matrix."""
-    return (a.ndim == 2 and a.flags.c_contiguous and a.dtype.kind == "f" and
-            a.dtype.itemsize in _WIRE_DTYPE and a.dtype == a.dtype.newbyteorder("<"))
+    """Whether a's memory is a row-major little-endian matrix of a dtype the
+    server takes."""
+    return (a.ndim == 2 and a.flags.c_contiguous and _dtypes.wire_dtype(a.dtype) is not None
+            and _dtypes.is_little_endian(a.dtype))
 
 
 def shm_operand(x: Any, owner) -> Optional[Tuple[SharedMemoryBase, int, Tuple[int, int, int]]]:
@@ -345,7 +358,7 @@ def shm_operand(x: Any, owner) -> Optional[Tuple[SharedMemoryBase, int, Tuple[in
     if not _wire_view(a):
         return None
     offset = a.ctypes.data - region._address
-    return region, offset, (_WIRE_DTYPE[a.dtype.itemsize], a.shape[0], a.shape[1])
+    return region, offset, (_dtypes.wire_dtype(a.dtype), a.shape[0], a.shape[1])
 
 
 def operand_shape(x: Any) -> Tuple[Optional[np.dtype], Optional[Tuple[int, int]]]:
@@ -356,9 +369,9 @@ def operand_shape(x: Any) -> Tuple[Optional[np.dtype], Optional[Tuple[int, int]]
     if isinstance(x, str):
         return None, None
     a = np.asarray(x)
-    if a.ndim not in (1, 2) or a.dtype.kind != "f" or a.dtype.itemsize not in _WIRE_DTYPE:
+    if a.ndim not in (1, 2) or _dtypes.wire_dtype(a.dtype) is None:
         return None, None
-    return _NUMPY_DTYPE[_WIRE_DTYPE[a.dtype.itemsize]], _as_2d(a).shape
+    return a.dtype.newbyteorder("<") if a.dtype.kind == "f" else a.dtype, _as_2d(a).shape
 
 
 def out_slice(out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[int, int]],
@@ -385,12 +398,13 @@ def out_slice(out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[
 def check_out_array(out: np.ndarray, dtype: Optional[np.dtype],
                     shape: Optional[Tuple[int, int]], name: str = "out") -> None:
     """ValueError unless `out` can receive a result: a writable, non-empty,
-    C-contiguous little-endian float32 or float64 array of 1 or 2 dimensions,
+    C-contiguous little-endian array (float32, float64, float16 or bfloat16)
+    of 1 or 2 dimensions,
     of the result's dtype and shape where known."""
     if out.ndim not in (1, 2) or not _wire_view(_as_2d(out)):
         layout = "C-contiguous" if out.flags.c_contiguous else "not C-contiguous"
-        raise ValueError(f"{name}: expected a C-contiguous little-endian float32 or float64 "
-                         f"array of 1 or 2 dimensions, got {out.dtype} {out.shape}, {layout}")
+        raise ValueError(f"{name}: expected a C-contiguous little-endian array of "
+                         f"{_dtypes.NAMES} of 1 or 2 dimensions, got {out.dtype} {out.shape}, {layout}")
     if not out.flags.writeable:
         raise ValueError(f"{name}: the array is read-only")
     if out.size == 0:
@@ -445,7 +459,7 @@ def _matrix(x: Any, name: str, owner=None) -> list:
     found = shm_operand(x, owner)
     if found is not None:
         region, offset, (wire_dtype, rows, cols) = found
-        size = rows * cols * _NUMPY_DTYPE[wire_dtype].itemsize
+        size = rows * cols * x.dtype.itemsize
         return _wire.shm_matrix_parts(wire_dtype, rows, cols, region.name, offset, size)
     return _wire.matrix_parts(*row_major(x, name))
 
@@ -479,7 +493,7 @@ def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int, ow
     found = shm_operand(array, owner)
     if found is not None:
         region, offset, (wire_dtype, rows, cols) = found
-        size = rows * cols * _NUMPY_DTYPE[wire_dtype].itemsize
+        size = rows * cols * array.dtype.itemsize
         return iter([_wire.upload_shm_message(wire_dtype, rows, cols, int(ttl_seconds or 0),
                                               _wire.shm_slice(region.name, offset, size))])
     dtype, a = row_major(array, "array")
@@ -509,7 +523,7 @@ class Download:
             raise ComputeError("Download", grpc.StatusCode.INTERNAL,
                                f"malformed response: {e}") from None
         if self._out is None:
-            np_dtype = _NUMPY_DTYPE.get(info.dtype) if info is not None else None
+            np_dtype = _numpy_dtype("Download", info.dtype) if info is not None else None
             if np_dtype is None or info.rows < 0 or info.cols < 0:
                 raise ComputeError("Download", grpc.StatusCode.INTERNAL,
                                    f"first message lacks a valid TensorInfo: {info}")
@@ -589,10 +603,16 @@ def op_value(op: Union[str, int]) -> int:
 
 
 def dtype_value(dtype: Any) -> int:
-    d = np.dtype(dtype)
-    if d.kind != "f" or d.itemsize not in _WIRE_DTYPE:
-        raise TypeError(f"dtype {d}: expected float32 or float64")
-    return _WIRE_DTYPE[d.itemsize]
+    return _dtypes.value(dtype)
+
+
+def _numpy_dtype(method: str, wire: int) -> Optional[np.dtype]:
+    """The NumPy dtype of a result's wire dtype (None: no such dtype); a
+    bfloat16 result without ml_dtypes is a ComputeError saying what to install."""
+    try:
+        return _dtypes.numpy_dtype(wire)
+    except ImportError as e:
+        raise ComputeError(method, grpc.StatusCode.FAILED_PRECONDITION, str(e)) from None
 
 
 # MatMul, Transpose and Reduce travel as raw bytes (see _wire): gRPC neither
@@ -733,18 +753,29 @@ class Targets:
             return self.instances[instance]
 
 
+def output_dtype_value(output_dtype: Any) -> int:
+    """The request's output_dtype: 0 (None: the inputs') or a dtype's wire value."""
+    return 0 if output_dtype is None else dtype_value(output_dtype)
+
+
+def _result_dtype(input_dtype: Optional[np.dtype], output_dtype: int) -> Optional[np.dtype]:
+    return input_dtype if output_dtype == 0 else _numpy_dtype("out", output_dtype)
+
+
 def matmul_request(a, b, variant: str, allow_tf32: bool, keep: bool = False,
                    ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-                   owner=None) -> bytes:
+                   owner=None, output_dtype: Any = None) -> bytes:
     """owner: the client whose shared-memory regions the operands and `out`
-    may lie in (None: any client's)."""
+    may lie in (None: any client's). output_dtype: None (the inputs'), or
+    float32 for float16/bfloat16 inputs."""
     ma, mb = _matrix(a, "a", owner), _matrix(b, "b", owner)
+    out_v = output_dtype_value(output_dtype)
     expected = None
     if out is not None:
         (da, sa), (db, sb) = operand_shape(a), operand_shape(b)
-        expected = (da or db, (sa[0], sb[1]) if sa and sb else None)
+        expected = (_result_dtype(da or db, out_v), (sa[0], sb[1]) if sa and sb else None)
     return _wire.matmul_request(ma, mb, variant, allow_tf32,
-                                _placement(keep, ttl_seconds, out, expected, owner))
+                                _placement(keep, ttl_seconds, out, expected, owner), out_v)
 
 
 def transpose_request(x, variant: str, keep: bool = False,
@@ -761,17 +792,18 @@ def transpose_request(x, variant: str, keep: bool = False,
 
 def reduce_request(x, op, axis, variant: str, keep: bool = False,
                    ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-                   owner=None) -> bytes:
+                   owner=None, output_dtype: Any = None) -> bytes:
     mx, op_v, axis_v = _matrix(x, "x", owner), reduce_op(op), reduce_axis(axis)
+    out_v = output_dtype_value(output_dtype)
     expected = None
     if out is not None:
         dtype, shape = operand_shape(x)
         if shape is not None:
             shape = {pb.REDUCE_AXIS_ALL: (1, 1), pb.REDUCE_AXIS_PER_ROW: (shape[0], 1),
                      pb.REDUCE_AXIS_PER_COLUMN: (1, shape[1])}.get(axis_v)
-        expected = (dtype, shape)
+        expected = (_result_dtype(dtype, out_v), shape)
     return _wire.reduce_request(mx, op_v, axis_v, variant,
-                                _placement(keep, ttl_seconds, out, expected, owner))
+                                _placement(keep, ttl_seconds, out, expected, owner), out_v)
 
 
 def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
@@ -784,7 +816,7 @@ def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
         r = _wire.parse_response(raw)
     except Exception as e:  # a malformed message, whatever the parser tripped on
         raise ComputeError(method, grpc.StatusCode.INTERNAL, f"malformed response: {e}") from None
-    np_dtype = _NUMPY_DTYPE.get(r.dtype)
+    np_dtype = _numpy_dtype(method, r.dtype)
     start, end = r.data
     if out is not None and r.tensor_id is None and np_dtype is not None:
         check_out_matches(out, np_dtype, (r.rows, r.cols), method)

@@ -50,10 +50,16 @@ def _message(number: int, parts: List[Part]) -> List[Part]:
     return [_key(number, _LEN) + _varint(size)] + parts
 
 
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """The bytes of a C-contiguous array, uncopied. Through a uint8 view:
+    the buffer protocol has no format for ml_dtypes' bfloat16."""
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
 def matrix_parts(wire_dtype: int, array: np.ndarray) -> List[Part]:
     """A Matrix message for a row-major little-endian 2-D array, whose bytes
     are referenced, not copied."""
-    data = memoryview(array).cast("B") if array.size else b""
+    data = _bytes_of(array) if array.size else b""
     header = (_scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1]))
     # Always written, even empty: data is a member of the payload oneof, and
     # protobuf writes a set member whatever its length.
@@ -97,9 +103,10 @@ def output_placement(keep: bool, ttl_seconds: int,
 
 
 def matmul_request(a: List[Part], b: List[Part], variant: str, allow_tf32: bool,
-                   output: List[Part] = ()) -> bytes:
+                   output: List[Part] = (), output_dtype: int = 0) -> bytes:
     return b"".join(_message(1, a) + _message(2, b) +
-                    [_string(3, variant), _scalar(4, int(allow_tf32))] + list(output))
+                    [_string(3, variant), _scalar(4, int(allow_tf32)), _scalar(5, output_dtype)] +
+                    list(output))
 
 
 def transpose_request(x: List[Part], variant: str, output: List[Part] = ()) -> bytes:
@@ -107,9 +114,9 @@ def transpose_request(x: List[Part], variant: str, output: List[Part] = ()) -> b
 
 
 def reduce_request(x: List[Part], op: int, axis: int, variant: str,
-                   output: List[Part] = ()) -> bytes:
-    return b"".join(_message(1, x) + [_scalar(2, op), _scalar(3, axis), _string(4, variant)] +
-                    list(output))
+                   output: List[Part] = (), output_dtype: int = 0) -> bytes:
+    return b"".join(_message(1, x) + [_scalar(2, op), _scalar(3, axis), _string(4, variant),
+                                      _scalar(5, output_dtype)] + list(output))
 
 
 def upload_messages(wire_dtype: int, array: np.ndarray, ttl_seconds: int,
@@ -118,7 +125,7 @@ def upload_messages(wire_dtype: int, array: np.ndarray, ttl_seconds: int,
     first message carries dtype, rows, cols, ttl_seconds and the first chunk,
     later ones the next chunk only. Each message copies its chunk once (into
     the bytes handed to gRPC); the whole payload is never copied at once."""
-    view = memoryview(array).cast("B") if array.size else memoryview(b"")
+    view = _bytes_of(array) if array.size else memoryview(b"")
     total = len(view)
     header = (_scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1]) +
               _scalar(4, ttl_seconds))

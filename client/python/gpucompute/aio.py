@@ -260,10 +260,12 @@ class Client:
                              f"tensor {tid} is not held: released or expired")
 
     async def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
+                     output_dtype: Any = None,
                      keep: bool = False, ttl_seconds: Optional[int] = None,
                      out: Optional[np.ndarray] = None, timeout: Optional[float] = _UNSET,
                      report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self)
+        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
+                                   output_dtype)
         return await self._compute("MatMul", request, await self._route(a, b, out), timeout,
                                    report, out)
 
@@ -276,11 +278,12 @@ class Client:
                                    report, out)
 
     async def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None,
-                     *, variant: str = "", keep: bool = False,
+                     *, variant: str = "", output_dtype: Any = None, keep: bool = False,
                      ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                      timeout: Optional[float] = _UNSET,
                      report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self)
+        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
+                                   output_dtype)
         return await self._compute("Reduce", request, await self._route(x, out), timeout,
                                    report, out)
 

@@ -314,7 +314,8 @@ class Client:
         raise c.ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
                              f"tensor {tid} is not held: released or expired")
 
-    def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False, keep: bool = False,
+    def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
+               output_dtype: Any = None, keep: bool = False,
                ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                timeout: Optional[float] = _UNSET,
                report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
@@ -322,8 +323,12 @@ class Client:
         or a Tensor. keep=True holds the result on the server and returns a
         Tensor (ttl_seconds: its idle lifetime). Arrays of a shared-memory
         region are read there by the server; out= (an m x n array of a
-        region, the operands' dtype) receives the result, and is returned."""
-        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self)
+        region, the result's dtype) receives the result, and is returned.
+        float16 and bfloat16 (ml_dtypes.bfloat16) inputs accumulate in float32;
+        output_dtype=numpy.float32 returns that unrounded, else the result has
+        the inputs' dtype."""
+        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
+                                   output_dtype)
         return self._compute("MatMul", request, self._route(a, b, out), timeout, report, out)
 
     def transpose(self, x, *, variant: str = "", keep: bool = False,
@@ -335,13 +340,15 @@ class Client:
         return self._compute("Transpose", request, self._route(x, out), timeout, report, out)
 
     def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None, *,
-               variant: str = "", keep: bool = False, ttl_seconds: Optional[int] = None,
-               out: Optional[np.ndarray] = None, timeout: Optional[float] = _UNSET,
+               variant: str = "", output_dtype: Any = None, keep: bool = False,
+               ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
+               timeout: Optional[float] = _UNSET,
                report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
         gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers).
-        out= as for matmul, of that shape."""
-        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self)
+        output_dtype as for matmul; out= as for matmul, of that shape."""
+        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
+                                   output_dtype)
         return self._compute("Reduce", request, self._route(x, out), timeout, report, out)
 
     def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,

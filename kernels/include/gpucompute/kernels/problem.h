@@ -27,14 +27,15 @@ const char* BackendName(Backend backend);
 struct Problem {
   Op op = Op::kMatMul;
   DType dtype = DType::kFloat32;  // the inputs'
-  // MatMul and Reduce of 16-bit inputs: the result in float32 instead of
-  // the inputs' dtype (the request's output_dtype).
-  bool float32_output = false;
   int64_t m = 1;
   int64_t n = 1;
   int64_t k = 1;
   ReduceOp reduce_op = ReduceOp::kSum;
   ReduceAxis reduce_axis = ReduceAxis::kAll;
+  // MatMul and Reduce of 16-bit inputs: the result in float32 instead of
+  // the inputs' dtype (the request's output_dtype). Last, so that positional
+  // initializers of the fields above keep their meaning.
+  bool float32_output = false;
 };
 
 // Element counts of the operands; b is zero when the op has none.
