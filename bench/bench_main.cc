@@ -29,6 +29,7 @@
 #include "gpucompute/kernels/cuda_status.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/problem.h"
+#include "gpucompute/kernels/reference.h"
 #include "gpucompute/kernels/registry.h"
 #include "gpucompute/kernels/stats.h"
 #include "gpucompute/tools/v1/bench_report.pb.h"
@@ -441,6 +442,180 @@ void BenchAblation(const std::map<std::string, double>& refs, std::vector<Row>& 
   }
 }
 
+// ---- 16-bit Transpose and Reduce ----
+// FP16 and BF16 rows beside references measured here on the same bytes:
+// device memcpy of the 2^28 x 2 bytes for the transposes, CUB's float sum
+// over 2^27 floats for the reductions; plus the 2-byte tiled transposes'
+// ablation (one element per shared access against 2x2 blocks as words,
+// padding, swizzle, tile sizes).
+
+// 16-bit finite values in (-1, 1), of every magnitude down to 2^-14 (the
+// exponent field 0-14 for FP16, 113-126 for BF16), from a hash: made on the
+// host, as bench_device has no 16-bit fill.
+std::vector<uint16_t> Random16(gk::DType dtype, int64_t count, uint64_t seed) {
+  std::vector<uint16_t> out(static_cast<size_t>(count));
+  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (uint16_t& v : out) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uint32_t r = uint32_t(x);
+    if (dtype == gk::DType::kFloat16)
+      v = uint16_t((r & 0x83ffu) | (((r >> 16) % 15u) << 10));
+    else
+      v = uint16_t((r & 0x807fu) | ((113u + (r >> 16) % 14u) << 7));
+  }
+  return out;
+}
+
+// GB/s (read + write) of cudaMemcpyAsync device to device of `bytes`.
+double MemcpyGBpsOf(size_t bytes) {
+  Device src(bytes), dst(bytes);
+  CHECK_CUDA(cudaMemsetAsync(src.ptr, 0x3c, bytes, g_stream));
+  const double ms = MedianMs([&] {
+    return gc::CudaStatus(
+        cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, g_stream),
+        "cudaMemcpyAsync");
+  });
+  return 2.0 * double(bytes) / (ms * 1e6);
+}
+
+std::vector<uint16_t> Download16(const Device& d, size_t count) {
+  std::vector<uint16_t> out(count);
+  CHECK_CUDA(cudaMemcpyAsync(out.data(), d.ptr, count * 2, cudaMemcpyDeviceToHost, g_stream));
+  CHECK_CUDA(cudaStreamSynchronize(g_stream));
+  return out;
+}
+
+void BenchHalfTranspose(int64_t size, gk::DType dtype, double memcpy_gbps, std::vector<Row>& rows) {
+  gk::Problem p;
+  p.op = gk::Op::kTranspose;
+  p.dtype = dtype;
+  p.m = p.n = size;
+  const size_t count = size_t(size * size), bytes = count * 2;
+  const std::vector<uint16_t> host = Random16(dtype, int64_t(count), 71);
+  std::vector<uint16_t> expect(count);
+  for (int64_t r = 0; r < size; ++r)
+    for (int64_t c = 0; c < size; ++c) expect[c * size + r] = host[r * size + c];
+  Device in(bytes), out(bytes), ws(0);
+  CHECK_CUDA(cudaMemcpyAsync(in.ptr, host.data(), bytes, cudaMemcpyHostToDevice, g_stream));
+  // Checks `launch`'s output against the host transpose, bit for bit, and
+  // times it.
+  auto row_of = [&](const std::string& op, const std::string& name,
+                    const std::function<absl::Status()>& launch) {
+    Row row = NewRow(op, gk::DTypeName(dtype), ShapeOf(p), name);
+    CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, bytes, g_stream));
+    const absl::Status status = launch();
+    const bool exact = status.ok() && Download16(out, count) == expect;
+    row.set_ok(exact);
+    row.set_note(status.ok() ? (exact ? "exact" : "MISMATCH") : std::string(status.message()));
+    if (row.ok()) TimeRow(row, p, Rate::kBytes, "memcpy same bytes", memcpy_gbps, launch);
+    rows.push_back(row);
+  };
+  const gk::Buffers buf = MakeBuffers(in.ptr, nullptr, out.ptr, ws, 0);
+  for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
+    if (!v->Supports(dtype)) continue;
+    row_of("transpose", v->name, [&] { return v->launch(p, buf, Context()); });
+  }
+  if (dtype != gk::DType::kFloat16) return;  // the ablation moves bits: once is enough
+  const auto* src = static_cast<const uint16_t*>(in.ptr);
+  auto* dst = static_cast<uint16_t*>(out.ptr);
+  for (int i = 0; gc::Transpose16AblationName(i) != nullptr; ++i) {
+    row_of("ablation transpose16", gc::Transpose16AblationName(i), [&] {
+      return gc::CudaStatus(gc::LaunchTranspose16Ablation(i, src, dst, size, size, g_stream),
+                            "2-byte transpose configuration");
+    });
+  }
+}
+
+void BenchHalfReduce(int64_t size, gk::DType dtype, double cub_gbps, std::vector<Row>& rows) {
+  const int64_t count = size * size;
+  const std::vector<uint16_t> host = Random16(dtype, count, 81);
+  Device in(size_t(count) * 2), out(size_t(size) * 4);
+  CHECK_CUDA(
+      cudaMemcpyAsync(in.ptr, host.data(), size_t(count) * 2, cudaMemcpyHostToDevice, g_stream));
+  for (auto [axis, f32] : {std::pair{gk::ReduceAxis::kAll, false},
+                           {gk::ReduceAxis::kAll, true},
+                           {gk::ReduceAxis::kPerRow, false},
+                           {gk::ReduceAxis::kPerColumn, false}}) {
+    gk::Problem p;
+    p.op = gk::Op::kReduce;
+    p.dtype = dtype;
+    p.float32_output = f32;
+    p.m = p.n = size;
+    p.reduce_op = gk::ReduceOp::kSum;
+    p.reduce_axis = axis;
+    const std::vector<double> reference = gk::ReferenceResult(p, host.data(), nullptr);
+    const size_t ws_bytes = MaxWorkspace(p.op, p);
+    Device ws(ws_bytes);
+    const size_t out_bytes = size_t(gk::OutputBytes(p));
+    for (const gk::Variant* v : gk::DefaultRegistry().List(p.op, gk::Backend::kCuda)) {
+      if (!v->Supports(dtype)) continue;
+      Row row =
+          NewRow("reduce sum " + std::string(gk::ReduceAxisName(axis)) + (f32 ? " ->f32" : ""),
+                 gk::DTypeName(dtype), ShapeOf(p), v->name);
+      const gk::Buffers buf = MakeBuffers(in.ptr, nullptr, out.ptr, ws, ws_bytes);
+      CHECK_CUDA(cudaMemsetAsync(out.ptr, 0xFF, out_bytes, g_stream));
+      const auto status = v->launch(p, buf, Context());
+      std::vector<char> got(out_bytes);
+      CHECK_CUDA(cudaMemcpyAsync(got.data(), out.ptr, out_bytes, cudaMemcpyDeviceToHost, g_stream));
+      CHECK_CUDA(cudaStreamSynchronize(g_stream));
+      const gk::CheckResult check =
+          gk::CheckAgainstReference(p, false, host.data(), got.data(), reference);
+      row.set_ok(status.ok() && check.ok);
+      char note[96];
+      std::snprintf(note, sizeof note, "err %.1e of the contract's scale", check.max_rel_error);
+      row.set_note(status.ok() ? note : std::string(status.message()));
+      if (row.ok()) {
+        TimeRow(row, p, Rate::kBytes, "CUB f32 same bytes", cub_gbps,
+                [&] { return v->launch(p, buf, Context()); });
+      }
+      rows.push_back(row);
+    }
+  }
+}
+
+// The 16-bit rows and their references (refs: "memcpy_d2d_gbps_16384sq_2B",
+// "cub_sum_gbps_2^27_floats").
+void BenchHalf(std::map<std::string, double>& refs, std::vector<Row>& rows) {
+  const int64_t size = 16384;
+  refs["memcpy_d2d_gbps_16384sq_2B"] = MemcpyGBpsOf(size_t(size * size) * 2);
+  refs["cub_sum_gbps_2^27_floats"] = CubSumGBps(size * size / 2);
+  std::printf(
+      "16-bit references: memcpy d2d of 512 MiB %.0f GB/s, CUB float sum of 512 MiB %.0f "
+      "GB/s\n",
+      refs["memcpy_d2d_gbps_16384sq_2B"], refs["cub_sum_gbps_2^27_floats"]);
+  std::fflush(stdout);
+  for (gk::DType dtype : {gk::DType::kFloat16, gk::DType::kBFloat16}) {
+    BenchHalfTranspose(size, dtype, refs["memcpy_d2d_gbps_16384sq_2B"], rows);
+    BenchHalfReduce(size, dtype, refs["cub_sum_gbps_2^27_floats"], rows);
+  }
+}
+
+// The 16-bit targets: the best transpose against memcpy, the best SUM ALL
+// against CUB's float sum on the same bytes, and the cub variant's own.
+void HalfTargets(const std::vector<Row>& rows,
+                 const std::function<void(const std::string&, double, double)>& target) {
+  const std::string cub = WithRole(gk::Op::kReduce, gk::VariantRole::kVendorReference).name;
+  for (const char* dtype : {"float16", "bfloat16"}) {
+    const Row* best_t = nullptr;
+    const Row* best_r = nullptr;
+    const Row* cub_r = nullptr;
+    for (const Row& r : rows) {
+      if (r.dtype() != dtype || !r.ok()) continue;
+      if (r.op() == "transpose" && (!best_t || r.ratio() > best_t->ratio())) best_t = &r;
+      if (r.op() == "reduce sum all") {
+        if (!best_r || r.ratio() > best_r->ratio()) best_r = &r;
+        if (r.variant() == cub) cub_r = &r;
+      }
+    }
+    const std::string d(dtype);
+    target("best " + d + " transpose (" + (best_t ? best_t->variant() : "-") + ") / memcpy",
+           best_t ? best_t->ratio() : 0, 0.93);
+    target("best " + d + " SUM ALL (" + (best_r ? best_r->variant() : "-") + ") / CUB f32",
+           best_r ? best_r->ratio() : 0, 0.97);
+    target(cub + " " + d + " SUM ALL / CUB f32", cub_r ? cub_r->ratio() : 0, 0);
+  }
+}
+
 const Row* Find(const std::vector<Row>& rows, const std::string& op, const std::string& shape,
                 const std::string& variant) {
   for (const Row& r : rows)
@@ -480,11 +655,40 @@ bool WriteJson(const google::protobuf::Message& message, const std::string& path
   return true;
 }
 
+// --only_16bit: the 16-bit rows, their targets, and the JSON report.
+bool PrintHalfOnly(const std::vector<Row>& rows, const std::string& json_path) {
+  std::printf("\n%-28s %-8s %-12s %-28s %9s %9s  %-18s %6s  %s\n", "op", "dtype", "shape",
+              "variant", "median_ms", "GB/s", "reference", "ratio", "check");
+  bool all_ok = true;
+  for (const Row& r : rows) {
+    all_ok = all_ok && r.ok();
+    std::printf("%-28s %-8s %-12s %-28s %9.4f %9.0f  %-18s %6.3f  %s%s\n", r.op().c_str(),
+                r.dtype().c_str(), r.shape().c_str(), r.variant().c_str(), r.median_ms(),
+                r.gbytes_per_s(), r.reference().c_str(), r.ratio(), r.ok() ? "ok " : "FAILED ",
+                r.note().c_str());
+  }
+  Report report;
+  std::printf("\n%-58s %7s %7s\n", "target", "ratio", "goal");
+  HalfTargets(rows, [&](const std::string& name, double value, double goal) {
+    Report::Target& t = *report.add_targets();
+    t.set_name(name);
+    t.set_ratio(value);
+    t.set_goal(goal);
+    std::printf("%-58s %7.3f %7.2f  %s\n", name.c_str(), value, goal,
+                goal <= 0 ? "-" : (value >= goal ? "met" : "MISSED"));
+  });
+  if (!json_path.empty()) {
+    for (const Row& r : rows) *report.add_rows() = r;
+    if (!WriteJson(report, json_path)) return false;
+  }
+  return all_ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path, ceilings_path;
-  bool quick = false;
+  bool quick = false, only_16bit = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc)
@@ -493,8 +697,12 @@ int main(int argc, char** argv) {
       ceilings_path = argv[++i];
     else if (arg == "--quick")
       quick = true;
+    else if (arg == "--only_16bit")  // the FP16/BF16 transpose and reduce rows alone
+      only_16bit = true;
     else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--ceilings_out FILE] [--quick]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json FILE] [--ceilings_out FILE] [--quick] [--only_16bit]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -515,6 +723,11 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, prop.l2CacheSize / 1e6, driver, runtime);
 
   std::map<std::string, double> refs;
+  if (only_16bit) {
+    std::vector<Row> rows;
+    BenchHalf(refs, rows);
+    return PrintHalfOnly(rows, json_path) ? 0 : 1;
+  }
   refs["memcpy_d2d_gbps"] = MemcpyGBps();
   for (int64_t s : {1024, 4096, 8192})
     refs["cublas_sgemm_gflops_" + std::to_string(s)] = CublasSgemmGflops(s);
@@ -564,6 +777,7 @@ int main(int argc, char** argv) {
   BenchTranspose(8192, gk::DType::kFloat64, refs["memcpy_d2d_gbps"], rows);
   BenchReduce(reduce_size, refs["cub_sum_gbps"], rows);
   BenchAblation(refs, rows);
+  BenchHalf(refs, rows);
 
   std::printf("\n%-22s %-8s %-16s %-20s %10s %10s %9s  %-13s %9s %6s  %s\n", "op", "dtype", "shape",
               "variant", "median_ms", "GFLOP/s", "GB/s", "reference", "ref", "ratio", "check");
@@ -604,6 +818,7 @@ int main(int argc, char** argv) {
   target("transpose " + unpadded + " / " + transpose.name + " (" +
              std::string(transpose.lesson.idea) + ")",
          shared && padded ? shared->gbytes_per_s() / padded->gbytes_per_s() : 0.0, 0);
+  HalfTargets(rows, target);
   const std::string reduce = WithRole(gk::Op::kReduce, gk::VariantRole::kFlagship).name;
   const std::string cub = WithRole(gk::Op::kReduce, gk::VariantRole::kVendorReference).name;
   target("reduce " + reduce + " SUM ALL / CUB at 2^28",

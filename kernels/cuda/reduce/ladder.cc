@@ -1,6 +1,8 @@
 // The Reduce ladder, simplest first: one row per variant. Each launcher is a
 // `LaunchResult Name(const LaunchArgs&)` and each workspace function a
-// `size_t Name(const Problem&)`, defined in this folder's kernel files.
+// `size_t Name(const Problem&)`, defined in this folder's kernel files. Every
+// row takes every dtype; FP16 and BF16 accumulate in float and round once
+// (accumulate.cuh).
 #include "cuda/ladder.h"
 
 namespace gpucompute::kernels::cuda {
@@ -11,7 +13,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
     {.name = "interleaved",
      .description = "shared-memory tree with interleaved (divergent) addressing, one element "
                     "per thread, repeated passes",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, InterleavedReduceWorkspaceBytes),
      .zero_copy = true,
@@ -20,7 +22,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
     {.name = "sequential",
      .description = "shared-memory tree with sequential addressing, two elements per thread, "
                     "repeated passes",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, SequentialReduceWorkspaceBytes),
      .zero_copy = true,
@@ -32,8 +34,9 @@ constexpr CudaLadderRow kReduceLadder[] = {
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SequentialReduce)},
     {.name = "warp_shuffle",
      .description =
-         "16-byte loads with four in flight per thread, warp shuffles, deterministic final pass",
-     .dtypes = kFloat32AndFloat64,
+         "16-byte loads (8 values of 16 bits) with four in flight per thread, warp shuffles, "
+         "deterministic final pass",
+     .dtypes = kEveryDType,
      .fallback_rank = 2,
      .workspace_bytes =
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, WarpShuffleReduceWorkspaceBytes),
@@ -43,7 +46,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
     {.name = "cub",
      .description = "cub::DeviceReduce (ALL), cub::DeviceSegmentedReduce (PER_ROW); PER_COLUMN "
                     "uses the coalesced warp_shuffle column kernel",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .fallback_rank = 1,
      .workspace_bytes = GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, CubReduceWorkspaceBytes),
      .role = VariantRole::kVendorReference,

@@ -1,12 +1,14 @@
 // The textbook shared-memory tree reductions. ALL and PER_ROW reduce
 // contiguous segments (one segment, or one per row); PER_COLUMN puts threads
 // across columns (x) and rows (y) so that every load is coalesced, and trees
-// along y.
+// along y. FP16 and BF16 widen on load and combine in float; partials
+// between passes are float, and the last pass rounds to the output type.
 #include <algorithm>
 #include <vector>
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
+#include "cuda/reduce/accumulate.cuh"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 
@@ -17,24 +19,25 @@ constexpr int kThreads = 256;
 constexpr int kColX = 32;
 constexpr int kColY = 16;
 
-template <typename T, Combine C, bool kSequential>
+template <typename T, typename Out, Combine C, bool kSequential>
 __global__ void __launch_bounds__(kThreads)
-    SegmentTreeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t seg_len,
+    SegmentTreeKernel(const T* __restrict__ in, Out* __restrict__ out, int64_t seg_len,
                       int64_t chunks, int64_t mean_count) {
-  using R = Reducer<T, C>;
-  __shared__ T s[kThreads];
+  using A = Acc<T>;
+  using R = Reducer<A, C>;
+  __shared__ A s[kThreads];
   const int tid = threadIdx.x;
   const int64_t seg = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
   const T* base = in + seg * seg_len;
-  T v;
+  A v;
   if (!kSequential) {
     const int64_t i = chunk * kThreads + tid;
-    v = i < seg_len ? base[i] : R::Identity();
+    v = i < seg_len ? Widen(base[i]) : R::Identity();
   } else {
     // Two elements per thread, combined while loading.
     const int64_t i = chunk * 2 * kThreads + tid;
-    v = i < seg_len ? base[i] : R::Identity();
-    if (i + kThreads < seg_len) v = R::Apply(v, base[i + kThreads]);
+    v = i < seg_len ? Widen(base[i]) : R::Identity();
+    if (i + kThreads < seg_len) v = R::Apply(v, Widen(base[i + kThreads]));
   }
   s[tid] = v;
   __syncthreads();
@@ -51,23 +54,24 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
   }
-  if (tid == 0) out[blockIdx.x] = Finish(s[0], mean_count);
+  if (tid == 0) out[blockIdx.x] = Narrow<Out>(Finish(s[0], mean_count));
 }
 
-template <typename T, Combine C, bool kSequential>
+template <typename T, typename Out, Combine C, bool kSequential>
 __global__ void __launch_bounds__(kColX* kColY)
-    ColumnTreeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t cols,
+    ColumnTreeKernel(const T* __restrict__ in, Out* __restrict__ out, int64_t rows, int64_t cols,
                      int64_t col_blocks, int64_t mean_count) {
-  using R = Reducer<T, C>;
-  __shared__ T s[kColY][kColX];
+  using A = Acc<T>;
+  using R = Reducer<A, C>;
+  __shared__ A s[kColY][kColX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t row_block = blockIdx.x / col_blocks, col_block = blockIdx.x % col_blocks;
   const int64_t col = col_block * kColX + tx;
   const int64_t row = row_block * kColY * (kSequential ? 2 : 1) + ty;
-  T v = R::Identity();
+  A v = R::Identity();
   if (col < cols) {
-    if (row < rows) v = in[row * cols + col];
-    if (kSequential && row + kColY < rows) v = R::Apply(v, in[(row + kColY) * cols + col]);
+    if (row < rows) v = Widen(in[row * cols + col]);
+    if (kSequential && row + kColY < rows) v = R::Apply(v, Widen(in[(row + kColY) * cols + col]));
   }
   s[ty][tx] = v;
   __syncthreads();
@@ -82,7 +86,9 @@ __global__ void __launch_bounds__(kColX* kColY)
       __syncthreads();
     }
   }
-  if (ty == 0 && col < cols) out[row_block * cols + col] = Finish(s[0][tx], mean_count);
+  if (ty == 0 && col < cols) {
+    out[row_block * cols + col] = Narrow<Out>(Finish(s[0][tx], mean_count));
+  }
 }
 
 // The passes of one reduction: each turns `segments` x `len` values into
@@ -130,43 +136,55 @@ Plan MakePlan(const Problem& p, bool sequential) {
   return plan;
 }
 
-template <typename T, Combine C, bool kSequential>
-cudaError_t Run(const T* in, T* out, const Plan& plan, void* workspace, cudaStream_t stream) {
-  T* buffers[2] = {static_cast<T*>(workspace),
-                   reinterpret_cast<T*>(static_cast<char*>(workspace) +
-                                        AlignBytes(plan.buffer_elems[0] * sizeof(T)))};
-  const T* src = in;
-  for (size_t i = 0; i < plan.passes.size(); ++i) {
-    const Pass& pass = plan.passes[i];
-    const bool last = i + 1 == plan.passes.size();
-    T* dst = last ? out : buffers[i % 2];
-    const int64_t mean_count = last ? plan.mean_count : 0;
-    if (plan.columns) {
-      const int64_t col_blocks = CeilDiv(plan.segments, kColX);
-      const int64_t blocks = col_blocks * pass.next;
-      if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      ColumnTreeKernel<T, C, kSequential><<<unsigned(blocks), dim3(kColX, kColY), 0, stream>>>(
-          src, dst, pass.len, plan.segments, col_blocks, mean_count);
-    } else {
-      const int64_t blocks = plan.segments * pass.next;
-      if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      SegmentTreeKernel<T, C, kSequential>
-          <<<unsigned(blocks), kThreads, 0, stream>>>(src, dst, pass.len, pass.next, mean_count);
-    }
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    src = dst;
+// One pass: `src` (In) into `dst` (Dst).
+template <typename In, typename Dst, Combine C, bool kSequential>
+cudaError_t LaunchPass(const Plan& plan, const Pass& pass, const In* src, Dst* dst,
+                       int64_t mean_count, cudaStream_t stream) {
+  if (plan.columns) {
+    const int64_t col_blocks = CeilDiv(plan.segments, kColX);
+    const int64_t blocks = col_blocks * pass.next;
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    ColumnTreeKernel<In, Dst, C, kSequential><<<unsigned(blocks), dim3(kColX, kColY), 0, stream>>>(
+        src, dst, pass.len, plan.segments, col_blocks, mean_count);
+  } else {
+    const int64_t blocks = plan.segments * pass.next;
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    SegmentTreeKernel<In, Dst, C, kSequential>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(src, dst, pass.len, pass.next, mean_count);
   }
-  return cudaSuccess;
+  return cudaGetLastError();
 }
 
-template <typename T, bool kSequential>
-cudaError_t Dispatch(const T* in, T* out, const Plan& plan, Combine c, void* ws,
+// The first pass reads T; later ones the Acc<T> partials; the last writes Out.
+template <typename T, typename Out, Combine C, bool kSequential>
+cudaError_t Run(const T* in, Out* out, const Plan& plan, void* workspace, cudaStream_t stream) {
+  using A = Acc<T>;
+  A* buffers[2] = {static_cast<A*>(workspace),
+                   reinterpret_cast<A*>(static_cast<char*>(workspace) +
+                                        AlignBytes(plan.buffer_elems[0] * sizeof(A)))};
+  const size_t passes = plan.passes.size();
+  if (passes == 1) {
+    return LaunchPass<T, Out, C, kSequential>(plan, plan.passes[0], in, out, plan.mean_count,
+                                              stream);
+  }
+  cudaError_t err =
+      LaunchPass<T, A, C, kSequential>(plan, plan.passes[0], in, buffers[0], 0, stream);
+  for (size_t i = 1; i + 1 < passes && err == cudaSuccess; ++i) {
+    err = LaunchPass<A, A, C, kSequential>(plan, plan.passes[i], buffers[(i - 1) % 2],
+                                           buffers[i % 2], 0, stream);
+  }
+  if (err != cudaSuccess) return err;
+  return LaunchPass<A, Out, C, kSequential>(
+      plan, plan.passes[passes - 1], buffers[(passes - 2) % 2], out, plan.mean_count, stream);
+}
+
+template <typename T, typename Out, bool kSequential>
+cudaError_t Dispatch(const T* in, Out* out, const Plan& plan, Combine c, void* ws,
                      cudaStream_t stream) {
   switch (c) {
-    case Combine::kSum: return Run<T, Combine::kSum, kSequential>(in, out, plan, ws, stream);
-    case Combine::kMin: return Run<T, Combine::kMin, kSequential>(in, out, plan, ws, stream);
-    case Combine::kMax: return Run<T, Combine::kMax, kSequential>(in, out, plan, ws, stream);
+    case Combine::kSum: return Run<T, Out, Combine::kSum, kSequential>(in, out, plan, ws, stream);
+    case Combine::kMin: return Run<T, Out, Combine::kMin, kSequential>(in, out, plan, ws, stream);
+    case Combine::kMax: return Run<T, Out, Combine::kMax, kSequential>(in, out, plan, ws, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -179,30 +197,39 @@ size_t PlanBytes(const Plan& plan, size_t elem) {
 }  // namespace
 
 size_t TreeReduceWorkspaceBytes(const Problem& p, bool sequential) {
-  return PlanBytes(MakePlan(p, sequential), size_t(ElementSize(p.dtype)));
+  const int64_t partial_bytes = ElementSize(Describe(p.dtype).accumulator);
+  return PlanBytes(MakePlan(p, sequential), size_t(partial_bytes));
 }
 
-template <typename T>
-cudaError_t LaunchTreeReduce(const T* in, T* out, const Problem& p, bool sequential,
+template <typename T, typename Out>
+cudaError_t LaunchTreeReduce(const T* in, Out* out, const Problem& p, bool sequential,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const Plan plan = MakePlan(p, sequential);
-  if (workspace_bytes < PlanBytes(plan, sizeof(T))) return cudaErrorInvalidValue;
+  if (workspace_bytes < PlanBytes(plan, sizeof(Acc<T>))) return cudaErrorInvalidValue;
   const Combine c = CombineOf(p.reduce_op);
-  return sequential ? Dispatch<T, true>(in, out, plan, c, workspace, stream)
-                    : Dispatch<T, false>(in, out, plan, c, workspace, stream);
+  return sequential ? Dispatch<T, Out, true>(in, out, plan, c, workspace, stream)
+                    : Dispatch<T, Out, false>(in, out, plan, c, workspace, stream);
 }
 
-template cudaError_t LaunchTreeReduce<float>(const float*, float*, const Problem&, bool, void*,
-                                             size_t, cudaStream_t);
-template cudaError_t LaunchTreeReduce<double>(const double*, double*, const Problem&, bool, void*,
-                                              size_t, cudaStream_t);
+#define GPUCOMPUTE_INSTANTIATE(T, Out)                                                       \
+  template cudaError_t LaunchTreeReduce<T, Out>(const T*, Out*, const Problem&, bool, void*, \
+                                                size_t, cudaStream_t);
+GPUCOMPUTE_INSTANTIATE(float, float)
+GPUCOMPUTE_INSTANTIATE(double, double)
+GPUCOMPUTE_INSTANTIATE(__half, __half)
+GPUCOMPUTE_INSTANTIATE(__half, float)
+GPUCOMPUTE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+GPUCOMPUTE_INSTANTIATE(__nv_bfloat16, float)
+#undef GPUCOMPUTE_INSTANTIATE
 
 namespace {
 
 LaunchResult Tree(const LaunchArgs& args, bool sequential) {
-  return ForElementType(args, [&](const auto& t) {
+  const auto launch = [&](const auto& t) {
     return LaunchTreeReduce(t.a, t.out, t.p, sequential, t.workspace, t.workspace_bytes, t.stream);
-  });
+  };
+  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
+                                       : ForElementType(args, launch);
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // Bandwidth-bound reductions: 16-byte loads, four independent loads in flight
 // per thread, warp shuffles, and partials combined by a second pass in a fixed
-// order (never float atomics), so the same input gives the same bits.
+// order (never float atomics), so the same input gives the same bits. FP16
+// and BF16 read 8 values a load and reduce in float (accumulate.cuh):
+// partials between passes stay float, and only the stored result is rounded.
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
+#include "cuda/reduce/accumulate.cuh"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 
@@ -17,22 +21,22 @@ constexpr int kBlocksPerSm = 8;  // 2048 threads: a full multiprocessor
 constexpr int kUnroll = 4;
 
 template <typename T, Combine C, int W>
-__device__ __forceinline__ void Accumulate(T (&acc)[W], const typename Vec16<T>::Type& x) {
+__device__ __forceinline__ void Accumulate(Acc<T> (&acc)[W], const typename Vec16<T>::Type& x) {
   const T* e = reinterpret_cast<const T*>(&x);
 #pragma unroll
-  for (int j = 0; j < W; ++j) acc[j] = Reducer<T, C>::Apply(acc[j], e[j]);
+  for (int j = 0; j < W; ++j) acc[j] = Reducer<Acc<T>, C>::Apply(acc[j], Widen(e[j]));
 }
 
 // Reduces `count` contiguous values read with a stride of `stride` threads
 // starting at `first`; kVec means `in` is 16-byte aligned. Returns this
 // thread's partial.
 template <typename T, Combine C, bool kVec>
-__device__ __forceinline__ T StridedPartial(const T* __restrict__ in, int64_t count, int64_t first,
-                                            int64_t stride) {
-  using R = Reducer<T, C>;
+__device__ __forceinline__ Acc<T> StridedPartial(const T* __restrict__ in, int64_t count,
+                                                 int64_t first, int64_t stride) {
+  using R = Reducer<Acc<T>, C>;
   using V = typename Vec16<T>::Type;
   constexpr int W = Vec16<T>::kWidth;
-  T acc[W];
+  Acc<T> acc[W];
 #pragma unroll
   for (int j = 0; j < W; ++j) acc[j] = R::Identity();
   int64_t tail_start = 0;
@@ -50,44 +54,47 @@ __device__ __forceinline__ T StridedPartial(const T* __restrict__ in, int64_t co
     for (; i < nvec; i += stride) Accumulate<T, C, W>(acc, vin[i]);
     tail_start = nvec * W;
   }
-  for (int64_t i = tail_start + first; i < count; i += stride) acc[0] = R::Apply(acc[0], in[i]);
-  T v = acc[0];
+  for (int64_t i = tail_start + first; i < count; i += stride)
+    acc[0] = R::Apply(acc[0], Widen(in[i]));
+  Acc<T> v = acc[0];
 #pragma unroll
   for (int j = 1; j < W; ++j) v = R::Apply(v, acc[j]);
   return v;
 }
 
 // ALL: a grid-stride pass writing one partial per block (or, with one block,
-// the result).
-template <typename T, Combine C, bool kVec>
+// the result). Out: Acc<T> for partials, the output type for the result.
+template <typename T, typename Out, Combine C, bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    GridStrideKernel(const T* __restrict__ in, int64_t count, T* __restrict__ out,
+    GridStrideKernel(const T* __restrict__ in, int64_t count, Out* __restrict__ out,
                      int64_t mean_count) {
-  __shared__ T scratch[kThreads / 32];
+  using A = Acc<T>;
+  __shared__ A scratch[kThreads / 32];
   const int64_t stride = int64_t(gridDim.x) * kThreads;
   const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  T v = StridedPartial<T, C, kVec>(in, count, first, stride);
-  v = BlockReduce<T, C, kThreads>(v, scratch);
-  if (threadIdx.x == 0) out[blockIdx.x] = Finish(v, mean_count);
+  A v = StridedPartial<T, C, kVec>(in, count, first, stride);
+  v = BlockReduce<A, C, kThreads>(v, scratch);
+  if (threadIdx.x == 0) out[blockIdx.x] = Narrow<Out>(Finish(v, mean_count));
 }
 
 // PER_ROW: a group of kGroup threads (a warp, or the whole block for few long
 // rows) per row.
-template <typename T, Combine C, int kGroup, bool kVec>
+template <typename T, typename Out, Combine C, int kGroup, bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    RowKernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t cols,
+    RowKernel(const T* __restrict__ in, Out* __restrict__ out, int64_t rows, int64_t cols,
               int64_t mean_count) {
-  __shared__ T scratch[kThreads / 32];
+  using A = Acc<T>;
+  __shared__ A scratch[kThreads / 32];
   const int64_t row = int64_t(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup;
-  T v = Reducer<T, C>::Identity();
+  A v = Reducer<A, C>::Identity();
   if (row < rows)
     v = StridedPartial<T, C, kVec>(in + row * cols, cols, threadIdx.x % kGroup, kGroup);
   if (kGroup == 32) {
-    v = WarpReduce<T, C>(v);
-    if (threadIdx.x % 32 == 0 && row < rows) out[row] = Finish(v, mean_count);
+    v = WarpReduce<A, C>(v);
+    if (threadIdx.x % 32 == 0 && row < rows) out[row] = Narrow<Out>(Finish(v, mean_count));
   } else {
-    v = BlockReduce<T, C, kThreads>(v, scratch);
-    if (threadIdx.x == 0 && row < rows) out[row] = Finish(v, mean_count);
+    v = BlockReduce<A, C, kThreads>(v, scratch);
+    if (threadIdx.x == 0 && row < rows) out[row] = Narrow<Out>(Finish(v, mean_count));
   }
 }
 
@@ -95,21 +102,22 @@ __global__ void __launch_bounds__(kThreads)
 // contiguous bytes of a row), warps across rows of one chunk of rows. Each
 // block writes one partial row for its chunk; combining the 8 warps happens in
 // shared memory in warp order.
-template <typename T, Combine C, bool kVec>
+template <typename T, typename Out, Combine C, bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    ColumnKernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t cols,
+    ColumnKernel(const T* __restrict__ in, Out* __restrict__ out, int64_t rows, int64_t cols,
                  int64_t rows_per_chunk, int64_t col_blocks, int64_t mean_count) {
-  using R = Reducer<T, C>;
+  using A = Acc<T>;
+  using R = Reducer<A, C>;
   using V = typename Vec16<T>::Type;
   constexpr int W = kVec ? Vec16<T>::kWidth : 1;
   constexpr int kWarps = kThreads / 32;
-  __shared__ __align__(16) T s[kWarps][32 * W];
+  __shared__ __align__(16) A s[kWarps][32 * W];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t chunk = blockIdx.x / col_blocks, col_block = blockIdx.x % col_blocks;
   const int64_t col = col_block * 32 * W + lane * W;
   const int64_t r_begin = chunk * rows_per_chunk;
   const int64_t r_end = min(rows, r_begin + rows_per_chunk);
-  T acc[W];
+  A acc[W];
 #pragma unroll
   for (int j = 0; j < W; ++j) acc[j] = R::Identity();
   if (col < cols) {
@@ -132,36 +140,43 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) x[u] = p[(r + u * kWarps) * cols];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) acc[0] = R::Apply(acc[0], x[u]);
+        for (int u = 0; u < kUnroll; ++u) acc[0] = R::Apply(acc[0], Widen(x[u]));
       }
-      for (; r < r_end; r += kWarps) acc[0] = R::Apply(acc[0], p[r * cols]);
+      for (; r < r_end; r += kWarps) acc[0] = R::Apply(acc[0], Widen(p[r * cols]));
     }
   }
 #pragma unroll
   for (int j = 0; j < W; ++j) s[warp][lane * W + j] = acc[j];
   __syncthreads();
   for (int c = threadIdx.x; c < 32 * W; c += kThreads) {
-    T v = s[0][c];
+    A v = s[0][c];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) v = R::Apply(v, s[w][c]);
     const int64_t out_col = col_block * 32 * W + c;
-    if (out_col < cols) out[chunk * cols + out_col] = Finish(v, mean_count);
+    if (out_col < cols) out[chunk * cols + out_col] = Narrow<Out>(Finish(v, mean_count));
   }
+}
+
+template <typename T>
+cudaError_t ColumnOccupancy(int* per_sm) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      per_sm, ColumnKernel<T, Acc<T>, Combine::kSum, true>, kThreads, 0);
 }
 
 // Resident ColumnKernel blocks on the device (its register use, not the
 // thread count, limits them), cached per element type.
 int64_t ColumnSlots(DType dtype) {
-  static std::atomic<int> cached[2];
-  const int index = dtype == DType::kFloat32 ? 0 : 1;
+  static std::atomic<int> cached[std::size(kAllDTypes)];
+  const int index = static_cast<int>(dtype);
   int per_sm = cached[index].load(std::memory_order_relaxed);
   if (per_sm == 0) {
-    const cudaError_t err =
-        dtype == DType::kFloat32
-            ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &per_sm, ColumnKernel<float, Combine::kSum, true>, kThreads, 0)
-            : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &per_sm, ColumnKernel<double, Combine::kSum, true>, kThreads, 0);
+    cudaError_t err = cudaErrorInvalidValue;
+    switch (dtype) {
+      case DType::kFloat32: err = ColumnOccupancy<float>(&per_sm); break;
+      case DType::kFloat64: err = ColumnOccupancy<double>(&per_sm); break;
+      case DType::kFloat16: err = ColumnOccupancy<__half>(&per_sm); break;
+      case DType::kBFloat16: err = ColumnOccupancy<__nv_bfloat16>(&per_sm); break;
+    }
     if (err != cudaSuccess || per_sm <= 0) {
       cudaGetLastError();
       per_sm = 4;
@@ -214,21 +229,21 @@ Plan MakePlan(const Problem& p) {
   return plan;
 }
 
-template <typename T, Combine C>
-cudaError_t LaunchAll(const T* in, T* out, int64_t count, int64_t blocks, int64_t mean_count,
+template <typename T, typename Out, Combine C>
+cudaError_t LaunchAll(const T* in, Out* out, int64_t count, int64_t blocks, int64_t mean_count,
                       cudaStream_t stream) {
   if (Aligned16(in)) {
-    GridStrideKernel<T, C, true>
+    GridStrideKernel<T, Out, C, true>
         <<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
   } else {
-    GridStrideKernel<T, C, false>
+    GridStrideKernel<T, Out, C, false>
         <<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
   }
   return cudaGetLastError();
 }
 
-template <typename T, Combine C>
-cudaError_t LaunchColumns(const T* in, T* out, int64_t rows, int64_t cols, int64_t chunks,
+template <typename T, typename Out, Combine C>
+cudaError_t LaunchColumns(const T* in, Out* out, int64_t rows, int64_t cols, int64_t chunks,
                           int64_t rows_per_chunk, int64_t mean_count, cudaStream_t stream) {
   constexpr int W = Vec16<T>::kWidth;
   const bool vec = cols % W == 0 && Aligned16(in);
@@ -236,17 +251,17 @@ cudaError_t LaunchColumns(const T* in, T* out, int64_t rows, int64_t cols, int64
   const int64_t blocks = col_blocks * chunks;
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
   if (vec) {
-    ColumnKernel<T, C, true><<<unsigned(blocks), kThreads, 0, stream>>>(
+    ColumnKernel<T, Out, C, true><<<unsigned(blocks), kThreads, 0, stream>>>(
         in, out, rows, cols, rows_per_chunk, col_blocks, mean_count);
   } else {
-    ColumnKernel<T, C, false><<<unsigned(blocks), kThreads, 0, stream>>>(
+    ColumnKernel<T, Out, C, false><<<unsigned(blocks), kThreads, 0, stream>>>(
         in, out, rows, cols, rows_per_chunk, col_blocks, mean_count);
   }
   return cudaGetLastError();
 }
 
-template <typename T, Combine C>
-cudaError_t LaunchRows(const T* in, T* out, int64_t rows, int64_t cols, int64_t mean_count,
+template <typename T, typename Out, Combine C>
+cudaError_t LaunchRows(const T* in, Out* out, int64_t rows, int64_t cols, int64_t mean_count,
                        cudaStream_t stream) {
   const bool vec = cols % Vec16<T>::kWidth == 0 && Aligned16(in);
   // A warp per row keeps long-lived warps; only when rows are too few to give
@@ -255,45 +270,49 @@ cudaError_t LaunchRows(const T* in, T* out, int64_t rows, int64_t cols, int64_t 
   if (block_per_row) {
     if (rows > INT32_MAX) return cudaErrorInvalidConfiguration;
     if (vec)
-      RowKernel<T, C, kThreads, true>
+      RowKernel<T, Out, C, kThreads, true>
           <<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
     else
-      RowKernel<T, C, kThreads, false>
+      RowKernel<T, Out, C, kThreads, false>
           <<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
   } else {
     const int64_t blocks = CeilDiv(rows, kThreads / 32);
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     if (vec)
-      RowKernel<T, C, 32, true>
+      RowKernel<T, Out, C, 32, true>
           <<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
     else
-      RowKernel<T, C, 32, false>
+      RowKernel<T, Out, C, 32, false>
           <<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
   }
   return cudaGetLastError();
 }
 
-template <typename T, Combine C>
-cudaError_t Run(const T* in, T* out, const Problem& p, const Plan& plan, void* workspace,
+// Partials between the passes are Acc<T> (float for the 16-bit types).
+template <typename T, typename Out, Combine C>
+cudaError_t Run(const T* in, Out* out, const Problem& p, const Plan& plan, void* workspace,
                 cudaStream_t stream) {
-  T* partials = static_cast<T*>(workspace);
+  using A = Acc<T>;
+  A* partials = static_cast<A*>(workspace);
   switch (plan.kind) {
-    case Plan::kRows: return LaunchRows<T, C>(in, out, p.m, p.n, plan.mean_count, stream);
+    case Plan::kRows: return LaunchRows<T, Out, C>(in, out, p.m, p.n, plan.mean_count, stream);
     case Plan::kColumns: {
       if (plan.chunks == 1) {
-        return LaunchColumns<T, C>(in, out, p.m, p.n, 1, p.m, plan.mean_count, stream);
+        return LaunchColumns<T, Out, C>(in, out, p.m, p.n, 1, p.m, plan.mean_count, stream);
       }
-      cudaError_t err =
-          LaunchColumns<T, C>(in, partials, p.m, p.n, plan.chunks, plan.rows_per_chunk, 0, stream);
+      cudaError_t err = LaunchColumns<T, A, C>(in, partials, p.m, p.n, plan.chunks,
+                                               plan.rows_per_chunk, 0, stream);
       if (err != cudaSuccess) return err;
-      return LaunchColumns<T, C>(partials, out, plan.chunks, p.n, 1, plan.chunks, plan.mean_count,
-                                 stream);
+      return LaunchColumns<A, Out, C>(partials, out, plan.chunks, p.n, 1, plan.chunks,
+                                      plan.mean_count, stream);
     }
     case Plan::kAll: {
-      if (plan.blocks == 1) return LaunchAll<T, C>(in, out, plan.count, 1, plan.mean_count, stream);
-      cudaError_t err = LaunchAll<T, C>(in, partials, plan.count, plan.blocks, 0, stream);
+      if (plan.blocks == 1) {
+        return LaunchAll<T, Out, C>(in, out, plan.count, 1, plan.mean_count, stream);
+      }
+      cudaError_t err = LaunchAll<T, A, C>(in, partials, plan.count, plan.blocks, 0, stream);
       if (err != cudaSuccess) return err;
-      return LaunchAll<T, C>(partials, out, plan.blocks, 1, plan.mean_count, stream);
+      return LaunchAll<A, Out, C>(partials, out, plan.blocks, 1, plan.mean_count, stream);
     }
   }
   return cudaErrorInvalidValue;
@@ -302,31 +321,40 @@ cudaError_t Run(const T* in, T* out, const Problem& p, const Plan& plan, void* w
 }  // namespace
 
 size_t WarpShuffleReduceWorkspaceBytes(const Problem& p) {
-  return AlignBytes(MakePlan(p).workspace_elems * size_t(ElementSize(p.dtype)));
+  const int64_t partial_bytes = ElementSize(Describe(p.dtype).accumulator);
+  return AlignBytes(MakePlan(p).workspace_elems * size_t(partial_bytes));
 }
 
-template <typename T>
-cudaError_t LaunchWarpShuffleReduce(const T* in, T* out, const Problem& p, void* workspace,
+template <typename T, typename Out>
+cudaError_t LaunchWarpShuffleReduce(const T* in, Out* out, const Problem& p, void* workspace,
                                     size_t workspace_bytes, cudaStream_t stream) {
   const Plan plan = MakePlan(p);
-  if (workspace_bytes < plan.workspace_elems * sizeof(T)) return cudaErrorInvalidValue;
+  if (workspace_bytes < plan.workspace_elems * sizeof(Acc<T>)) return cudaErrorInvalidValue;
   switch (CombineOf(p.reduce_op)) {
-    case Combine::kSum: return Run<T, Combine::kSum>(in, out, p, plan, workspace, stream);
-    case Combine::kMin: return Run<T, Combine::kMin>(in, out, p, plan, workspace, stream);
-    case Combine::kMax: return Run<T, Combine::kMax>(in, out, p, plan, workspace, stream);
+    case Combine::kSum: return Run<T, Out, Combine::kSum>(in, out, p, plan, workspace, stream);
+    case Combine::kMin: return Run<T, Out, Combine::kMin>(in, out, p, plan, workspace, stream);
+    case Combine::kMax: return Run<T, Out, Combine::kMax>(in, out, p, plan, workspace, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-template cudaError_t LaunchWarpShuffleReduce<float>(const float*, float*, const Problem&, void*,
-                                                    size_t, cudaStream_t);
-template cudaError_t LaunchWarpShuffleReduce<double>(const double*, double*, const Problem&, void*,
-                                                     size_t, cudaStream_t);
+#define GPUCOMPUTE_INSTANTIATE(T, Out)                                                        \
+  template cudaError_t LaunchWarpShuffleReduce<T, Out>(const T*, Out*, const Problem&, void*, \
+                                                       size_t, cudaStream_t);
+GPUCOMPUTE_INSTANTIATE(float, float)
+GPUCOMPUTE_INSTANTIATE(double, double)
+GPUCOMPUTE_INSTANTIATE(__half, __half)
+GPUCOMPUTE_INSTANTIATE(__half, float)
+GPUCOMPUTE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+GPUCOMPUTE_INSTANTIATE(__nv_bfloat16, float)
+#undef GPUCOMPUTE_INSTANTIATE
 
 LaunchResult WarpShuffleReduce(const LaunchArgs& args) {
-  return ForElementType(args, [](const auto& t) {
+  const auto launch = [](const auto& t) {
     return LaunchWarpShuffleReduce(t.a, t.out, t.p, t.workspace, t.workspace_bytes, t.stream);
-  });
+  };
+  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
+                                       : ForElementType(args, launch);
 }
 
 }  // namespace gpucompute::kernels::cuda

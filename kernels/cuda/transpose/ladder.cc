@@ -1,6 +1,8 @@
 // The Transpose ladder: one row per variant, in the order GetServerInfo and
 // Profile list them. Each launcher is a `LaunchResult Name(const LaunchArgs&)`
-// defined in this folder's kernel files.
+// defined in this folder's kernel files. Every row takes every dtype: 2-byte
+// elements move as their bits (the tiled rows as 2x2 blocks of 32-bit words,
+// pair_transpose.cu).
 #include "cuda/ladder.h"
 
 namespace gpucompute::kernels::cuda {
@@ -10,13 +12,14 @@ namespace gpucompute::kernels::cuda {
 constexpr CudaLadderRow kTransposeLadder[] = {
     {.name = "naive",
      .description = "one element per thread: coalesced reads, strided writes",
-     .dtypes = kFloat32AndFloat64,
+     .dtypes = kEveryDType,
      .zero_copy = true,
      .role = VariantRole::kTextbook,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, NaiveTranspose)},
     {.name = "shared",
-     .description = "32x32 shared-memory tile; column reads hit one bank (conflicts)",
-     .dtypes = kFloat32AndFloat64,
+     .description = "32x32 shared-memory tile; column reads hit one bank (conflicts); 2-byte "
+                    "elements as 2x2 blocks in 32-bit words",
+     .dtypes = kEveryDType,
      .zero_copy = true,
      .lesson = {.before = "naive",
                 .idea = "coalescing",
@@ -25,8 +28,9 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .counter = "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedTranspose)},
     {.name = "shared_padded",
-     .description = "32x33 padded shared-memory tile, conflict-free",
-     .dtypes = kFloat32AndFloat64,
+     .description = "32x33 padded shared-memory tile, conflict-free; 2-byte elements as 2x2 "
+                    "blocks in 32-bit words",
+     .dtypes = kEveryDType,
      .fallback_rank = 2,
      .zero_copy = true,
      .role = VariantRole::kFlagship,
@@ -36,8 +40,9 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedTranspose)},
     {.name = "shared_swizzled",
-     .description = "32x32 shared-memory tile with XOR-swizzled columns, no padding",
-     .dtypes = kFloat32AndFloat64,
+     .description = "32x32 shared-memory tile with XOR-swizzled columns, no padding; 2-byte "
+                    "elements as 2x2 blocks in 32-bit words",
+     .dtypes = kEveryDType,
      .zero_copy = true,
      .lesson = {.before = "shared_padded",
                 .idea = "swizzle vs padding",
@@ -46,15 +51,17 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedSwizzledTranspose)},
     {.name = "cublas",
-     .description = "cublas<t>geam with op(A) = A^T",
-     .dtypes = kFloat32AndFloat64,
+     .description = "cublas<t>geam with op(A) = A^T; FP16 and BF16 through "
+                    "cublasLtMatrixTransform",
+     .dtypes = kEveryDType,
      .fallback_rank = 1,
      .role = VariantRole::kVendorReference,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, CublasTranspose)},
     {.name = "shared_padded_vec16",
      .description = "64x65 padded tile, 16-byte global loads and stores, conflict-free shared "
-                    "access (shapes not divisible into 16-byte vectors use shared_padded)",
-     .dtypes = kFloat32AndFloat64,
+                    "access (shapes not divisible into 16-byte vectors use shared_padded; "
+                    "2-byte elements: 64x66, stores 2-way)",
+     .dtypes = kEveryDType,
      .zero_copy = true,
      .lesson = {.before = "shared_padded_wide",
                 .idea = "vector loads",
@@ -64,8 +71,9 @@ constexpr CudaLadderRow kTransposeLadder[] = {
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedVec16Transpose)},
     {.name = "shared_padded_wide",
      .description = "64x65 padded shared-memory tile, 16 elements per thread: each row is read "
-                    "and written in 256-byte runs",
-     .dtypes = kFloat32AndFloat64,
+                    "and written in 256-byte runs (2-byte elements: 128x128 as 2x2 blocks "
+                    "in 64x65 words)",
+     .dtypes = kEveryDType,
      .zero_copy = true,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedWideTranspose)},
 };

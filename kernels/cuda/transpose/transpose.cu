@@ -1,8 +1,13 @@
 // Transpose kernels, from the naive one to a 16-byte tiled one. Grids are
 // one-dimensional (tile index = row tile * column tiles + column tile) so that
-// any shape fits the grid limits.
+// any shape fits the grid limits. 2-byte elements (FP16, BF16) go through
+// as uint16_t; their tiled kinds take the pair kernels (pair_transpose.cu)
+// when the shape allows.
+#include <iterator>
+
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
+#include "cuda/transpose/transpose16.h"
 #include "cuda/transpose/transpose_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -10,6 +15,16 @@ namespace {
 
 constexpr int kTile = 32;
 constexpr int kBlockRows = 8;  // naive: a 32x8 block moves a 32x32 tile, 4 elements per thread
+
+// Padding of the padded tiles, in elements: a row pitch of an odd number of
+// 4-byte words keeps a column read on 32 banks. One element does it for
+// 4-byte elements; 33 2-byte elements are 16.5 words and 65 are 32.5, which
+// puts some lanes of a column read on one bank (2-way), so 2-byte elements
+// pad by two. (Either way one 2-byte element per access is slow: 0.61 of
+// memcpy at 16384^2 on an H200 with 32x33 or 32x34, against 0.88 for the
+// same tile as 2x2 blocks of words; see pair_transpose.cu.)
+template <typename T>
+constexpr int kPadded = sizeof(T) == 2 ? 2 : 1;
 
 template <typename T>
 __global__ void NaiveTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
@@ -55,12 +70,12 @@ __global__ void __launch_bounds__(kTile* kRows)
 // reads of one row cover 256 contiguous bytes over two instructions, with
 // kTY = 2 its writes do. Row pitch 32 * kTX + 1 keeps column reads on 32
 // distinct banks.
-template <typename T, int kTX, int kTY, int kRows>
+template <typename T, int kTX, int kTY, int kRows, int kPad = kPadded<T>>
 __global__ void __launch_bounds__(32 * kRows)
     WideTiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
                              int64_t tiles_x) {
   constexpr int kH = 32 * kTY, kW = 32 * kTX;
-  __shared__ T tile[kH][kW + 1];
+  __shared__ T tile[kH][kW + kPad];
   const int64_t row0 = (blockIdx.x / tiles_x) * kH, col0 = (blockIdx.x % tiles_x) * kW;
   const int tx = threadIdx.x, ty = threadIdx.y;
 #pragma unroll
@@ -80,20 +95,22 @@ __global__ void __launch_bounds__(32 * kRows)
     }
 }
 
-template <typename T, int kTX, int kTY, int kRows>
+template <typename T, int kTX, int kTY, int kRows, int kPad = kPadded<T>>
 cudaError_t LaunchWide(const T* in, T* out, int64_t m, int64_t n, cudaStream_t stream) {
   const int64_t tiles_x = CeilDiv(n, 32 * kTX);
   const int64_t blocks = tiles_x * CeilDiv(m, 32 * kTY);
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-  WideTiledTransposeKernel<T, kTX, kTY, kRows>
+  WideTiledTransposeKernel<T, kTX, kTY, kRows, kPad>
       <<<unsigned(blocks), dim3(32, kRows), 0, stream>>>(in, out, m, n, tiles_x);
   return cudaGetLastError();
 }
 
-// 16 bytes per global access: V elements (4 float, 2 double). A warp covers
-// 32 columns of 4 (float) rows, reading whole 128-byte lines; with rows padded
-// by one element the scalar shared stores and loads of a float warp hit 32
-// distinct banks in both phases.
+// 16 bytes per global access: V elements (4 float, 2 double, 8 2-byte). A
+// warp covers 32 columns of 4 (float) rows, reading whole 128-byte lines; with
+// rows padded by one element the scalar shared stores and loads of a float
+// warp hit 32 distinct banks in both phases. (2-byte elements: 8 rows of 64
+// bytes per warp; with two elements of padding the loads are conflict-free
+// and the stores 2-way, the best any padding gives this mapping.)
 // Rows of threads in the 32-wide blocks of the tiled kernels: 4 (8 elements
 // per thread) beat 8 and 2 on an H200 (see the bench's ablation).
 constexpr int kDefaultRows = 4;
@@ -109,7 +126,7 @@ __global__ void __launch_bounds__(kVecThreads)
   constexpr int W = Vec16<T>::kWidth;
   constexpr int kLanesPerRow = 32 / W;  // lanes covering 32 columns
   constexpr int kIters = kVecTile * kVecTile / W / kVecThreads;
-  __shared__ T tile[kVecTile][kVecTile + 1];
+  __shared__ T tile[kVecTile][kVecTile + kPadded<T>];
   const int64_t row0 = (blockIdx.x / tiles_x) * kVecTile;
   const int64_t col0 = (blockIdx.x % tiles_x) * kVecTile;
   const int lane = threadIdx.x % 32;
@@ -170,7 +187,7 @@ cudaError_t LaunchTiledKind(const T* in, T* out, int64_t m, int64_t n, Transpose
   switch (kind) {
     case TransposeKind::kShared: return LaunchTiled<T, 0, false, kRows>(in, out, m, n, stream);
     case TransposeKind::kSharedPadded:
-      return LaunchTiled<T, 1, false, kRows>(in, out, m, n, stream);
+      return LaunchTiled<T, kPadded<T>, false, kRows>(in, out, m, n, stream);
     case TransposeKind::kSharedSwizzled:
       return LaunchTiled<T, 0, true, kRows>(in, out, m, n, stream);
     default: return cudaErrorInvalidValue;
@@ -182,6 +199,13 @@ cudaError_t LaunchTiledKind(const T* in, T* out, int64_t m, int64_t n, Transpose
 template <typename T>
 cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
                             cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2) {
+    // 2x2 blocks as 32-bit words where every block is whole (pair_transpose.cu).
+    const bool tiled = kind == TransposeKind::kShared || kind == TransposeKind::kSharedPadded ||
+                       kind == TransposeKind::kSharedSwizzled ||
+                       kind == TransposeKind::kSharedPaddedWide;
+    if (tiled && PairsFit(in, out, m, n)) return LaunchPairTranspose(in, out, m, n, kind, stream);
+  }
   switch (kind) {
     case TransposeKind::kNaive: {
       const int64_t tiles_x = CeilDiv(n, kTile);
@@ -192,14 +216,15 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
       return cudaGetLastError();
     }
     case TransposeKind::kShared: return LaunchTiled<T, 0, false>(in, out, m, n, stream);
-    case TransposeKind::kSharedPadded: return LaunchTiled<T, 1, false>(in, out, m, n, stream);
+    case TransposeKind::kSharedPadded:
+      return LaunchTiled<T, kPadded<T>, false>(in, out, m, n, stream);
     case TransposeKind::kSharedSwizzled: return LaunchTiled<T, 0, true>(in, out, m, n, stream);
     case TransposeKind::kSharedPaddedWide: return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
     case TransposeKind::kTile64Vec16: {
       constexpr int W = Vec16<T>::kWidth;
       // Shapes whose rows are not whole 16-byte vectors take the padded kernel.
       if (m % W != 0 || n % W != 0 || !Aligned16(in) || !Aligned16(out)) {
-        return LaunchTiled<T, 1, false>(in, out, m, n, stream);
+        return LaunchTranspose(in, out, m, n, TransposeKind::kSharedPadded, stream);
       }
       const int64_t tiles_x = CeilDiv(n, kVecTile);
       const int64_t blocks = tiles_x * CeilDiv(m, kVecTile);
@@ -249,10 +274,67 @@ template cudaError_t LaunchTranspose<float>(const float*, float*, int64_t, int64
                                             cudaStream_t);
 template cudaError_t LaunchTranspose<double>(const double*, double*, int64_t, int64_t,
                                              TransposeKind, cudaStream_t);
+template cudaError_t LaunchTranspose<uint16_t>(const uint16_t*, uint16_t*, int64_t, int64_t,
+                                               TransposeKind, cudaStream_t);
+
+namespace {
+
+// The 2-byte ablation: one 2-byte element per shared access (scalar) against
+// 2x2 blocks as words (pairs), each padding, the swizzle, and tile sizes
+// (rows x columns of elements).
+struct Ablation16 {
+  const char* name;
+  int tiles_x, tiles_y, rows, pad;  // pairs only
+  bool swizzle;
+};
+constexpr Ablation16 kAblation16[] = {
+    {"scalar 32x32", 0, 0, 0, 0, false},
+    {"scalar 32x33", 0, 0, 0, 1, false},
+    {"scalar 32x34", 0, 0, 0, 2, false},
+    {"scalar 32x32 swizzled", 0, 0, 0, 0, true},
+    {"scalar 64x65", 0, 0, 0, 1, false},
+    {"scalar 64x66", 0, 0, 0, 2, false},
+    {"pairs 64x64", 1, 1, 4, 0, false},
+    {"pairs 64x64 padded", 1, 1, 4, 1, false},
+    {"pairs 64x64 swizzled", 1, 1, 4, 0, true},
+    {"pairs 64x64 padded rows8", 1, 1, 8, 1, false},
+    {"pairs 64x128 padded", 2, 1, 8, 1, false},
+    {"pairs 128x64 padded", 1, 2, 8, 1, false},
+    {"pairs 128x128 padded", 2, 2, 8, 1, false},
+    {"pairs 128x128 padded rows16", 2, 2, 16, 1, false},
+    {"pairs 128x128 swizzled", 2, 2, 8, 0, true},
+};
+
+}  // namespace
+
+const char* Transpose16AblationName(int index) {
+  return index >= 0 && index < int(std::size(kAblation16)) ? kAblation16[index].name : nullptr;
+}
+
+cudaError_t LaunchTranspose16Ablation(int index, const uint16_t* in, uint16_t* out, int64_t m,
+                                      int64_t n, cudaStream_t stream) {
+  if (index < 0 || index >= int(std::size(kAblation16))) return cudaErrorInvalidValue;
+  const Ablation16& a = kAblation16[index];
+  switch (index) {
+    case 0: return LaunchTiled<uint16_t, 0, false>(in, out, m, n, stream);
+    case 1: return LaunchTiled<uint16_t, 1, false>(in, out, m, n, stream);
+    case 2: return LaunchTiled<uint16_t, 2, false>(in, out, m, n, stream);
+    case 3: return LaunchTiled<uint16_t, 0, true>(in, out, m, n, stream);
+    case 4: return LaunchWide<uint16_t, 2, 2, 8, 1>(in, out, m, n, stream);
+    case 5: return LaunchWide<uint16_t, 2, 2, 8, 2>(in, out, m, n, stream);
+    default:
+      return LaunchPairTransposeConfig(in, out, m, n, a.tiles_x, a.tiles_y, a.rows, a.pad,
+                                       a.swizzle, stream);
+  }
+}
 
 namespace {
 
 LaunchResult Transpose(const LaunchArgs& args, TransposeKind kind) {
+  if (IsHalfPrecision(args.p.dtype)) {
+    const auto t = args.As<uint16_t>();  // bits only: FP16 and BF16 alike
+    return LaunchTranspose(t.a, t.out, t.p.m, t.p.n, kind, t.stream);
+  }
   return ForElementType(args, [&](const auto& t) {
     return LaunchTranspose(t.a, t.out, t.p.m, t.p.n, kind, t.stream);
   });

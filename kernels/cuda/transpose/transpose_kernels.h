@@ -31,6 +31,7 @@ constexpr const char* TransposeKindVariant(TransposeKind kind) {
   return "";
 }
 
+// T: float, double, or uint16_t for 2-byte elements (FP16 and BF16 bits).
 template <typename T>
 cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
                             cudaStream_t stream);
@@ -46,6 +47,14 @@ cudaError_t LaunchTransposeConfig(const T* in, T* out, int64_t m, int64_t n, Tra
 template <typename T>
 cudaError_t LaunchWideTransposeConfig(const T* in, T* out, int64_t m, int64_t n, int tiles_x,
                                       int tiles_y, int block_rows, cudaStream_t stream);
+
+// The 2-byte tiled kernels' configurations for the bench's ablation, by
+// index from 0: a name ("pairs 64x64 padded", ...; null past the last) and a
+// launcher (cudaErrorInvalidValue past the last, or for a shape a pairs
+// configuration cannot take: odd m or n).
+const char* Transpose16AblationName(int index);
+cudaError_t LaunchTranspose16Ablation(int index, const uint16_t* in, uint16_t* out, int64_t m,
+                                      int64_t n, cudaStream_t stream);
 
 // cublas<t>geam with op(A) = A^T on the caller's handle bound to `stream`;
 // cuBLAS status through `cublas_status`.
