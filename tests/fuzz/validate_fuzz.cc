@@ -8,6 +8,7 @@
 // request message.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <google/protobuf/stubs/logging.h>
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
@@ -34,13 +35,18 @@ int64_t Dim(FuzzedDataProvider& in) {
   }
 }
 
+// A proto DType number: mostly around the known ones, sometimes anything.
+int DTypeNumber(FuzzedDataProvider& in) {
+  return in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(-1, 5) : in.ConsumeIntegral<int>();
+}
+
 MatrixShape Shape(FuzzedDataProvider& in) {
   MatrixShape m;
-  m.dtype = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(-1, 3) : in.ConsumeIntegral<int>();
+  m.dtype = DTypeNumber(in);
   m.rows = Dim(in);
   m.cols = Dim(in);
   // Often the right size, so that the later checks are reached.
-  const int64_t elem = m.dtype == v1::DTYPE_FLOAT64 ? 8 : 4;
+  const int64_t elem = std::max<int64_t>(1, MatrixBytes(1, 1, m.dtype));
   int64_t bytes = 0;
   const bool fits = !__builtin_mul_overflow(m.rows, m.cols, &bytes) &&
                     !__builtin_mul_overflow(bytes, elem, &bytes);
@@ -79,7 +85,12 @@ void CheckProblem(const kernels::Problem& p, const Limits& limits, const char* w
   const bool matmul = p.op == kernels::Op::kMatMul;
   if (!fits(p.m, matmul ? p.k : p.n)) Fail(std::string(what) + ": accepted an oversized a/input");
   if (matmul && !fits(p.k, p.n)) Fail(std::string(what) + ": accepted an oversized b");
-  if (!fits(kernels::OutputRows(p), kernels::OutputCols(p))) {
+  if (p.float32_output && (!kernels::IsHalfPrecision(p.dtype) || p.op == kernels::Op::kTranspose)) {
+    Fail(std::string(what) + ": accepted a float32 output the contract does not allow");
+  }
+  const int64_t out_bytes =
+      Bytes(kernels::OutputRows(p), kernels::OutputCols(p), kernels::OutputDType(p));
+  if (out_bytes < 0 || out_bytes > limits.max_matrix_bytes) {
     Fail(std::string(what) + ": accepted an oversized result");
   }
   (void)kernels::InputAElements(p);
@@ -125,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       const MatrixShape a = Shape(in), b = Shape(in);
       const Limits limits = LimitsFrom(in);
-      auto r = ValidateMatMul(a, b, limits);
+      auto r = ValidateMatMul(a, b, limits, /*output_kept=*/false, DTypeNumber(in));
       CheckStatus(r, limits, "ValidateMatMul");
       if (r.ok() && (r->m != a.rows || r->k != a.cols || r->k != b.rows || r->n != b.cols)) {
         Fail("ValidateMatMul: accepted inner dimensions that differ");
@@ -147,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const int axis =
           in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(-1, 3) : in.ConsumeIntegral<int>();
       const Limits limits = LimitsFrom(in);
-      auto r = ValidateReduce(m, op, axis, limits);
+      auto r = ValidateReduce(m, op, axis, limits, /*output_kept=*/false, DTypeNumber(in));
       CheckStatus(r, limits, "ValidateReduce");
       CheckShapeMatches(r, m, "ValidateReduce");
       break;
@@ -156,8 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       gpucompute::v1::ProfileRequest req;
       req.set_op(static_cast<gpucompute::v1::Op>(
           in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(-1, 4) : in.ConsumeIntegral<int>()));
-      req.set_dtype(static_cast<gpucompute::v1::DType>(
-          in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(-1, 3) : in.ConsumeIntegral<int>()));
+      req.set_dtype(static_cast<gpucompute::v1::DType>(DTypeNumber(in)));
       req.set_m(Dim(in));
       req.set_n(Dim(in));
       req.set_k(Dim(in));
