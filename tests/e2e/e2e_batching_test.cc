@@ -117,6 +117,15 @@ Request RandomRequest(kernels::Op op, std::mt19937_64& rng, int64_t m = 37, int6
   return r;
 }
 
+// The same in any dtype.
+Request RandomRequestOf(v1::DType dtype, kernels::Op op, std::mt19937_64& rng) {
+  Request r;
+  r.op = op;
+  r.a = testing::RandomMatrixOf(dtype, 37, 19, rng);
+  if (op == kernels::Op::kMatMul) r.b = testing::RandomMatrixOf(dtype, 19, 23, rng);
+  return r;
+}
+
 std::vector<double> Reference(const Request& r) {
   kernels::Problem p = testing::ProblemOf(r.op, r.a, r.op == kernels::Op::kMatMul ? &r.b : nullptr);
   p.reduce_op = *server::FromProto(r.reduce_op);
@@ -188,8 +197,7 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
                                   v1::ReduceAxis_Name(kind.axis)));
         std::vector<Request> group;
         for (int i = 0; i < kGroup; ++i) {
-          Request r = dtype == v1::DTYPE_FLOAT32 ? RandomRequest<float>(kind.op, rng_)
-                                                 : RandomRequest<double>(kind.op, rng_);
+          Request r = RandomRequestOf(dtype, kind.op, rng_);
           r.reduce_op = kind.reduce_op;
           r.axis = kind.axis;
           r.variant = variant.name();
@@ -206,7 +214,8 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
           EXPECT_EQ(batched[i].output.rows(), alone.output.rows());
           EXPECT_EQ(batched[i].output.cols(), alone.output.cols());
           EXPECT_TRUE(batched[i].output.data() == alone.output.data()) << "request " << i;
-          EXPECT_LE(testing::MaxError(batched[i].output, Reference(group[i])), 1e-3);
+          // A 16-bit result is rounded to 8 (BF16) or 11 (FP16) bits.
+          EXPECT_LE(testing::MaxError(batched[i].output, Reference(group[i])), 1e-2);
           largest = std::max(largest, batched[i].report.batch_size());
         }
         EXPECT_GT(largest, 1) << "no request of the group ran in a batch";
@@ -214,7 +223,7 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
       }
     }
   }
-  EXPECT_GE(combinations, 10);
+  EXPECT_GE(combinations, 20);  // 5 kinds, 4 dtypes on the CPU
 }
 
 // In one batch: a member whose deadline passes while it waits, one the client

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "gpucompute/kernels/half.h"
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -39,6 +40,25 @@ inline v1::Matrix RandomMatrix(int64_t rows, int64_t cols, std::mt19937_64& rng)
   return m;
 }
 
+// The same for any dtype: 16-bit values are float draws rounded to nearest.
+inline v1::Matrix RandomMatrixOf(v1::DType dtype, int64_t rows, int64_t cols,
+                                 std::mt19937_64& rng) {
+  if (dtype == v1::DTYPE_FLOAT32) return RandomMatrix<float>(rows, cols, rng);
+  if (dtype == v1::DTYPE_FLOAT64) return RandomMatrix<double>(rows, cols, rng);
+  v1::Matrix m;
+  m.set_dtype(dtype);
+  m.set_rows(rows);
+  m.set_cols(cols);
+  std::vector<uint16_t> v(rows * cols);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (uint16_t& x : v) {
+    x = dtype == v1::DTYPE_FLOAT16 ? kernels::ToFloat16(dist(rng)).bits
+                                   : kernels::ToBFloat16(dist(rng)).bits;
+  }
+  m.set_data(v.data(), v.size() * 2);
+  return m;
+}
+
 inline kernels::Problem ProblemOf(kernels::Op op, const v1::Matrix& a, const v1::Matrix* b) {
   kernels::Problem p;
   p.op = op;
@@ -51,19 +71,32 @@ inline kernels::Problem ProblemOf(kernels::Op op, const v1::Matrix& a, const v1:
 
 // max |got - ref| / max(1, max |ref|) over all elements.
 inline double MaxError(const v1::Matrix& got, const std::vector<double>& ref) {
-  const bool f32 = got.dtype() == v1::DTYPE_FLOAT32;
   double scale = 1, err = 0;
   for (double r : ref) scale = std::max(scale, std::fabs(r));
   const int64_t n = got.rows() * got.cols();
-  if (int64_t(ref.size()) != n) return INFINITY;
+  const auto dtype = server::FromProto(got.dtype());
+  if (int64_t(ref.size()) != n || !dtype) return INFINITY;
+  const int64_t size = kernels::ElementSize(*dtype);
+  if (int64_t(got.data().size()) != n * size) return INFINITY;
   for (int64_t i = 0; i < n; ++i) {
-    double g;
-    if (f32) {
-      float f;
-      std::memcpy(&f, got.data().data() + 4 * i, 4);
-      g = f;
-    } else {
-      std::memcpy(&g, got.data().data() + 8 * i, 8);
+    const char* at = got.data().data() + size * i;
+    double g = 0;
+    switch (*dtype) {
+      case kernels::DType::kFloat32: {
+        float f;
+        std::memcpy(&f, at, 4);
+        g = f;
+        break;
+      }
+      case kernels::DType::kFloat64: std::memcpy(&g, at, 8); break;
+      case kernels::DType::kFloat16:
+      case kernels::DType::kBFloat16: {
+        uint16_t h;
+        std::memcpy(&h, at, 2);
+        g = *dtype == kernels::DType::kFloat16 ? kernels::ToFloat(kernels::Float16{h})
+                                               : kernels::ToFloat(kernels::BFloat16{h});
+        break;
+      }
     }
     err = std::max(err, std::isfinite(g) ? std::fabs(g - ref[i]) / scale : INFINITY);
   }
