@@ -1,7 +1,10 @@
 // Host-side launchers of the matmul kernels (C = A * B, row-major, A m x k,
-// B k x n). Each enqueues on `stream` and returns the launch error.
+// B k x n). Each enqueues on `stream` and returns the launch error. Out is T,
+// or float for 16-bit inputs whose result is asked for in float32.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -9,14 +12,24 @@
 
 namespace gpucompute::kernels::cuda {
 
-template <typename T>
-cudaError_t LaunchNaiveMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+// Every (input, output) pair the naive, tiled and cuBLAS launchers are
+// instantiated for: X(T, Out).
+#define GPUCOMPUTE_MATMUL_TYPES(X) \
+  X(float, float)                  \
+  X(double, double)                \
+  X(__half, __half)                \
+  X(__half, float)                 \
+  X(__nv_bfloat16, __nv_bfloat16)  \
+  X(__nv_bfloat16, float)
+
+template <typename T, typename Out = T>
+cudaError_t LaunchNaiveMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                               cudaStream_t stream);
 
 // Shared-memory tiling with square tiles of `tile` (16 or 32) elements;
 // `padded` adds one element to each tile row.
-template <typename T>
-cudaError_t LaunchTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+template <typename T, typename Out = T>
+cudaError_t LaunchTiledMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                               int tile, bool padded, cudaStream_t stream);
 
 // 128x128 block tile, 8x8 register tile per thread, warp tiling, 16-byte
@@ -32,12 +45,13 @@ cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_
                                             int64_t k, int bk, int min_blocks, cudaStream_t stream);
 
 // cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
-// workspace. `tf32` allows TF32 tensor cores (float only). Returns a
+// workspace. `tf32` allows TF32 tensor cores (float only); 16-bit inputs
+// accumulate in float (CUBLAS_COMPUTE_32F) whatever the output. Returns a
 // cudaError_t for CUDA failures; cuBLAS status codes come back through
 // `cublas_status` (0 on success).
 inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
-template <typename T>
-cudaError_t LaunchCublasMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+template <typename T, typename Out = T>
+cudaError_t LaunchCublasMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                                bool tf32, void* cublas_handle, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream, int* cublas_status);
 
