@@ -53,6 +53,17 @@ constexpr CudaLadderRow kMatMulLadder[] = {
                         "multiply-adds (with 16-byte loads and double buffering)",
                 .counter = "smsp__inst_executed_pipe_lsu.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, RegisterTiledMatMul)},
+    {.name = "wmma",
+     .description = "tensor cores through WMMA: 128x128 block tile, 64x32 warp tiles of 16x16x16 "
+                    "fragments, FP32 accumulators, 4-stage cp.async pipeline, padded shared memory",
+     .dtypes = kHalfPrecision,
+     .lesson = {.before = "tiled32",
+                .idea = "tensor cores",
+                .text = "16x16x16 matrix fragments on the tensor cores replace one scalar "
+                        "multiply-add per thread and instruction",
+                .counter = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                .counter_rises = true},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WmmaMatMul)},
     {.name = "cublas",
      .description = "cuBLAS GEMM: FP32 without TF32, FP64 DGEMM, FP16/BF16 with FP32 accumulation",
      .dtypes = kEveryDType,

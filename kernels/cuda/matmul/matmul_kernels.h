@@ -44,6 +44,21 @@ template <typename T>
 cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_t m, int64_t n,
                                             int64_t k, int bk, int min_blocks, cudaStream_t stream);
 
+// Tensor cores through nvcuda::wmma (T: __half or __nv_bfloat16): 128x128
+// block tiles, 16x16x16 fragments accumulating in float, k-tiles staged in
+// shared memory by a cp.async pipeline; any m, n, k.
+template <typename T, typename Out = T>
+cudaError_t LaunchWmmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
+                             cudaStream_t stream);
+
+// The same kernel, BF16 in and out, with a chosen k-tile depth (32 or 64),
+// pipeline stages (3 or 4) and blocks per multiprocessor (1 or 2), for the
+// benchmark's ablation: (32, 4, 2), (32, 3, 2), (32, 4, 1), (64, 3, 1),
+// (64, 4, 1).
+cudaError_t LaunchWmmaMatMulConfig(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
+                                   int64_t m, int64_t n, int64_t k, int bk, int stages,
+                                   int min_blocks, cudaStream_t stream);
+
 // cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
 // workspace. `tf32` allows TF32 tensor cores (float only); 16-bit inputs
 // accumulate in float (CUBLAS_COMPUTE_32F) whatever the output. Returns a
