@@ -51,13 +51,20 @@ template <typename T, typename Out = T>
 cudaError_t LaunchWmmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                              cudaStream_t stream);
 
-// The same kernel, BF16 in and out, with a chosen k-tile depth (32 or 64),
-// pipeline stages (3 or 4) and blocks per multiprocessor (1 or 2), for the
-// benchmark's ablation: (32, 4, 2), (32, 3, 2), (32, 4, 1), (64, 3, 1),
-// (64, 4, 1).
+// The same kernel, BF16 in and out, in another configuration, for the
+// benchmark's ablation and its tests: k-tile depth, pipeline stages, blocks
+// per multiprocessor the registers must allow, warp tile width (32: 128x128
+// block tiles, 64: 128x256).
+struct WmmaConfig {
+  int bk, stages, min_blocks, warp_n;
+};
+// What LaunchWmmaMatMulConfig takes (others: cudaErrorInvalidValue); the
+// first is the ladder's.
+inline constexpr WmmaConfig kWmmaConfigs[] = {
+    {32, 4, 2, 32}, {32, 3, 2, 32}, {64, 3, 1, 32}, {32, 4, 1, 64}, {32, 3, 1, 64}};
 cudaError_t LaunchWmmaMatMulConfig(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
-                                   int64_t m, int64_t n, int64_t k, int bk, int stages,
-                                   int min_blocks, cudaStream_t stream);
+                                   int64_t m, int64_t n, int64_t k, const WmmaConfig& config,
+                                   cudaStream_t stream);
 
 // cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
 // workspace. `tf32` allows TF32 tensor cores (float only); 16-bit inputs
