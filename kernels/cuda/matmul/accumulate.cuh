@@ -1,6 +1,8 @@
 // Element types as the matmul kernels accumulate them: float and double as
 // themselves, FP16 and BF16 widened to float (products of 16-bit values are
 // exact in float), and the sum rounded once to the output type at the end.
+// In namespace matmul: kernels/cuda/reduce/accumulate.cuh declares its own
+// Widen and AccumulatorOf in namespace cuda.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,7 +10,7 @@
 
 #include <type_traits>
 
-namespace gpucompute::kernels::cuda {
+namespace gpucompute::kernels::cuda::matmul {
 
 template <typename T>
 struct Accumulator {
@@ -55,4 +57,4 @@ __device__ __forceinline__ T Zero() {
   }
 }
 
-}  // namespace gpucompute::kernels::cuda
+}  // namespace gpucompute::kernels::cuda::matmul

@@ -15,9 +15,10 @@ __global__ void NaiveMatMulKernel(const T* __restrict__ a, const T* __restrict__
   const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
   if (row >= m || col >= n) return;
-  AccumulatorOf<T> acc = 0;
-  for (int64_t i = 0; i < k; ++i) acc += Widen(a[row * k + i]) * Widen(b[i * n + col]);
-  c[row * n + col] = Round<Out>(acc);
+  matmul::AccumulatorOf<T> acc = 0;
+  for (int64_t i = 0; i < k; ++i)
+    acc += matmul::Widen(a[row * k + i]) * matmul::Widen(b[i * n + col]);
+  c[row * n + col] = matmul::Round<Out>(acc);
 }
 
 }  // namespace

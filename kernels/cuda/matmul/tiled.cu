@@ -17,17 +17,17 @@ __global__ void TiledMatMulKernel(const T* __restrict__ a, const T* __restrict__
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t row = int64_t(blockIdx.y) * kTile + ty;
   const int64_t col = int64_t(blockIdx.x) * kTile + tx;
-  AccumulatorOf<T> acc = 0;
+  matmul::AccumulatorOf<T> acc = 0;
   for (int64_t t = 0; t < k; t += kTile) {
     // Out-of-range elements are zero so that tails add nothing.
-    as[ty][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : Zero<T>();
-    bs[ty][tx] = (t + ty < k && col < n) ? b[(t + ty) * n + col] : Zero<T>();
+    as[ty][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : matmul::Zero<T>();
+    bs[ty][tx] = (t + ty < k && col < n) ? b[(t + ty) * n + col] : matmul::Zero<T>();
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kTile; ++i) acc += Widen(as[ty][i]) * Widen(bs[i][tx]);
+    for (int i = 0; i < kTile; ++i) acc += matmul::Widen(as[ty][i]) * matmul::Widen(bs[i][tx]);
     __syncthreads();
   }
-  if (row < m && col < n) c[row * n + col] = Round<Out>(acc);
+  if (row < m && col < n) c[row * n + col] = matmul::Round<Out>(acc);
 }
 
 template <typename T, typename Out, int kTile, int kPad>
