@@ -1,7 +1,10 @@
 // Host-side launchers of the matmul kernels (C = A * B, row-major, A m x k,
-// B k x n). Each enqueues on `stream` and returns the launch error.
+// B k x n). Each enqueues on `stream` and returns the launch error. Out is T,
+// or float for 16-bit inputs whose result is asked for in float32.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -9,14 +12,24 @@
 
 namespace gpucompute::kernels::cuda {
 
-template <typename T>
-cudaError_t LaunchNaiveMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+// Every (input, output) pair the naive, tiled and cuBLAS launchers are
+// instantiated for: X(T, Out).
+#define GPUCOMPUTE_MATMUL_TYPES(X) \
+  X(float, float)                  \
+  X(double, double)                \
+  X(__half, __half)                \
+  X(__half, float)                 \
+  X(__nv_bfloat16, __nv_bfloat16)  \
+  X(__nv_bfloat16, float)
+
+template <typename T, typename Out = T>
+cudaError_t LaunchNaiveMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                               cudaStream_t stream);
 
 // Shared-memory tiling with square tiles of `tile` (16 or 32) elements;
 // `padded` adds one element to each tile row.
-template <typename T>
-cudaError_t LaunchTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+template <typename T, typename Out = T>
+cudaError_t LaunchTiledMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                               int tile, bool padded, cudaStream_t stream);
 
 // 128x128 block tile, 8x8 register tile per thread, warp tiling, 16-byte
@@ -31,13 +44,36 @@ template <typename T>
 cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_t m, int64_t n,
                                             int64_t k, int bk, int min_blocks, cudaStream_t stream);
 
+// Tensor cores through nvcuda::wmma (T: __half or __nv_bfloat16): 128x128
+// block tiles, 16x16x16 fragments accumulating in float, k-tiles staged in
+// shared memory by a cp.async pipeline; any m, n, k.
+template <typename T, typename Out = T>
+cudaError_t LaunchWmmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
+                             cudaStream_t stream);
+
+// The same kernel, BF16 in and out, in another configuration, for the
+// benchmark's ablation and its tests: k-tile depth, pipeline stages, blocks
+// per multiprocessor the registers must allow, warp tile width (32: 128x128
+// block tiles, 64: 128x256).
+struct WmmaConfig {
+  int bk, stages, min_blocks, warp_n;
+};
+// What LaunchWmmaMatMulConfig takes (others: cudaErrorInvalidValue); the
+// first is the ladder's.
+inline constexpr WmmaConfig kWmmaConfigs[] = {
+    {32, 4, 2, 32}, {32, 3, 2, 32}, {64, 3, 1, 32}, {32, 4, 1, 64}, {32, 3, 1, 64}};
+cudaError_t LaunchWmmaMatMulConfig(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
+                                   int64_t m, int64_t n, int64_t k, const WmmaConfig& config,
+                                   cudaStream_t stream);
+
 // cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
-// workspace. `tf32` allows TF32 tensor cores (float only). Returns a
+// workspace. `tf32` allows TF32 tensor cores (float only); 16-bit inputs
+// accumulate in float (CUBLAS_COMPUTE_32F) whatever the output. Returns a
 // cudaError_t for CUDA failures; cuBLAS status codes come back through
 // `cublas_status` (0 on success).
 inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
-template <typename T>
-cudaError_t LaunchCublasMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+template <typename T, typename Out = T>
+cudaError_t LaunchCublasMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                                bool tf32, void* cublas_handle, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream, int* cublas_status);
 

@@ -1,70 +1,75 @@
 // The textbook shared-memory tiling: each block stages a tile of A and a tile
-// of B in shared memory, one output element per thread.
+// of B in shared memory, one output element per thread. 16-bit inputs are
+// staged as they are, accumulate in float and are rounded once at the end.
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
+#include "cuda/matmul/accumulate.cuh"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
 namespace {
 
-template <typename T, int kTile, int kPad>
+template <typename T, typename Out, int kTile, int kPad>
 __global__ void TiledMatMulKernel(const T* __restrict__ a, const T* __restrict__ b,
-                                  T* __restrict__ c, int64_t m, int64_t n, int64_t k) {
+                                  Out* __restrict__ c, int64_t m, int64_t n, int64_t k) {
   __shared__ T as[kTile][kTile + kPad];
   __shared__ T bs[kTile][kTile + kPad];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t row = int64_t(blockIdx.y) * kTile + ty;
   const int64_t col = int64_t(blockIdx.x) * kTile + tx;
-  T acc = 0;
+  matmul::AccumulatorOf<T> acc = 0;
   for (int64_t t = 0; t < k; t += kTile) {
     // Out-of-range elements are zero so that tails add nothing.
-    as[ty][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : T(0);
-    bs[ty][tx] = (t + ty < k && col < n) ? b[(t + ty) * n + col] : T(0);
+    as[ty][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : matmul::Zero<T>();
+    bs[ty][tx] = (t + ty < k && col < n) ? b[(t + ty) * n + col] : matmul::Zero<T>();
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kTile; ++i) acc += as[ty][i] * bs[i][tx];
+    for (int i = 0; i < kTile; ++i) acc += matmul::Widen(as[ty][i]) * matmul::Widen(bs[i][tx]);
     __syncthreads();
   }
-  if (row < m && col < n) c[row * n + col] = acc;
+  if (row < m && col < n) c[row * n + col] = matmul::Round<Out>(acc);
 }
 
-template <typename T, int kTile, int kPad>
-cudaError_t Launch(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+template <typename T, typename Out, int kTile, int kPad>
+cudaError_t Launch(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                    cudaStream_t stream) {
   if (CeilDiv(m, kTile) > 65535) return cudaErrorInvalidConfiguration;
   const dim3 block(kTile, kTile);
   const dim3 grid(unsigned(CeilDiv(n, kTile)), unsigned(CeilDiv(m, kTile)));
-  TiledMatMulKernel<T, kTile, kPad><<<grid, block, 0, stream>>>(a, b, c, m, n, k);
+  TiledMatMulKernel<T, Out, kTile, kPad><<<grid, block, 0, stream>>>(a, b, c, m, n, k);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-template <typename T>
-cudaError_t LaunchTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
+template <typename T, typename Out>
+cudaError_t LaunchTiledMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                               int tile, bool padded, cudaStream_t stream) {
   if (tile == 16) {
-    return padded ? Launch<T, 16, 1>(a, b, c, m, n, k, stream)
-                  : Launch<T, 16, 0>(a, b, c, m, n, k, stream);
+    return padded ? Launch<T, Out, 16, 1>(a, b, c, m, n, k, stream)
+                  : Launch<T, Out, 16, 0>(a, b, c, m, n, k, stream);
   }
   if (tile == 32) {
-    return padded ? Launch<T, 32, 1>(a, b, c, m, n, k, stream)
-                  : Launch<T, 32, 0>(a, b, c, m, n, k, stream);
+    return padded ? Launch<T, Out, 32, 1>(a, b, c, m, n, k, stream)
+                  : Launch<T, Out, 32, 0>(a, b, c, m, n, k, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-template cudaError_t LaunchTiledMatMul<float>(const float*, const float*, float*, int64_t, int64_t,
-                                              int64_t, int, bool, cudaStream_t);
-template cudaError_t LaunchTiledMatMul<double>(const double*, const double*, double*, int64_t,
-                                               int64_t, int64_t, int, bool, cudaStream_t);
+#define GPUCOMPUTE_TILED(T, Out)                                                             \
+  template cudaError_t LaunchTiledMatMul<T, Out>(const T*, const T*, Out*, int64_t, int64_t, \
+                                                 int64_t, int, bool, cudaStream_t);
+GPUCOMPUTE_MATMUL_TYPES(GPUCOMPUTE_TILED)
+#undef GPUCOMPUTE_TILED
 
 namespace {
 
 LaunchResult Tiled(const LaunchArgs& args, int tile, bool padded) {
-  return ForElementType(args, [&](const auto& t) {
+  const auto launch = [&](const auto& t) {
     return LaunchTiledMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, tile, padded, t.stream);
-  });
+  };
+  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
+                                       : ForElementType(args, launch);
 }
 
 }  // namespace
