@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     // One untimed launch first: cuBLAS and CUB set themselves up on it.
     if (auto s = launch(); !s.ok()) return Fail(v->name + ": " + std::string(s.message()));
     if (cupti) {
-      auto counters = gs::ReadVariantCounters(gpucompute::server::cuda::CuptiCounters(), *v,
+      auto counters = gs::ReadVariantCounters(gpucompute::server::cuda::CuptiCounters(), *v, p,
                                               {flush_l2, launch});
       if (!counters.ok()) return Fail(v->name + ": " + std::string(counters.status().message()));
       if (!counters->note.empty())

@@ -41,7 +41,7 @@ absl::Status ReadProfileCounters(CounterReader& reader, const kernels::Problem& 
       if (auto s = m.variant->launch(p, buffers, ctx); !s.ok()) return s;
       return CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     };
-    auto counters = ReadVariantCounters(reader, *m.variant, replay);
+    auto counters = ReadVariantCounters(reader, *m.variant, p, replay);
     if (!counters.ok()) return counters.status();
     m.counters = std::move(counters->values);
     m.counters_note = std::move(counters->note);

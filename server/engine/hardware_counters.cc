@@ -55,9 +55,10 @@ const CounterSpec* FindCounter(std::string_view metric) {
   return nullptr;
 }
 
-std::vector<std::string_view> CountersFor(const kernels::Variant& variant) {
-  // Reduced-precision variants are this server's tensor-core ones (TF32).
-  const bool tensor_cores = variant.reduced_precision;
+std::vector<std::string_view> CountersFor(const kernels::Variant& variant,
+                                          const kernels::Problem& p) {
+  const bool tensor_cores = variant.reduced_precision ||
+                            (p.op == kernels::Op::kMatMul && kernels::IsHalfPrecision(p.dtype));
   std::vector<std::string_view> metrics;
   for (const CounterSpec& c : kCounters) {
     if (!c.tensor_cores_only || tensor_cores) metrics.push_back(c.metric);
@@ -75,8 +76,9 @@ std::string CountersUnreadNote(const absl::Status& why) {
 
 absl::StatusOr<VariantCounters> ReadVariantCounters(CounterReader& reader,
                                                     const kernels::Variant& variant,
+                                                    const kernels::Problem& p,
                                                     const CounterReplay& replay) {
-  const std::vector<std::string_view> metrics = CountersFor(variant);
+  const std::vector<std::string_view> metrics = CountersFor(variant, p);
   LaunchFailure failure;
   CounterReplay watched;
   watched.prepare = [&]() -> absl::Status {

@@ -29,8 +29,11 @@ struct CounterSpec {
 absl::Span<const CounterSpec> ProfileCounters();
 const CounterSpec* FindCounter(std::string_view metric);
 
-// The metrics to read for `variant`.
-std::vector<std::string_view> CountersFor(const kernels::Variant& variant);
+// The metrics to read for `variant` running `p`: the tensor-pipe counter
+// where tensor cores may run (reduced-precision variants, and every MatMul
+// of 16-bit inputs, so the SIMT rung before a tensor-core one shows zero).
+std::vector<std::string_view> CountersFor(const kernels::Variant& variant,
+                                          const kernels::Problem& p);
 
 struct CounterValue {
   std::string metric;
@@ -70,6 +73,7 @@ struct VariantCounters {
 // only an error of the launch itself is returned.
 absl::StatusOr<VariantCounters> ReadVariantCounters(CounterReader& reader,
                                                     const kernels::Variant& variant,
+                                                    const kernels::Problem& p,
                                                     const CounterReplay& replay);
 
 // The note of a row whose counters could not be read for `why`.

@@ -19,6 +19,9 @@ namespace {
 
 using kernels::Op;
 
+// The problem the transpose rows below read counters for.
+const kernels::Problem kTranspose{Op::kTranspose, kernels::DType::kFloat32, 256, 256, 1};
+
 // Answers every metric from a table (absent: the chip lacks it), or fails
 // with `error`; runs the replay `passes` times, as a profiler does.
 class FakeCounterReader : public CounterReader {
@@ -91,11 +94,16 @@ TEST(HardwareCountersTest, TheTableNamesEachCounterTheIssueAsksFor) {
     EXPECT_FALSE(c->meaning.empty()) << metric;
     EXPECT_EQ(c->meaning.find('\n'), std::string_view::npos) << metric;
   }
-  // Tensor-pipe utilization only where tensor cores run.
-  const auto plain = CountersFor(Variant(Op::kMatMul, "tiled32"));
-  const auto tensor = CountersFor(Variant(Op::kMatMul, "cublas_tf32", true));
+  // Tensor-pipe utilization only where tensor cores may run: TF32, and any
+  // MatMul of 16-bit inputs (the SIMT rung of the tensor-core lesson too).
+  kernels::Problem f32{Op::kMatMul, kernels::DType::kFloat32, 64, 64, 64};
+  kernels::Problem bf16{Op::kMatMul, kernels::DType::kBFloat16, 64, 64, 64};
+  const auto plain = CountersFor(Variant(Op::kMatMul, "tiled32"), f32);
+  const auto tensor = CountersFor(Variant(Op::kMatMul, "cublas_tf32", true), f32);
+  const auto half = CountersFor(Variant(Op::kMatMul, "tiled32"), bf16);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), kTensorPipe), 0);
   EXPECT_EQ(std::count(tensor.begin(), tensor.end(), kTensorPipe), 1);
+  EXPECT_EQ(std::count(half.begin(), half.end(), kTensorPipe), 1);
   EXPECT_EQ(tensor.size(), plain.size() + 1);
 }
 
@@ -104,10 +112,12 @@ TEST(HardwareCountersTest, ValuesCarryUnitsAndMeaningsAndMissingOnesAreNamed) {
   for (const CounterSpec& c : ProfileCounters()) reader.values[std::string(c.metric)] = 7;
   reader.values.erase("lts__t_sector_hit_rate.pct");
   int prepared = 0;
-  auto got = ReadVariantCounters(reader, Variant(Op::kTranspose, "shared"), Replay(&prepared));
+  auto got =
+      ReadVariantCounters(reader, Variant(Op::kTranspose, "shared"), kTranspose, Replay(&prepared));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(prepared, reader.passes);  // the flush before every pass
-  EXPECT_EQ(got->values.size(), CountersFor(Variant(Op::kTranspose, "shared")).size() - 1);
+  EXPECT_EQ(got->values.size(),
+            CountersFor(Variant(Op::kTranspose, "shared"), kTranspose).size() - 1);
   for (const CounterValue& v : got->values) {
     EXPECT_EQ(v.value, 7);
     EXPECT_EQ(v.unit, FindCounter(v.metric)->unit);
@@ -121,7 +131,7 @@ TEST(HardwareCountersTest, NoPermissionBecomesANoteThatSaysWhatGrantsIt) {
   reader.error = absl::PermissionDeniedError(
       "this process may not read GPU performance counters "
       "(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES from cuptiRangeProfilerEnable)");
-  auto got = ReadVariantCounters(reader, Variant(Op::kTranspose, "naive"), Replay());
+  auto got = ReadVariantCounters(reader, Variant(Op::kTranspose, "naive"), kTranspose, Replay());
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(got->values.empty());
   EXPECT_NE(got->note.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos) << got->note;
@@ -129,7 +139,7 @@ TEST(HardwareCountersTest, NoPermissionBecomesANoteThatSaysWhatGrantsIt) {
   EXPECT_NE(got->note.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos);
 
   reader.error = absl::UnavailableError("the CUPTI library libcupti.so.13 could not be loaded");
-  got = ReadVariantCounters(reader, Variant(Op::kTranspose, "naive"), Replay());
+  got = ReadVariantCounters(reader, Variant(Op::kTranspose, "naive"), kTranspose, Replay());
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->note,
             "hardware counters not read: the CUPTI library libcupti.so.13 could not be loaded");
@@ -139,7 +149,7 @@ TEST(HardwareCountersTest, AFailedLaunchIsAnErrorNotANote) {
   FakeCounterReader reader;
   CounterReplay replay{[] { return absl::OkStatus(); },
                        [] { return absl::InternalError("CUDA error: an illegal memory access"); }};
-  auto got = ReadVariantCounters(reader, Variant(Op::kTranspose, "naive"), replay);
+  auto got = ReadVariantCounters(reader, Variant(Op::kTranspose, "naive"), kTranspose, replay);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().message(), "CUDA error: an illegal memory access");
 }
