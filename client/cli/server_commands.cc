@@ -26,8 +26,10 @@ int RunInfo(const ParsedArgs&, const Client& client) {
                 FormatBytes(dev.memory_bytes()).c_str(), dev.multiprocessors(),
                 info->backend() == "cpu" ? "cores" : "SMs",
                 dev.healthy() ? "" : "  OUT OF SERVICE");
-    std::printf("%-11s   peaks %.1f GB/s, %.1f GFLOP/s fp32, %.1f GFLOP/s fp64\n", "",
-                dev.peak_gbytes_per_s(), dev.peak_gflops_fp32(), dev.peak_gflops_fp64());
+    std::printf(
+        "%-11s   peaks %.1f GB/s, %.1f GFLOP/s fp32, %.1f GFLOP/s fp64, %.1f GFLOP/s 16-bit\n", "",
+        dev.peak_gbytes_per_s(), dev.peak_gflops_fp32(), dev.peak_gflops_fp64(),
+        dev.peak_gflops_half());
     if (info->backend() == "cpu") continue;  // no device pool on the CPU backend
     std::printf("%-11s   pool %s reserved, %s in use; %" PRId64 " device mallocs, %" PRId64
                 " pool growths, %" PRId64 " pinned host allocs\n",
