@@ -1,8 +1,8 @@
 // The textbook kernel: one thread per output element, reading a row of A and
 // a column of B straight from global memory. 16-bit inputs accumulate in
 // float and are rounded once to the output type.
+#include "cuda/accumulate.cuh"
 #include "cuda/launcher.h"
-#include "cuda/matmul/accumulate.cuh"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -15,10 +15,9 @@ __global__ void NaiveMatMulKernel(const T* __restrict__ a, const T* __restrict__
   const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
   if (row >= m || col >= n) return;
-  matmul::AccumulatorOf<T> acc = 0;
-  for (int64_t i = 0; i < k; ++i)
-    acc += matmul::Widen(a[row * k + i]) * matmul::Widen(b[i * n + col]);
-  c[row * n + col] = matmul::Round<Out>(acc);
+  Acc<T> acc = 0;
+  for (int64_t i = 0; i < k; ++i) acc += Widen(a[row * k + i]) * Widen(b[i * n + col]);
+  c[row * n + col] = Narrow<Out>(acc);
 }
 
 }  // namespace

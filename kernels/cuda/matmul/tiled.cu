@@ -1,9 +1,9 @@
 // The textbook shared-memory tiling: each block stages a tile of A and a tile
 // of B in shared memory, one output element per thread. 16-bit inputs are
 // staged as they are, accumulate in float and are rounded once at the end.
+#include "cuda/accumulate.cuh"
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
-#include "cuda/matmul/accumulate.cuh"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -17,17 +17,17 @@ __global__ void TiledMatMulKernel(const T* __restrict__ a, const T* __restrict__
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t row = int64_t(blockIdx.y) * kTile + ty;
   const int64_t col = int64_t(blockIdx.x) * kTile + tx;
-  matmul::AccumulatorOf<T> acc = 0;
+  Acc<T> acc = 0;
   for (int64_t t = 0; t < k; t += kTile) {
     // Out-of-range elements are zero so that tails add nothing.
-    as[ty][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : matmul::Zero<T>();
-    bs[ty][tx] = (t + ty < k && col < n) ? b[(t + ty) * n + col] : matmul::Zero<T>();
+    as[ty][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : Zero<T>();
+    bs[ty][tx] = (t + ty < k && col < n) ? b[(t + ty) * n + col] : Zero<T>();
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kTile; ++i) acc += matmul::Widen(as[ty][i]) * matmul::Widen(bs[i][tx]);
+    for (int i = 0; i < kTile; ++i) acc += Widen(as[ty][i]) * Widen(bs[i][tx]);
     __syncthreads();
   }
-  if (row < m && col < n) c[row * n + col] = matmul::Round<Out>(acc);
+  if (row < m && col < n) c[row * n + col] = Narrow<Out>(acc);
 }
 
 template <typename T, typename Out, int kTile, int kPad>

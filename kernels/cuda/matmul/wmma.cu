@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/accumulate.cuh"
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
-#include "cuda/matmul/accumulate.cuh"
 #include "cuda/matmul/matmul_kernels.h"
 
 namespace gpucompute::kernels::cuda {
@@ -193,13 +193,11 @@ struct Stager<T, C, false> {
     T* bs = stage + C::kAElements;
     for (int e = tid; e < kBM * C::kBK; e += kThreads) {
       const int r = e / C::kBK, c = e % C::kBK;
-      as[r * C::kLdA + c] =
-          row0 + r < m && k0 + c < k ? a[(row0 + r) * k + k0 + c] : matmul::Zero<T>();
+      as[r * C::kLdA + c] = row0 + r < m && k0 + c < k ? a[(row0 + r) * k + k0 + c] : Zero<T>();
     }
     for (int e = tid; e < C::kBK * C::kBN; e += kThreads) {
       const int r = e / C::kBN, c = e % C::kBN;
-      bs[r * C::kLdB + c] =
-          k0 + r < k && col0 + c < n ? b[(k0 + r) * n + col0 + c] : matmul::Zero<T>();
+      bs[r * C::kLdB + c] = k0 + r < k && col0 + c < n ? b[(k0 + r) * n + col0 + c] : Zero<T>();
     }
   }
 };
@@ -291,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
   for (int r = 0; r < rows; ++r) {
 #pragma unroll
     for (int j = 0; j < kWarpN; j += 32) {
-      if (j == 0 || col + j < n) out[r * n + j] = matmul::Round<Out>(cs[r * kLdC + lane + j]);
+      if (j == 0 || col + j < n) out[r * n + j] = Narrow<Out>(cs[r * kLdC + lane + j]);
     }
   }
 }

@@ -15,7 +15,7 @@
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
-#include "cuda/reduce/accumulate.cuh"
+#include "cuda/reduce/half_vectors.cuh"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 

@@ -2,7 +2,7 @@
 // `LaunchResult Name(const LaunchArgs&)` and each workspace function a
 // `size_t Name(const Problem&)`, defined in this folder's kernel files. Every
 // row takes every dtype; FP16 and BF16 accumulate in float and round once
-// (accumulate.cuh).
+// (cuda/accumulate.cuh).
 #include "cuda/ladder.h"
 
 namespace gpucompute::kernels::cuda {

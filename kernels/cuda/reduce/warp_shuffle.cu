@@ -1,7 +1,7 @@
 // Bandwidth-bound reductions: 16-byte loads, four independent loads in flight
 // per thread, warp shuffles, and partials combined by a second pass in a fixed
 // order (never float atomics), so the same input gives the same bits. FP16
-// and BF16 read 8 values a load and reduce in float (accumulate.cuh):
+// and BF16 read 8 values a load and reduce in float (cuda/accumulate.cuh):
 // partials between passes stay float, and only the stored result is rounded.
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
-#include "cuda/reduce/accumulate.cuh"
+#include "cuda/reduce/half_vectors.cuh"
 #include "cuda/reduce/reduce_common.cuh"
 #include "cuda/reduce/reduce_kernels.h"
 

@@ -1,17 +1,15 @@
-// What the reductions read, add in and write, by input type: float and
-// double reduce in their own type; FP16 and BF16 widen each value to float
-// (exact), reduce in float, and round once, when the result is stored, to
-// the output type (the input's, or float when float32 output is asked for).
-// MIN and MAX stay exact: a 16-bit value widened and rounded back is itself.
+// Element types as the kernels add them up: float and double in their own
+// type; FP16 and BF16 widened to float (exact; products of two 16-bit values
+// are exact in float too), accumulated in float, and rounded once, when the
+// result is stored, to the output type (the input's, or float when a float32
+// output is asked for). MIN and MAX stay exact: a 16-bit value widened and
+// rounded back is itself. The MatMul and Reduce kernels share these.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <type_traits>
-
-#include "cuda/cuda_util.h"
 
 namespace gpucompute::kernels::cuda {
 
@@ -30,18 +28,6 @@ struct AccumulatorOf<__nv_bfloat16> {
 template <typename T>
 using Acc = typename AccumulatorOf<T>::Type;
 
-// 16 bytes of 2-byte floats: 8 per load.
-template <>
-struct Vec16<__half> {
-  using Type = uint4;
-  static constexpr int kWidth = 8;
-};
-template <>
-struct Vec16<__nv_bfloat16> {
-  using Type = uint4;
-  static constexpr int kWidth = 8;
-};
-
 __host__ __device__ __forceinline__ float Widen(float x) { return x; }
 __host__ __device__ __forceinline__ double Widen(double x) { return x; }
 __host__ __device__ __forceinline__ float Widen(__half x) { return __half2float(x); }
@@ -57,6 +43,19 @@ __host__ __device__ __forceinline__ Out Narrow(A v) {
     return __float2bfloat16_rn(v);
   } else {
     return Out(v);
+  }
+}
+
+// Zero of an element type (the 16-bit types have no constexpr conversion
+// from int on every path).
+template <typename T>
+__host__ __device__ __forceinline__ T Zero() {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __ushort_as_half(0);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __ushort_as_bfloat16(0);
+  } else {
+    return T(0);
   }
 }
 
