@@ -21,9 +21,12 @@
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/kernels/registry.h"
+#include "support/cuda_suite.h"
 
 namespace gpucompute::kernels {
 namespace {
+
+using testing::DeviceBuffer;
 
 struct Shape {
   int64_t m, n, k;
@@ -79,49 +82,8 @@ std::vector<char> RandomMatrix(DType dtype, int64_t elements, std::mt19937_64& r
   return bytes;
 }
 
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) {
-      EXPECT_EQ(cudaMalloc(&ptr_, bytes), cudaSuccess);
-    }
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
-
-class CudaKernelsTest : public ::testing::Test {
+class CudaKernelsTest : public testing::CudaSuite<CudaKernelsTest> {
  protected:
-  static void SetUpTestSuite() {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-      skip_reason_ = err != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(err)
-                                        : "no CUDA device present";
-      cudaGetLastError();
-      return;
-    }
-    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-    cublasCreate(&cublas_);
-    seed_ = std::random_device{}();
-  }
-  static void TearDownTestSuite() {
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    cublas_ = nullptr;
-    stream_ = nullptr;
-  }
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << "SKIPPED (GPU test): " << skip_reason_;
-  }
-
   // Launches `v` once on poisoned output and workspace; returns the output
   // bytes (empty on failure, with the failure recorded).
   // `a_offset` bytes (a multiple of the element size) put `a` that far past
@@ -188,11 +150,6 @@ class CudaKernelsTest : public ::testing::Test {
       }
     }
   }
-
-  static inline std::string skip_reason_;
-  static inline cudaStream_t stream_ = nullptr;
-  static inline cublasHandle_t cublas_ = nullptr;
-  static inline uint64_t seed_ = 0;
 };
 
 // True when `required` appears in `names` in the same order (others may sit

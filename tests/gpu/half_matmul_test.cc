@@ -23,9 +23,12 @@
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/kernels/registry.h"
+#include "support/cuda_suite.h"
 
 namespace gpucompute::kernels {
 namespace {
+
+using testing::DeviceBuffer;
 
 constexpr DType kHalfDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
@@ -64,24 +67,6 @@ std::vector<char> RandomHalfMatrix(DType dtype, int64_t elements, std::mt19937_6
   return HalfMatrix(dtype, values);
 }
 
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) {
-      EXPECT_EQ(cudaMalloc(&ptr_, bytes), cudaSuccess);
-    }
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
-
 std::vector<const Variant*> HalfVariants(DType dtype) {
   std::vector<const Variant*> out;
   for (const Variant* v : DefaultRegistry().List(Op::kMatMul, Backend::kCuda)) {
@@ -90,31 +75,8 @@ std::vector<const Variant*> HalfVariants(DType dtype) {
   return out;
 }
 
-class HalfMatMulTest : public ::testing::Test {
+class HalfMatMulTest : public testing::CudaSuite<HalfMatMulTest> {
  protected:
-  static void SetUpTestSuite() {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-      skip_reason_ = err != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(err)
-                                        : "no CUDA device present";
-      cudaGetLastError();
-      return;
-    }
-    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-    cublasCreate(&cublas_);
-    seed_ = std::random_device{}();
-  }
-  static void TearDownTestSuite() {
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    cublas_ = nullptr;
-    stream_ = nullptr;
-  }
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << "SKIPPED (GPU test): " << skip_reason_;
-  }
-
   // Launches `v` once on a NaN-poisoned output; `a_offset` bytes put `a`
   // that far into its allocation (2: not 16-byte aligned). Returns the
   // output bytes, empty on failure (recorded).
@@ -191,11 +153,6 @@ class HalfMatMulTest : public ::testing::Test {
       EXPECT_EQ(mismatches, 0) << "first at [" << first / p.n << "," << first % p.n << "]";
     }
   }
-
-  static inline std::string skip_reason_;
-  static inline cudaStream_t stream_ = nullptr;
-  static inline cublasHandle_t cublas_ = nullptr;
-  static inline uint64_t seed_ = 0;
 };
 
 // Needs no GPU: the registry only.

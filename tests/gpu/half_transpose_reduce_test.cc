@@ -24,9 +24,12 @@
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/kernels/registry.h"
+#include "support/cuda_suite.h"
 
 namespace gpucompute::kernels {
 namespace {
+
+using testing::DeviceBuffer;
 
 constexpr DType kHalfTypes[] = {DType::kFloat16, DType::kBFloat16};
 
@@ -66,30 +69,8 @@ std::string Name(const Problem& p) {
   return s;
 }
 
-class HalfTest : public ::testing::Test {
+class HalfTest : public testing::CudaSuite<HalfTest> {
  protected:
-  static void SetUpTestSuite() {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-      skip_reason_ = err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device present";
-      cudaGetLastError();
-      return;
-    }
-    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-    cublasCreate(&cublas_);
-    seed_ = std::random_device{}();
-  }
-  static void TearDownTestSuite() {
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    cublas_ = nullptr;
-    stream_ = nullptr;
-  }
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << "SKIPPED (GPU test): " << skip_reason_;
-  }
-
   // Runs `v` on `a` (placed `a_offset` bytes into its allocation) with the
   // output (every byte `poison`) and workspace (NaN) poisoned; the output's
   // bytes, or the launch's status when it fails.
@@ -133,11 +114,6 @@ class HalfTest : public ::testing::Test {
       if (v->Supports(dtype)) out.push_back(v);
     return out;
   }
-
-  static inline std::string skip_reason_;
-  static inline cudaStream_t stream_ = nullptr;
-  static inline cublasHandle_t cublas_ = nullptr;
-  static inline uint64_t seed_ = 0;
 };
 
 // ---- Transpose ----
