@@ -25,13 +25,13 @@
 #include "cuda/matmul/matmul_kernels.h"
 #include "cuda/transpose/transpose_kernels.h"
 #include "google/protobuf/util/json_util.h"
+#include "gpucompute/common/stats.h"
 #include "gpucompute/kernels/check.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/kernels/registry.h"
-#include "gpucompute/kernels/stats.h"
 #include "gpucompute/tools/v1/bench_report.pb.h"
 #include "gpucompute/tools/v1/ceilings.pb.h"
 
@@ -103,7 +103,7 @@ double MedianMs(const std::function<absl::Status()>& launch) {
     times.push_back(ms->front());
     spent += ms->front();
   }
-  return gk::Median(times);
+  return gpucompute::common::Median(times);
 }
 
 gk::Buffers MakeBuffers(const void* a, const void* b, void* out, const Device& ws,
@@ -201,7 +201,7 @@ double CubSumGBps(int64_t count) {
                           "cub::DeviceReduce::Sum");
   });
   CheckOk(ms.status());
-  return double(count) * 4 / (gk::Median(*ms) * 1e6);
+  return double(count) * 4 / (gpucompute::common::Median(*ms) * 1e6);
 }
 
 // Whether a row's ratio compares GFLOP/s or GB/s with its reference.

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "cuda/matmul/matmul_kernels.h"
+#include "gpucompute/common/stats.h"
 #include "gpucompute/kernels/half.h"
 #include "gpucompute/kernels/problem.h"
 #include "gpucompute/kernels/registry.h"
-#include "gpucompute/kernels/stats.h"
 
 namespace gk = gpucompute::kernels;
 namespace gc = gpucompute::kernels::cuda;
@@ -81,7 +81,7 @@ std::pair<double, double> TimePair(const std::function<void()>& a, const std::fu
     ta.push_back(TimeOnce(a));
     tb.push_back(TimeOnce(b));
   }
-  return {gk::Median(ta), gk::Median(tb)};
+  return {gpucompute::common::Median(ta), gpucompute::common::Median(tb)};
 }
 
 cudaDataType_t CudaType(gk::DType dtype) {

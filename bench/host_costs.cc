@@ -25,6 +25,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "gpucompute/common/stats.h"
+#include "gpucompute/common/time.h"
 
 ABSL_FLAG(int32_t, iterations, 2000, "timed repetitions of each step");
 ABSL_FLAG(int32_t, device, 0, "CUDA device ordinal");
@@ -55,10 +57,9 @@ Stats Time(int iterations, const std::function<void(Clock::time_point&)>& step) 
   for (double& u : us) {
     start = Clock::now();
     step(start);
-    u = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    u = gpucompute::common::MicrosSince(start);
   }
-  std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us[us.size() * 9 / 10]};
+  return {gpucompute::common::Median(us), gpucompute::common::Percentile(us, 90)};
 }
 
 void Row(const char* what, Stats s) {

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "gpucompute/kernels/stats.h"
+#include "gpucompute/common/stats.h"
 #include "server/cuda/host_copy.h"
 #include "server/cuda/staging.h"
 
@@ -30,7 +30,7 @@ double MedianSeconds(F&& body, int reps = 9) {
     body();
     t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  return gpucompute::kernels::Median(t);
+  return gpucompute::common::Median(t);
 }
 
 void Check(cudaError_t err, const char* what) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gpucompute/common/flags_usage.h"
 #include "server/backend_flags.h"
 #include "server/ceilings_file.h"
 #include "server/engine/compute_engine.h"
@@ -30,7 +31,6 @@
 #include "server/gpu_metrics_flags.h"
 #include "server/grpc/compute_service.h"
 #include "server/grpc_server.h"
-#include "server/ops/flags_usage.h"
 #include "server/ops/host_memory.h"
 #include "server/ops/log.h"
 #include "server/ops/metrics.h"
@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gpucompute-server: GPU MatMul, Transpose and Reduce over gRPC.\n"
       "  gpucompute-server --listen=0.0.0.0:50051 --backend=auto");
-  gpucompute::server::HandleHelpAndVersion(argc, argv, "gpucompute-server");
+  gpucompute::common::HandleHelpAndVersion(argc, argv, "gpucompute-server", GPUCOMPUTE_VERSION);
   absl::ParseCommandLine(argc, argv);
   return gpucompute::server::Run();
 }

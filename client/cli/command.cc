@@ -47,11 +47,6 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrCat(bytes, " bytes");
 }
 
-double MicrosSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 void PrintSummary(const Matrix& m) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
   int64_t non_finite = 0;

@@ -3,7 +3,6 @@
 // the printing helpers.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -71,8 +70,6 @@ absl::StatusOr<OpShape> ParseShapeFlag(const ParsedArgs& args, const std::string
 
 // "1.50 GiB", "2.00 MiB" or "512 bytes".
 std::string FormatBytes(int64_t bytes);
-
-double MicrosSince(std::chrono::steady_clock::time_point start);
 
 // The matrix's shape, min, max and mean, and the whole matrix when small.
 void PrintSummary(const Matrix& m);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/time.h"
 #include "gpucompute/npy.h"
 
 namespace gpucompute::cli {
@@ -29,7 +30,7 @@ void PrintReport(const v1::ExecutionReport& r, double round_trip_us) {
 int FinishOp(const ParsedArgs& args, absl::StatusOr<OpResult> result,
              std::chrono::steady_clock::time_point start,
              const std::optional<SharedMemoryView>& shm_output) {
-  const double round_trip_us = MicrosSince(start);
+  const double round_trip_us = common::MicrosSince(start);
   if (!result.ok()) return CallFailed(result.status());
   PrintReport(result->report, round_trip_us);
   if (result->in_shared_memory) {

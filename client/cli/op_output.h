@@ -12,6 +12,7 @@
 #include "command.h"
 #include "flags.h"
 #include "gpucompute/client.h"
+#include "gpucompute/common/time.h"
 #include "gpucompute/shared_memory.h"
 
 namespace gpucompute::cli {
@@ -42,7 +43,7 @@ int SendAndFinish(const ParsedArgs& args, std::vector<Operand>& inputs, Send sen
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<OpResult> result = send(std::move(copy));
     if (!result.ok()) return FinishOp(args, std::move(result), start, shm_output);
-    PrintReport(result->report, MicrosSince(start));
+    PrintReport(result->report, common::MicrosSince(start));
   }
   const auto start = std::chrono::steady_clock::now();
   return FinishOp(args, send(std::move(inputs)), start, shm_output);

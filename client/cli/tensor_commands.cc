@@ -1,5 +1,6 @@
 // upload, download, tensors and release: matrices held by the server.
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -9,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "command.h"
+#include "gpucompute/common/time.h"
 #include "gpucompute/npy.h"
 
 namespace gpucompute::cli {
@@ -46,7 +48,7 @@ int RunUpload(const ParsedArgs& args, const Client& client) {
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Tensor> tensor =
       client.Upload(*m, UploadOptions{.ttl_seconds = *ttl, .chunk_bytes = *chunk});
-  const double us = MicrosSince(start);
+  const double us = common::MicrosSince(start);
   if (!tensor.ok()) return CallFailed(tensor.status());
   PrintTensorInfo(tensor->info());
   std::printf("upload    %.0f us (%.1f MB/s)\n", us, m->byte_size() / std::max(us, 1.0));
@@ -67,7 +69,7 @@ int RunDownload(const ParsedArgs& args, const Client& client) {
   v1::TensorInfo info;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Matrix> m = client.Download(id, *chunk, args.GetBool("release"), &info);
-  const double us = MicrosSince(start);
+  const double us = common::MicrosSince(start);
   if (!m.ok()) return CallFailed(m.status());
   PrintTensorInfo(info);
   std::printf("download  %.0f us (%.1f MB/s)%s\n", us, m->byte_size() / std::max(us, 1.0),

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpucompute/client.h"
+#include "gpucompute/common/stats.h"
 #include "gpucompute/kernels/problem.h"
 
 namespace gpucompute::loadtest {
@@ -82,10 +83,7 @@ double WindowStats::Throughput() const {
 }
 
 int64_t WindowStats::Percentile(double p) const {
-  if (latencies_ns.empty()) return 0;
-  // Nearest rank: the smallest sample with at least p% of samples at or below it.
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * latencies_ns.size()));
-  return latencies_ns[std::clamp<size_t>(rank, 1, latencies_ns.size()) - 1];
+  return common::PercentileOfSorted(latencies_ns, p);
 }
 
 Recorder::Recorder() : since_(Clock::now()) {}

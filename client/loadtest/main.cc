@@ -11,21 +11,18 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/client.h"
+#include "gpucompute/common/flags_usage.h"
 #include "gpucompute/host_memory.h"
 #include "loadtest/echo_baselines.h"
 #include "loadtest/flags.h"
@@ -261,44 +258,19 @@ int Run() {
   return 0;
 }
 
-// --help prints this tool's flags and exits 0 (abseil's own --help matches
-// only files named after the program, printing "No flags matched.", and
-// exits 1); --version prints the tool's version, not the build mode.
-void HandleHelpAndVersion(int argc, char** argv) {
-  absl::FlagsUsageConfig config;
-  config.version_string = [] {
-    return std::string("gpucompute-loadtest " GPUCOMPUTE_VERSION "\n");
-  };
-  absl::SetFlagsUsageConfig(config);
-  const std::set<std::string> help = {"--help", "-help", "-h", "--helpfull", "--helpshort"};
-  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
-    if (help.count(argv[i]) == 0) continue;
-    std::printf("gpucompute-loadtest: %s\n\nFlags:\n",
-                std::string(absl::ProgramUsageMessage()).c_str());
-    std::map<std::string, const absl::CommandLineFlag*> own;
-    for (const auto& [name, flag] : absl::GetAllFlags()) {
-      if (absl::StrContains(flag->Filename(), "loadtest")) own.emplace(std::string(name), flag);
-    }
-    for (const auto& [name, flag] : own) {
-      std::printf("  --%s=%s\n      %s\n", name.c_str(), flag->DefaultValue().c_str(),
-                  flag->Help().c_str());
-    }
-    std::exit(0);
-  }
-}
-
 }  // namespace
 }  // namespace gpucompute::loadtest
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "runs one workload against a gpucompute server once per kernel variant.\n"
+      "gpucompute-loadtest: runs one workload against a gpucompute server once per kernel "
+      "variant.\n"
       "  gpucompute-loadtest --server=HOST:PORT --op=matmul --shape=1024x1024x1024 \\\n"
       "      --variants=auto,tiled32,cublas --concurrency=1,4,16,64 --html=report.html\n"
       "  gpucompute-loadtest --op=transpose --shape=4096x4096 --variants=all --rate=50,100 "
       "--baseline=tcp,grpc\n"
       "--shape for matmul is MxKxN: a is M x K, b is K x N, the result M x N.");
-  gpucompute::loadtest::HandleHelpAndVersion(argc, argv);
+  gpucompute::common::HandleHelpAndVersion(argc, argv, "gpucompute-loadtest", GPUCOMPUTE_VERSION);
   absl::ParseCommandLine(argc, argv);
   gpucompute::RetainLargeHostAllocations();
   // As in the server: no lock-order graph on gRPC's and our mutexes, which

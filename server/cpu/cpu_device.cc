@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/time.h"
 #include "gpucompute/kernels/check.h"
 #include "gpucompute/kernels/reference.h"
 #include "server/cpu/random_inputs.h"
@@ -17,10 +18,6 @@ namespace gpucompute::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double MicrosSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
 
 int64_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -81,7 +78,7 @@ double BestParallelRunUs(size_t bytes, int threads, const Body& body) {
   for (int run = 0; run < kCeilingRuns; ++run) {
     const auto start = Clock::now();
     RunInSlices(bytes, threads, body);
-    best_us = std::min(best_us, MicrosSince(start));
+    best_us = std::min(best_us, common::MicrosSince(start));
   }
   return best_us;
 }
@@ -148,7 +145,7 @@ double MeasureMultiplyAddGFlops() {
       });
     }
     for (auto& th : pool) th.join();
-    best_us = std::min(best_us, MicrosSince(start));
+    best_us = std::min(best_us, common::MicrosSince(start));
   }
   // Publishing the results keeps the compiler from dropping the loops.
   static volatile double published = 0;
@@ -235,7 +232,7 @@ class CpuDevice final : public Device {
     const auto start = Clock::now();
     if (auto s = job.variant->launch(job.problem, buffers, {}); !s.ok()) return s;
     StageTimes times;
-    times.compute_us = int64_t(MicrosSince(start));
+    times.compute_us = int64_t(common::MicrosSince(start));
     return times;
   }
 
@@ -305,7 +302,7 @@ class CpuDevice final : public Device {
         if (job.flush_cache) flush.Run();
         const auto start = Clock::now();
         (void)v->launch(p, buffers, {});
-        m.times_us.push_back(MicrosSince(start));
+        m.times_us.push_back(common::MicrosSince(start));
       }
       results.push_back(std::move(m));
     }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "gpucompute/common/time.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "server/cuda/ceilings.h"
 #include "server/cuda/device_memory.h"
@@ -39,10 +40,6 @@ using Mark = Slot::Mark;
 // Tensor uploads and downloads a GPU moves at once: two keep the copy engine
 // busy while one lane's host side gathers or scatters its next chunk.
 constexpr int kTransferLanes = 2;
-
-int64_t MicrosSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-}
 
 class CudaDevice final : public Device {
  public:
@@ -387,14 +384,14 @@ class CudaDevice final : public Device {
           cudaMemcpyAsync(job.out, *out, size_t(plan.out), cudaMemcpyDeviceToHost, slot.stream()),
           "pinned download cudaMemcpyAsync");
       GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(slot.stream()), "pinned download wait");
-      times.download_us = MicrosSince(download_start);
+      times.download_us = int64_t(common::MicrosSince(download_start));
     } else if (!plan.out_resident) {
       const auto download_start = Clock::now();
       if (auto s = slot.staging().Download(job.out, *out, size_t(plan.out), slot.stream(), copier_);
           !s.ok()) {
         return s;
       }
-      times.download_us = MicrosSince(download_start);
+      times.download_us = int64_t(common::MicrosSince(download_start));
     }
     auto upload_us = slot.MicrosBetween(Mark::kUploadBegin, Mark::kKernelStart);
     if (!upload_us.ok()) return upload_us.status();

@@ -4,36 +4,9 @@
 #include <atomic>
 #include <cstring>
 
+#include "absl/synchronization/mutex.h"
+
 namespace gpucompute::server::cuda {
-
-HostCopyPool::HostCopyPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
-}
-
-HostCopyPool::~HostCopyPool() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  for (auto& t : threads_) t.join();
-}
-
-void HostCopyPool::Loop() {
-  for (;;) {
-    std::function<void()> job;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](HostCopyPool* p)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->work_.empty(); },
-          this));
-      if (work_.empty()) return;
-      job = std::move(work_.front());
-      work_.pop_front();
-    }
-    job();
-  }
-}
 
 namespace {
 
@@ -62,7 +35,8 @@ void HostCopyPool::Gather(char* dst, const std::vector<absl::Span<const char>>& 
   // The destination is split evenly whatever the pieces' sizes, so small
   // pieces are copied in parallel too.
   constexpr size_t kMinPart = size_t{1} << 20;
-  const size_t parts = std::min<size_t>(threads_.size() + 1, std::max<size_t>(1, bytes / kMinPart));
+  const size_t parts =
+      std::min<size_t>(size_t(helpers_.threads()) + 1, std::max<size_t>(1, bytes / kMinPart));
   if (parts <= 1) {
     CopyRange(dst, src, 0, bytes);
     return;
@@ -70,17 +44,14 @@ void HostCopyPool::Gather(char* dst, const std::vector<absl::Span<const char>>& 
   const size_t part = (bytes / parts + 63) & ~size_t(63);
   absl::Mutex done_mu;
   size_t remaining = parts - 1;
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 1; i < parts; ++i) {
-      const size_t begin = std::min(bytes, i * part);
-      const size_t end = i + 1 == parts ? bytes : std::min(bytes, begin + part);
-      work_.push_back([dst, &src, begin, end, &done_mu, &remaining] {
-        CopyRange(dst, src, begin, end);
-        absl::MutexLock done(&done_mu);
-        --remaining;
-      });
-    }
+  for (size_t i = 1; i < parts; ++i) {
+    const size_t begin = std::min(bytes, i * part);
+    const size_t end = i + 1 == parts ? bytes : std::min(bytes, begin + part);
+    helpers_.Post([dst, &src, begin, end, &done_mu, &remaining] {
+      CopyRange(dst, src, begin, end);
+      absl::MutexLock done(&done_mu);
+      --remaining;
+    });
   }
   CopyRange(dst, src, 0, std::min(part, bytes));
   absl::MutexLock done(&done_mu);

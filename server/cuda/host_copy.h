@@ -4,20 +4,16 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
-#include <functional>
-#include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "gpucompute/common/work_queue.h"
 
 namespace gpucompute::server::cuda {
 
 class HostCopyPool {
  public:
-  explicit HostCopyPool(int threads);
-  ~HostCopyPool();
+  explicit HostCopyPool(int threads) : helpers_(threads) {}
 
   // Copies `bytes` using the caller plus up to `threads` helpers.
   void Copy(void* dst, const void* src, size_t bytes);
@@ -25,12 +21,7 @@ class HostCopyPool {
   void Gather(char* dst, const std::vector<absl::Span<const char>>& src);
 
  private:
-  void Loop();
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  common::WorkQueue helpers_;  // on destruction, finishes queued parts first
 };
 
 }  // namespace gpucompute::server::cuda

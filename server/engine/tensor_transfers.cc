@@ -28,39 +28,7 @@ absl::Status CheckRange(const Tensor& t, int64_t offset, int64_t bytes) {
 
 TensorTransfers::TensorTransfers(TensorStore& store,
                                  const std::vector<std::unique_ptr<Device>>& devices, int threads)
-    : store_(store), devices_(devices) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
-}
-
-TensorTransfers::~TensorTransfers() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  for (auto& t : threads_) t.join();
-}
-
-void TensorTransfers::Post(std::function<void()> work) {
-  absl::MutexLock lock(&mu_);
-  work_.push_back(std::move(work));
-}
-
-void TensorTransfers::Loop() {
-  for (;;) {
-    std::function<void()> work;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](TensorTransfers* t)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->stopping_ || !t->work_.empty(); },
-          this));
-      if (work_.empty()) return;
-      work = std::move(work_.front());
-      work_.pop_front();
-    }
-    work();
-  }
-}
+    : store_(store), devices_(devices), queue_(std::max(1, threads)) {}
 
 void TensorTransfers::Create(const TensorShape& shape, absl::Time deadline,
                              std::function<void(absl::StatusOr<std::shared_ptr<Tensor>>)> done) {

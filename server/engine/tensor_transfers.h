@@ -6,15 +6,14 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gpucompute/common/work_queue.h"
 #include "server/engine/device.h"
 #include "server/engine/shared_memory.h"
 #include "server/engine/tensor_store.h"
@@ -26,7 +25,6 @@ class TensorTransfers {
   // `store` and `devices` must outlive this.
   TensorTransfers(TensorStore& store, const std::vector<std::unique_ptr<Device>>& devices,
                   int threads);
-  ~TensorTransfers();  // runs what is queued, then joins
   TensorTransfers(const TensorTransfers&) = delete;
   TensorTransfers& operator=(const TensorTransfers&) = delete;
 
@@ -57,15 +55,13 @@ class TensorTransfers {
                     std::function<void(absl::Status)> done);
 
  private:
-  void Post(std::function<void()> work);
-  void Loop();
+  void Post(std::function<void()> work) { queue_.Post(std::move(work)); }
 
   TensorStore& store_;
   const std::vector<std::unique_ptr<Device>>& devices_;
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  // Last, so destroyed first: runs what is queued, then joins, while the
+  // store and devices are still there.
+  common::WorkQueue queue_;
 };
 
 }  // namespace gpucompute::server

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gpucompute/kernels/stats.h"
+#include "gpucompute/common/stats.h"
 #include "server/engine/variant_limits.h"
 
 namespace gpucompute::server {
@@ -168,7 +168,7 @@ void VariantSelector::Record(const kernels::Problem& p,
     const VariantMeasurement* best = nullptr;
     for (const VariantMeasurement& m : measured) {
       if (!m.ok || m.times_us.empty() || (m.variant->reduced_precision && !reduced)) continue;
-      if (best == nullptr || kernels::Median(m.times_us) < kernels::Median(best->times_us)) {
+      if (best == nullptr || common::Median(m.times_us) < common::Median(best->times_us)) {
         best = &m;
       }
     }

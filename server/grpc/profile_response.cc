@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "gpucompute/common/stats.h"
 #include "server/engine/lessons.h"
 #include "server/engine/roofline.h"
 
@@ -37,13 +38,11 @@ void FillProfileResponse(const kernels::Problem& p, const std::vector<VariantMea
     row.set_error(m.error);
     row.set_max_rel_error(m.max_rel_error);
     if (!m.times_us.empty()) {
-      std::vector<double> t = m.times_us;
-      std::sort(t.begin(), t.end());
-      const double median =
-          t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+      const double median = common::Median(m.times_us);
+      const auto [fastest, slowest] = std::minmax_element(m.times_us.begin(), m.times_us.end());
       row.set_median_us(median);
-      row.set_min_us(t.front());
-      row.set_max_us(t.back());
+      row.set_min_us(*fastest);
+      row.set_max_us(*slowest);
       row.set_gflops(kernels::UsefulFlops(p) / (median * 1e3));
       row.set_gbytes_per_s(kernels::MinimalBytes(p) / (median * 1e3));
       const RooflineVerdict verdict =

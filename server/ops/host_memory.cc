@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpucompute/common/host_memory.h"
+
 namespace gpucompute::server {
 namespace {
 
@@ -45,8 +47,8 @@ void KeepLargeAllocationsInHeap() {
   // jemalloc and tcmalloc keep freed blocks of every size for reuse and
   // have no arena lock to share: glibc's settings below are glibc's alone.
   if (ServingAllocator() != HostAllocator::kGlibc) return;
-  mallopt(M_MMAP_MAX, 0);              // large blocks come from the heap...
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // ...which is not shrunk after each free...
+  // Large blocks come from the heap, which is not shrunk after each free...
+  common::RetainLargeHostAllocations();
   // ...and is one heap. Per-thread arenas keep their freed tops, which
   // malloc_trim cannot return (measured on the CPU backend after 64 MiB
   // transposes: idle RSS 2.2x the start with glibc's arenas, 1.01x with one);

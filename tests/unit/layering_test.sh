@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The layers of the server depend one way: grpc/ -> engine/ <- cpu/, cuda/;
-# kernels/ knows no server. Fails naming each include that points back, and
+# kernels/ knows no server; common/, below them all, knows nothing of the
+# project. Fails naming each include that points back, and
 # each call outside engine/ and the backends that reaches a shared-memory
 # region's bytes (the engine's CallMemory and TensorTransfers do).
 set -uo pipefail
@@ -24,6 +25,8 @@ forbid 'grpc|grpcpp/|.*\.pb\.h|server/grpc/|server/ops/metrics' \
 forbid 'server/grpc/' "operators' code must not depend on the gRPC layer" server/ops
 forbid 'server/|grpc|grpcpp/|.*\.pb\.h' "kernels/ must not know the server or gRPC" kernels
 forbid 'server/' "clients must not include server code" client
+forbid 'server/|client/|bench/|gpucompute/kernels/|gpucompute/client|grpc|grpcpp/|.*\.pb\.h' \
+  "common/ is below every other part and must know none of them" common
 # Region bytes: SharedMemoryRegion's Read, Write and dma_data.
 hits=$(grep -rnE "(dma_data|region->(Read|Write))\(" server/grpc server/ops server/*.cc 2>/dev/null)
 if [ -n "$hits" ]; then
