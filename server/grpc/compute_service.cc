@@ -80,12 +80,13 @@ struct ComputeService::ComputeState {
 namespace {
 
 // The request message of a compute call, for errors that name it.
-const char* RequestName(RpcOp rpc) {
-  switch (rpc) {
-    case RpcOp::kMatMul: return "MatMulRequest";
-    case RpcOp::kTranspose: return "TransposeRequest";
-    default: return "ReduceRequest";
+const char* RequestName(kernels::Op op) {
+  switch (op) {
+    case kernels::Op::kMatMul: return "MatMulRequest";
+    case kernels::Op::kTranspose: return "TransposeRequest";
+    case kernels::Op::kReduce: return "ReduceRequest";
   }
+  return "request";
 }
 
 v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
@@ -133,7 +134,7 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
   if (!request->Valid() || !request->Dump(&state->slices).ok()) {
     reactor->Complete(absl::InvalidArgumentError(
         absl::StrCat("request: no request message was received (expected a gpucompute.v1.",
-                     RequestName(rpc), ")")));
+                     RequestName(op), ")")));
     return reactor;
   }
   auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);

@@ -23,13 +23,9 @@ constexpr std::array<const char*, 5> kStageNames = {"queue", "upload", "compute"
 // staging through the request (queue and total), GetServerInfo never queues.
 bool HasStage(RpcOp op, int stage) {
   const std::string name = kStageNames[stage];
-  switch (op) {
-    case RpcOp::kProfile: return name == "queue" || name == "total";
-    case RpcOp::kMatMul:
-    case RpcOp::kTranspose:
-    case RpcOp::kReduce: return true;
-    default: return name == "total";  // GetServerInfo and the tensor calls never queue
-  }
+  if (IsComputeRpc(op)) return true;
+  if (op == RpcOp::kProfile) return name == "queue" || name == "total";
+  return name == "total";  // GetServerInfo and the tensor calls never queue
 }
 
 // 10 us (a small transpose's queue wait) to 2 min (a large Profile).
@@ -89,6 +85,23 @@ class Combined final : public prometheus::Collectable {
 
 std::string DeviceLabel(const std::string& device_name) {
   return device_name.substr(0, device_name.find(' '));
+}
+
+bool IsComputeRpc(RpcOp op) {
+  switch (op) {
+    case RpcOp::kMatMul:
+    case RpcOp::kTranspose:
+    case RpcOp::kReduce: return true;
+    case RpcOp::kProfile:
+    case RpcOp::kServerInfo:
+    case RpcOp::kUpload:
+    case RpcOp::kDownload:
+    case RpcOp::kReleaseTensors:
+    case RpcOp::kListTensors:
+    case RpcOp::kSharedMemory:
+    case RpcOp::kCount: return false;
+  }
+  return false;
 }
 
 const char* RpcOpName(RpcOp op) {
@@ -304,9 +317,10 @@ Metrics::Metrics()
                              "Successful compute requests by the size of the batch they ran in "
                              "(1: alone); see --max_batch_size and --batch_delay_us.")
                          .Register(*registry_);
-  for (RpcOp op : {RpcOp::kMatMul, RpcOp::kTranspose, RpcOp::kReduce}) {
-    batch_size_[static_cast<int>(op)] =
-        &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
+  for (int i = 0; i < kRpcOpCount; ++i) {
+    const RpcOp op = static_cast<RpcOp>(i);
+    if (!IsComputeRpc(op)) continue;
+    batch_size_[i] = &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
   }
   auto& bytes = prometheus::BuildHistogram()
                     .Name("gpucompute_request_bytes")
@@ -314,8 +328,9 @@ Metrics::Metrics()
                         "Successful compute requests by the bytes of the matrices they read and "
                         "wrote (operands and result, wherever they lay).")
                     .Register(*registry_);
-  for (RpcOp op : {RpcOp::kMatMul, RpcOp::kTranspose, RpcOp::kReduce}) {
-    bytes_[static_cast<int>(op)] = &bytes.Add({{"op", RpcOpName(op)}}, ByteBuckets());
+  for (int i = 0; i < kRpcOpCount; ++i) {
+    const RpcOp op = static_cast<RpcOp>(i);
+    if (IsComputeRpc(op)) bytes_[i] = &bytes.Add({{"op", RpcOpName(op)}}, ByteBuckets());
   }
   collectable_ = std::make_shared<Combined>(
       registry_,

@@ -46,6 +46,9 @@ enum class RpcOp {
 };
 constexpr int kRpcOpCount = int(RpcOp::kCount);
 const char* RpcOpName(RpcOp op);
+// Whether `op` is a compute op (MatMul, Transpose, Reduce): the calls with
+// upload, compute and download stages, batch sizes and bytes.
+bool IsComputeRpc(RpcOp op);
 
 // Where a successful request spent its time, in microseconds. Stages a
 // request does not have (GetServerInfo never queues) stay negative and are
