@@ -98,4 +98,15 @@ LaunchResult ForHalfElementType(const LaunchArgs& args, const Launch& launch) {
   return cudaErrorNotSupported;
 }
 
+// Every (input, output) element type pair the two dispatchers above reach:
+// X(T, Out). A launcher template instantiated with this list has a body for
+// each pair a ladder row can ask for.
+#define GPUCOMPUTE_ELEMENT_TYPE_PAIRS(X) \
+  X(float, float)                        \
+  X(double, double)                      \
+  X(__half, __half)                      \
+  X(__half, float)                       \
+  X(__nv_bfloat16, __nv_bfloat16)        \
+  X(__nv_bfloat16, float)
+
 }  // namespace gpucompute::kernels::cuda

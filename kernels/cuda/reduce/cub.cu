@@ -215,12 +215,7 @@ cudaError_t LaunchCubReduce(const T* in, Out* out, const Problem& p, void* works
 #define GPUCOMPUTE_INSTANTIATE(T, Out)                                                        \
   template cudaError_t LaunchCubReduce<T, Out>(const T*, Out*, const Problem&, void*, size_t, \
                                                cudaStream_t);
-GPUCOMPUTE_INSTANTIATE(float, float)
-GPUCOMPUTE_INSTANTIATE(double, double)
-GPUCOMPUTE_INSTANTIATE(__half, __half)
-GPUCOMPUTE_INSTANTIATE(__half, float)
-GPUCOMPUTE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
-GPUCOMPUTE_INSTANTIATE(__nv_bfloat16, float)
+GPUCOMPUTE_ELEMENT_TYPE_PAIRS(GPUCOMPUTE_INSTANTIATE)
 #undef GPUCOMPUTE_INSTANTIATE
 
 LaunchResult CubReduce(const LaunchArgs& args) {
