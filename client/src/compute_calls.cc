@@ -105,7 +105,7 @@ absl::StatusOr<OpResult> Client::ComputeCall(const char* method, grpc::ByteBuffe
     replicas_->Learn(internal::InstanceOf(info.id()), replica);
     OpResult result;
     result.report = std::move(parsed->report);
-    result.tensor = Tensor(target.core, std::move(info));
+    result.tensor = Tensor(target.core, std::move(info), *dtype);
     return result;
   }
   // Appended piece by piece: a std::string(n, '\0') would first write every

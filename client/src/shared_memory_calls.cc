@@ -26,7 +26,7 @@ absl::StatusOr<Tensor> Client::Upload(const SharedMemoryView& view,
   writer->WritesDone();
   if (absl::Status st = Finish("Upload", writer->Finish()); !st.ok()) return st;
   replicas_->Learn(info.server(), 0);
-  return Tensor(core_, std::move(info));
+  return Tensor(core_, std::move(info), view.dtype);
 }
 
 absl::Status Client::Download(const std::string& id, const SharedMemoryView& into,

@@ -17,7 +17,7 @@
 namespace gpucompute {
 
 Tensor::Tensor(Tensor&& other) noexcept
-    : core_(std::move(other.core_)), info_(std::move(other.info_)) {
+    : core_(std::move(other.core_)), info_(std::move(other.info_)), dtype_(other.dtype_) {
   other.info_.Clear();
 }
 
@@ -26,6 +26,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     (void)Release();
     core_ = std::move(other.core_);
     info_ = std::move(other.info_);
+    dtype_ = other.dtype_;
     other.info_.Clear();
   }
   return *this;
@@ -36,11 +37,6 @@ Tensor::~Tensor() { (void)Release(); }
 // Tensors come from an Upload (the dtype the client sent) or an op's kept
 // result (whose dtype ComputeCall checked): a number outside the table
 // cannot be here.
-DType Tensor::dtype() const {
-  const absl::StatusOr<DType> dtype = DTypeFromProto(info_.dtype(), "dtype");
-  return dtype.ok() ? *dtype : DType::kFloat32;
-}
-
 absl::StatusOr<Matrix> Tensor::Download(int64_t chunk_bytes) const {
   if (!*this || core_ == nullptr) return absl::FailedPreconditionError("Download: empty Tensor");
   return core_->Download(id(), chunk_bytes, /*release=*/false, nullptr);
@@ -145,7 +141,7 @@ absl::StatusOr<Tensor> Client::Upload(MatrixView matrix, const UploadOptions& op
   }
   replicas_->Learn(info.server().empty() ? internal::InstanceOf(info.id()) : info.server(),
                    replica);
-  return Tensor(core, std::move(info));
+  return Tensor(core, std::move(info), matrix.dtype);
 }
 
 absl::StatusOr<Matrix> Client::Download(const std::string& id, int64_t chunk_bytes, bool release,

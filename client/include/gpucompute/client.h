@@ -156,7 +156,7 @@ class Tensor {
   // As the server described it (Upload's answer); a kept result knows its
   // id, dtype, rows, cols and bytes only (ListTensors has the rest).
   const v1::TensorInfo& info() const { return info_; }
-  DType dtype() const;
+  DType dtype() const { return dtype_; }
   int64_t rows() const { return info_.rows(); }
   int64_t cols() const { return info_.cols(); }
 
@@ -172,10 +172,13 @@ class Tensor {
 
  private:
   friend class Client;
-  Tensor(std::shared_ptr<const internal::ClientCore> core, v1::TensorInfo info)
-      : core_(std::move(core)), info_(std::move(info)) {}
+  // `dtype` is info.dtype() as this client knows it: the dtype it sent, or
+  // one the answer's parser has checked.
+  Tensor(std::shared_ptr<const internal::ClientCore> core, v1::TensorInfo info, DType dtype)
+      : core_(std::move(core)), info_(std::move(info)), dtype_(dtype) {}
   std::shared_ptr<const internal::ClientCore> core_;
   v1::TensorInfo info_;
+  DType dtype_ = DType::kFloat32;
 };
 
 // An operand of MatMul, Transpose or Reduce: a host matrix sent inline, or a
