@@ -18,11 +18,12 @@ ABSL_FLAG(int32_t, batch_graphs_per_stream, 64,
           "CUDA backend: CUDA graphs of small batches' kernels each stream keeps (one per "
           "variant, shape and batch size seen, least recently used dropped first), so a batch "
           "costs one graph launch; 0: launch each member's kernels one by one (0 to 4096)");
-ABSL_FLAG(int64_t, tensor_block_cache_bytes, int64_t{64} << 20,
-          "CUDA backend: device memory of freed small tensors each GPU keeps for the next tensor "
-          "of the same size, so that an op keeping its output allocates and frees without a CUDA "
-          "call; blocks of at most 1/64 of it are kept, and it stays under 1/64 of the pool cap. "
-          "0: every tensor is allocated from the pool and freed to it");
+ABSL_FLAG(int64_t, tensor_block_cache_bytes, int64_t{256} << 20,
+          "CUDA backend: device memory of freed tensors each GPU keeps for the next tensor of the "
+          "same size, so that an op keeping its output allocates and frees without a CUDA call; "
+          "blocks over 1/64 of it fill at most half of it (so the default keeps a 4096x4096 "
+          "float32 result), and it stays under 1/64 of the pool cap. 0: every tensor is "
+          "allocated from the pool and freed to it");
 ABSL_FLAG(int64_t, zero_copy_bytes, int64_t{64} << 10,
           "CUDA backend: a small request whose inputs and result together are at most this many "
           "bytes runs without copies when its variant uses plain loads and stores (the "

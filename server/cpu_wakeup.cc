@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<CpuWakeupLatency>> CpuWakeupLatency::Hold(int32_t
   if (write(fd, &microseconds, sizeof(microseconds)) != ssize_t(sizeof(microseconds))) {
     const int error = errno;
     close(fd);
-    return absl::FailedPreconditionError(absl::StrCat("--cpu_wakeup_latency_us: cannot write ",
-                                                      path, ": ", std::strerror(error)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--cpu_wakeup_latency_us: cannot write ", path, ": ", std::strerror(error)));
   }
   return std::unique_ptr<CpuWakeupLatency>(new CpuWakeupLatency(fd));
 }

@@ -20,7 +20,7 @@ struct CudaDeviceOptions {
   int batch_graphs_per_stream = 64;
   // Device memory of freed small tensors each GPU keeps for the next ones
   // (tensor_blocks.h); at most 1/64 of the pool cap, 0 keeps none.
-  int64_t tensor_block_cache_bytes = int64_t{64} << 20;
+  int64_t tensor_block_cache_bytes = int64_t{256} << 20;
   // A small request's host bytes (inputs and result) up to which a variant
   // of plain loads and stores (Variant::zero_copy) reads and writes them in
   // pinned host memory instead of copying them; 0: always copy.

@@ -23,14 +23,18 @@ std::optional<TensorBlocks::Block> TensorBlocks::Take(int64_t aligned_bytes) {
   Block block = std::move(it->second.back());
   it->second.pop_back();
   kept_bytes_ -= aligned_bytes;
+  if (aligned_bytes > max_small_block_bytes()) kept_large_bytes_ -= aligned_bytes;
   return block;
 }
 
 std::optional<TensorBlocks::Block> TensorBlocks::Keep(Block block, int64_t aligned_bytes) {
   if (aligned_bytes > max_block_bytes() || block.allocated < size_t(aligned_bytes)) return block;
+  const bool large = aligned_bytes > max_small_block_bytes();
   absl::MutexLock lock(&mu_);
   if (kept_bytes_ + aligned_bytes > capacity_bytes_) return block;
+  if (large && kept_large_bytes_ + aligned_bytes > max_block_bytes()) return block;
   kept_bytes_ += aligned_bytes;
+  if (large) kept_large_bytes_ += aligned_bytes;
   kept_[aligned_bytes].push_back(std::move(block));
   return std::nullopt;
 }

@@ -309,11 +309,31 @@ TEST(TensorBlocks, AFreedBlockGoesToTheNextTensorOfItsSizeWithItsBytesStillReser
 TEST(TensorBlocks, BlocksOverTheBlockLimitOrTheCapacityAreHandedBack) {
   HostUpstream host;
   MemoryBudget budget(host, 1 << 20);
-  TensorBlocks blocks(64 * 256, kNoStream);  // 16 KiB in blocks of up to 256 bytes
-  EXPECT_EQ(blocks.max_block_bytes(), 256);
-  auto big = blocks.Keep(NewBlock(budget, 512), 512);
-  ASSERT_TRUE(big.has_value()) << "512 bytes is over the block limit";
+  TensorBlocks blocks(64 * 256, kNoStream);  // 16 KiB: small blocks of up to 256 bytes
+  EXPECT_EQ(blocks.max_small_block_bytes(), 256);
+  EXPECT_EQ(blocks.max_block_bytes(), 8192);
+  auto big = blocks.Keep(NewBlock(budget, 8448), 8448);
+  ASSERT_TRUE(big.has_value()) << "8448 bytes is over half the capacity";
   big->reservation.Deallocate(big->data, big->allocated, kNoStream);
+  // Large blocks fill half the capacity at most.
+  EXPECT_FALSE(blocks.Keep(NewBlock(budget, 4096), 4096).has_value());
+  EXPECT_FALSE(blocks.Keep(NewBlock(budget, 4096), 4096).has_value());
+  auto third = blocks.Keep(NewBlock(budget, 512), 512);
+  ASSERT_TRUE(third.has_value()) << "the large half is full";
+  third->reservation.Deallocate(third->data, third->allocated, kNoStream);
+  EXPECT_EQ(blocks.kept_bytes(), 8192);
+  auto large = blocks.Take(4096);
+  ASSERT_TRUE(large.has_value());
+  EXPECT_FALSE(blocks.Keep(NewBlock(budget, 512), 512).has_value()) << "room again";
+  large->reservation.Deallocate(large->data, large->allocated, kNoStream);
+  auto kept512 = blocks.Take(512);
+  ASSERT_TRUE(kept512.has_value());
+  kept512->reservation.Deallocate(kept512->data, kept512->allocated, kNoStream);
+  auto kept4096 = blocks.Take(4096);
+  ASSERT_TRUE(kept4096.has_value());
+  kept4096->reservation.Deallocate(kept4096->data, kept4096->allocated, kNoStream);
+  EXPECT_EQ(blocks.kept_bytes(), 0);
+  // Small blocks may fill all of it.
   for (int i = 0; i < 64; ++i) EXPECT_FALSE(blocks.Keep(NewBlock(budget, 256), 256).has_value());
   EXPECT_EQ(blocks.kept_bytes(), 64 * 256);
   auto over = blocks.Keep(NewBlock(budget, 256), 256);
