@@ -37,6 +37,7 @@
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/npy.h"
 #include "gpucompute/shared_memory.h"
+#include "support/client_suite.h"
 #include "support/run_command.h"
 #include "support/server_process.h"
 
@@ -137,24 +138,13 @@ bool Listed(const v1::ListSharedMemoryResponse& list, const std::string& name) {
   return false;
 }
 
-class ClientSharedMemoryTest : public ::testing::Test {
+class ClientSharedMemoryTest : public testing::ClientSuite<ClientSharedMemoryTest> {
+ public:
+  static std::vector<std::string> ServerFlags() {
+    return {"--backend=cpu", "--allow_shared_memory", "--metrics_listen="};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = new testing::ServerProcess(
-        GPUCOMPUTE_SERVER_PATH, {"--backend=cpu", "--allow_shared_memory", "--metrics_listen="});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_TRUE(server_->started()) << "server did not start";
-    ClientOptions options;
-    options.target = server_->target();
-    absl::StatusOr<Client> client = Client::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_.emplace(std::move(*client));
-  }
   void TearDown() override {
     if (!client_) return;
     absl::StatusOr<v1::ListSharedMemoryResponse> list = client_->ListSharedMemory();
@@ -169,11 +159,7 @@ class ClientSharedMemoryTest : public ::testing::Test {
   absl::StatusOr<SharedMemoryRegion> Create(int64_t bytes, std::string name = "") {
     return SharedMemoryRegion::Create(*client_, bytes, std::move(name));
   }
-
-  static testing::ServerProcess* server_;
-  std::optional<Client> client_;
 };
-testing::ServerProcess* ClientSharedMemoryTest::server_ = nullptr;
 
 TEST_F(ClientSharedMemoryTest, CreateRegistersAMappedObjectOnlyItsUserCanOpen) {
   absl::StatusOr<SharedMemoryRegion> region = Create(4096, "mine");

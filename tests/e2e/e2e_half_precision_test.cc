@@ -17,6 +17,7 @@
 #include "gpucompute/kernels/check.h"
 #include "gpucompute/kernels/reference.h"
 #include "gpucompute/shared_memory.h"
+#include "support/client_suite.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -25,24 +26,16 @@ namespace {
 
 constexpr DType kHalfTypes[] = {DType::kFloat16, DType::kBFloat16};
 
-class HalfPrecisionTest : public ::testing::Test {
+class HalfPrecisionTest : public testing::ClientSuite<HalfPrecisionTest> {
+ public:
+  static std::vector<std::string> ServerFlags() {
+    return {testing::BackendFlag(), "--allow_shared_memory", "--metrics_listen="};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = new testing::ServerProcess(
-        GPUCOMPUTE_SERVER_PATH,
-        {testing::BackendFlag(), "--allow_shared_memory", "--metrics_listen="});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_TRUE(server_->started()) << "server did not start";
-    ClientOptions options;
-    options.target = server_->target();
-    absl::StatusOr<Client> client = Client::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_.emplace(std::move(*client));
+    ClientSuite::SetUp();
+    if (HasFatalFailure()) return;
     absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
     ASSERT_TRUE(info.ok()) << info.status();
     info_ = std::move(*info);
@@ -60,11 +53,8 @@ class HalfPrecisionTest : public ::testing::Test {
     return out;
   }
 
-  static testing::ServerProcess* server_;
-  std::optional<Client> client_;
   v1::ServerInfo info_;
 };
-testing::ServerProcess* HalfPrecisionTest::server_ = nullptr;
 
 kernels::Problem ProblemOf(v1::Op op, const Matrix& a, const Matrix* b, bool f32,
                            kernels::ReduceOp rop = kernels::ReduceOp::kSum,
