@@ -23,7 +23,6 @@
 #include "gpucompute/common/flags_usage.h"
 #include "server/backend_flags.h"
 #include "server/ceilings_file.h"
-#include "server/cpu_wakeup.h"
 #include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/tensor_store.h"
@@ -142,18 +141,6 @@ int Run() {
   if (absl::Status s = PrepareListeners(options.serving); !s.ok()) {
     LogError(std::string(s.message()));
     return 1;
-  }
-
-  std::unique_ptr<CpuWakeupLatency> wakeup_bound;  // held until the server exits
-  if (options.cpu_wakeup_latency_us >= 0) {
-    auto held = CpuWakeupLatency::Hold(options.cpu_wakeup_latency_us);
-    if (!held.ok()) {
-      LogError(std::string(held.status().message()));
-      return 1;
-    }
-    wakeup_bound = std::move(*held);
-    LogInfo(absl::StrCat("cores kept within ", options.cpu_wakeup_latency_us,
-                         " us of waking (--cpu_wakeup_latency_us)"));
   }
 
   Metrics metrics;

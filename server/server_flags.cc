@@ -41,12 +41,6 @@ ABSL_FLAG(int32_t, answer_threads, 4,
           "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "
           "nothing waiting answers its own (no hand-off at low load). 0: workers always answer "
           "their own (0 to 64)");
-ABSL_FLAG(int32_t, cpu_wakeup_latency_us, -1,
-          "while the server runs, keep the host's cores out of idle states that take longer "
-          "than this many microseconds to wake from (Linux PM QoS, /dev/cpu_dma_latency): a "
-          "lone request then does not pay a deeply sleeping core's wake-up on each side of the "
-          "socket. Host-wide, and it costs power; needs write access to /dev/cpu_dma_latency "
-          "(root, or a container given the device). -1 (default): leave the host as it is");
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
@@ -116,8 +110,6 @@ constexpr int32_t kMaxBatchDelayUs = 1000000;
 // A worker polls at most this long (10 ms) after a request: beyond it, sleeping costs less.
 constexpr int32_t kMaxWorkerSpinUs = 10000;
 constexpr int32_t kMaxAnswerThreads = 64;
-// A bound above 10 ms would keep no core out of any idle state.
-constexpr int32_t kMaxCpuWakeupLatencyUs = 10000;
 
 // --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
 absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
@@ -215,12 +207,6 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
     return s;
   }
   scheduling.autotune_cache = absl::GetFlag(FLAGS_autotune_cache);
-  options.cpu_wakeup_latency_us = absl::GetFlag(FLAGS_cpu_wakeup_latency_us);
-  if (absl::Status s = CheckRange("cpu_wakeup_latency_us", options.cpu_wakeup_latency_us, -1,
-                                  kMaxCpuWakeupLatencyUs);
-      !s.ok()) {
-    return s;
-  }
 
   // Read before any device opens: a bad file stops start-up at once.
   options.ceilings_path = absl::GetFlag(FLAGS_ceilings);

@@ -61,8 +61,7 @@ struct ServerOptions {
   // --ceilings: read before any device opens; applied once they have.
   std::string ceilings_path;
   std::optional<tools::v1::CeilingsFile> ceilings;
-  int32_t idle_trim_seconds = 0;       // 0: never
-  int32_t cpu_wakeup_latency_us = -1;  // -1: the host's idle states as they are
+  int32_t idle_trim_seconds = 0;  // 0: never
   absl::Duration shutdown_grace;
 };
 

@@ -65,34 +65,6 @@ TEST(ServerCommandLine, BadLogLevelStopsStartUp) {
   EXPECT_NE(bad.output.find("--log_level"), std::string::npos) << bad.output;
 }
 
-TEST(ServerCommandLine, CpuWakeupLatencyOutOfRangeStopsStartUp) {
-  for (const char* value : {"-2", "10001"}) {
-    const CommandResult bad = RunCommand(
-        absl::StrCat(GPUCOMPUTE_SERVER_PATH,
-                     " --backend=cpu --metrics_listen= --cpu_wakeup_latency_us=", value));
-    EXPECT_EQ(bad.exit_code, 1) << value;
-    EXPECT_NE(
-        bad.output.find(absl::StrCat("--cpu_wakeup_latency_us: must be -1 to 10000, got ", value)),
-        std::string::npos)
-        << bad.output;
-  }
-}
-
-// Where the bound can be asked for, the server holds it; where it cannot
-// (no root, no such device), start-up stops and says why.
-TEST(ServerCommandLine, CpuWakeupLatencyIsHeldOrRefusedByName) {
-  const CommandResult r =
-      RunCommand(absl::StrCat("timeout 3 ", GPUCOMPUTE_SERVER_PATH,
-                              " --backend=cpu --listen=127.0.0.1:0 --metrics_listen= "
-                              "--cpu_wakeup_latency_us=0"));
-  const bool held = r.output.find("cores kept within 0 us of waking") != std::string::npos;
-  const bool refused = r.output.find("--cpu_wakeup_latency_us: cannot open /dev/cpu_dma_latency") !=
-                       std::string::npos;
-  EXPECT_TRUE(held != refused) << r.output;
-  // Refused: start-up stops. Held: it served until the timeout.
-  EXPECT_EQ(r.exit_code, refused ? 1 : 124) << r.output;
-}
-
 TEST(ServerPort, ASecondServerOnTheSamePortFailsToStart) {
   testing::ServerProcess first(GPUCOMPUTE_SERVER_PATH,
                                {testing::BackendFlag(), "--metrics_listen="});
