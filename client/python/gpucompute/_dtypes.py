@@ -2,7 +2,7 @@
 float64, float16 and bfloat16 (NumPy has no bfloat16: it comes from the
 optional ml_dtypes package, imported only when a bfloat16 matrix is used).
 The same table as the server's kernels/include/gpucompute/kernels/dtype.h;
-tests/unit/dtype_table_test.py checks that they agree."""
+client/python/tests/test_half_precision.py checks that they agree."""
 
 from __future__ import annotations
 
