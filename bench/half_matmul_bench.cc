@@ -5,7 +5,11 @@
 //   - the `cublas` variant at 4096^3 and 8192^3 (target 0.97 of the direct call),
 //   - `wmma` (tensor cores through WMMA) at 4096^3 (target 0.25 of cuBLAS BF16),
 //     its output checked against cuBLAS's, and its configuration ablation,
-//   - `tiled32` FP16 at 4096^3, the SIMT kernel for contrast.
+//   - `tiled32` FP16 at 4096^3, the SIMT kernel for contrast,
+//   - the mma.sync rungs (`mma_padded`, `mma_swizzled`: one kernel, padded
+//     or XOR-swizzled shared tiles) at 4096^3 and 8192^3, their outputs
+//     checked against cuBLAS's, and the swizzled one timed alternately with
+//     the padded one (the Profile lesson's ratio).
 // Medians of CUDA-event timings after two warm-ups.
 //   gpucompute-half-matmul-bench [--quick]
 #include <cublas_v2.h>
@@ -19,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuda/matmul/matmul_kernels.h"
@@ -131,6 +136,16 @@ const gk::Variant& TensorCores() {
   }
   return Required(found, "teaches tensor cores");
 }
+// The mma.sync rungs by their lessons' ideas.
+const gk::Variant& WithIdea(std::string_view idea) {
+  const gk::Variant* found = nullptr;
+  for (const gk::Variant* v : gk::DefaultRegistry().List(gk::Op::kMatMul, gk::Backend::kCuda)) {
+    if (v->HasLesson() && v->lesson.idea == idea) found = v;
+  }
+  return Required(found, ("teaches " + std::string(idea)).c_str());
+}
+const gk::Variant& MmaPadded() { return WithIdea("mma.sync + ldmatrix"); }
+const gk::Variant& MmaSwizzled() { return WithIdea("XOR swizzle"); }
 const gk::Variant& Simt() {
   return Required(
       gk::DefaultRegistry().Find(gk::Op::kMatMul, gk::Backend::kCuda, TensorCores().lesson.before),
@@ -279,6 +294,26 @@ int main(int argc, char** argv) {
     g_rows.push_back({TensorCores().name + " -> float32", name, Shape(size),
                       "cublasGemmEx (16-bit out)", Tflops(size, wmma32_ms),
                       Tflops(size, direct32_ms), 0, ""});
+
+    // The mma.sync rungs against cuBLAS of the same dtype and size.
+    for (int64_t mma_size : {int64_t(4096), int64_t(8192)}) {
+      for (const gk::Variant* v : {&MmaPadded(), &MmaSwizzled()}) {
+        Poison(c);
+        const auto [ref_ms, ms] = TimePair([&] { DirectGemm(dtype, mma_size, a, b, c_ref); },
+                                           VariantLaunch(*v, Square(dtype, mma_size), a, b, c));
+        const double mma_diff = MaxRelativeDifference(dtype, c, c_ref, mma_size * mma_size);
+        g_rows.push_back({v->name, name, Shape(mma_size), "cublasGemmEx", Tflops(mma_size, ms),
+                          Tflops(mma_size, ref_ms), 0,
+                          "max diff vs cuBLAS " + Sci(mma_diff) +
+                              (mma_diff <= 2 * bound ? " (ok)" : " (TOO LARGE)")});
+      }
+    }
+    // The lesson's pair, timed alternately with each other: the swizzled
+    // layout against the padded one at the same tile shape.
+    const auto [padded_ms, swizzled_ms] =
+        TimePair(VariantLaunch(MmaPadded(), p, a, b, c), VariantLaunch(MmaSwizzled(), p, a, b, c));
+    g_rows.push_back({MmaSwizzled().name, name, Shape(size), MmaPadded().name,
+                      Tflops(size, swizzled_ms), Tflops(size, padded_ms), 0, ""});
   }
 
   // BF16 is uploaded: the wmma configurations (k-tile, stages, blocks/SM,

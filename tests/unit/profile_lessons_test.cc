@@ -105,7 +105,7 @@ TEST(LessonsTest, TheRegistryCarriesTheLessons) {
     EXPECT_FALSE(v->lesson.text.empty()) << v->name;
     EXPECT_EQ(v->lesson.text.find('\n'), std::string_view::npos) << v->name;
   }
-  EXPECT_EQ(lessons, 8);
+  EXPECT_EQ(lessons, 10);
 }
 
 // A ladder whose lesson names no other row of it is refused at registration.

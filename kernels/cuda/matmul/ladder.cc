@@ -64,6 +64,29 @@ constexpr CudaLadderRow kMatMulLadder[] = {
                 .counter = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                 .counter_rises = true},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WmmaMatMul)},
+    {.name = "mma_padded",
+     .description = "tensor cores through PTX mma.sync m16n8k16 fed by ldmatrix.x4: 128x256 block "
+                    "tile, 64x64 warp tiles, FP32 accumulators, 4-stage cp.async pipeline, padded "
+                    "shared memory",
+     .dtypes = kHalfPrecision,
+     .lesson = {.before = "wmma",
+                .idea = "mma.sync + ldmatrix",
+                .text = "the PTX under WMMA: m16n8k16 tiles in plain registers, each ldmatrix.x4 "
+                        "loading four 8x8 fragments, and 64x64 warp tiles that feed more "
+                        "multiply-adds per shared-memory load",
+                .counter = "smsp__inst_executed_pipe_lsu.sum"},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, MmaPaddedMatMul)},
+    {.name = "mma_swizzled",
+     .description = "the mma_padded kernel with unpadded shared tiles whose 16-byte chunks are "
+                    "XOR-swizzled by row: conflict-free ldmatrix and cp.async, no padding",
+     .dtypes = kHalfPrecision,
+     .lesson = {.before = "mma_padded",
+                .idea = "XOR swizzle",
+                .text = "XOR each 16-byte chunk index with row bits instead of padding rows: the "
+                        "eight rows an ldmatrix phase reads land on distinct banks with no shared "
+                        "memory spent on padding",
+                .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, MmaSwizzledMatMul)},
     {.name = "cublas",
      .description = "cuBLAS GEMM: FP32 without TF32, FP64 DGEMM, FP16/BF16 with FP32 accumulation",
      .dtypes = kEveryDType,

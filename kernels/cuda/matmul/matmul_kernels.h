@@ -66,6 +66,18 @@ cudaError_t LaunchWmmaMatMulConfig(const __nv_bfloat16* a, const __nv_bfloat16* 
                                    int64_t m, int64_t n, int64_t k, const WmmaConfig& config,
                                    cudaStream_t stream);
 
+// Tensor cores through PTX mma.sync m16n8k16 (T: __half or __nv_bfloat16)
+// fed by ldmatrix from shared tiles in one of two layouts (same kernel, same
+// tile shape otherwise): 128x256 block tiles of 64x64 warp tiles, FP32
+// accumulators, a 4-stage cp.async pipeline; any m, n, k.
+enum class MmaLayout {
+  kPadded,    // 16 bytes of padding after each shared tile row
+  kSwizzled,  // no padding; 16-byte chunks XOR-swizzled by row
+};
+template <typename T, typename Out = T>
+cudaError_t LaunchMmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
+                            MmaLayout layout, cudaStream_t stream);
+
 // cuBLAS GEMM on the caller's handle, bound to `stream` and to the caller's
 // workspace. `tf32` allows TF32 tensor cores (float only); 16-bit inputs
 // accumulate in float (CUBLAS_COMPUTE_32F) whatever the output. Returns a
