@@ -5,11 +5,14 @@
 //   - the `cublas` variant at 4096^3 and 8192^3 (target 0.97 of the direct call),
 //   - `wmma` (tensor cores through WMMA) at 4096^3 (target 0.25 of cuBLAS BF16),
 //     its output checked against cuBLAS's, and its configuration ablation,
-//   - `tiled32` FP16 at 4096^3, the SIMT kernel for contrast,
 //   - the mma.sync rungs (`mma_padded`, `mma_swizzled`: one kernel, padded
 //     or XOR-swizzled shared tiles) at 4096^3 and 8192^3, their outputs
 //     checked against cuBLAS's, and the swizzled one timed alternately with
-//     the padded one (the Profile lesson's ratio).
+//     the padded one (the Profile lesson's ratio),
+//   - `wgmma` (Hopper warpgroup MMA fed by TMA) at 4096^3 and 8192^3, where the
+//     device lists it (compute capability 9.0; target 0.90 of cuBLAS for BF16
+//     at both sizes and FP16 at 8192^3), its output checked against cuBLAS's,
+//   - `tiled32` FP16 at 4096^3, the SIMT kernel for contrast.
 // Medians of CUDA-event timings after two warm-ups.
 //   gpucompute-half-matmul-bench [--quick]
 #include <cublas_v2.h>
@@ -146,6 +149,14 @@ const gk::Variant& WithIdea(std::string_view idea) {
 }
 const gk::Variant& MmaPadded() { return WithIdea("mma.sync + ldmatrix"); }
 const gk::Variant& MmaSwizzled() { return WithIdea("XOR swizzle"); }
+// The warpgroup-MMA variant, by its lesson; null where the device does not
+// list it (it needs compute capability 9.0).
+const gk::Variant* WarpgroupMma() {
+  for (const gk::Variant* v : gk::DefaultRegistry().List(gk::Op::kMatMul, gk::Backend::kCuda)) {
+    if (v->HasLesson() && v->lesson.idea == "warpgroup MMA + TMA") return v;
+  }
+  return nullptr;
+}
 const gk::Variant& Simt() {
   return Required(
       gk::DefaultRegistry().Find(gk::Op::kMatMul, gk::Backend::kCuda, TensorCores().lesson.before),
@@ -274,6 +285,24 @@ int main(int argc, char** argv) {
       g_rows.push_back({VendorReference().name, name, Shape(size), "cublasGemmEx",
                         Tflops(size, variant_ms), direct, 0.97,
                         diff == 0 ? "same bits" : "differs by " + Sci(diff)});
+    }
+    // wgmma against cuBLAS of the same dtype, timed alternately with it.
+    if (const gk::Variant* wgmma = WarpgroupMma(); wgmma != nullptr) {
+      for (int64_t size : {int64_t(4096), int64_t(8192)}) {
+        const gk::Problem p = Square(dtype, size);
+        Poison(c);
+        const auto [direct_ms, wgmma_ms] = TimePair([&] { DirectGemm(dtype, size, a, b, c_ref); },
+                                                    VariantLaunch(*wgmma, p, a, b, c));
+        const double diff = MaxRelativeDifference(dtype, c, c_ref, size * size);
+        const double bound = dtype == gk::DType::kFloat16 ? 1.0 / 1024 : 1.0 / 128;
+        const double target = dtype == gk::DType::kBFloat16 || size == 8192 ? 0.90 : 0;
+        g_rows.push_back(
+            {wgmma->name, name, Shape(size), "cublasGemmEx", Tflops(size, wgmma_ms),
+             Tflops(size, direct_ms), target,
+             "max diff vs cuBLAS " + Sci(diff) + (diff <= 2 * bound ? " (ok)" : " (TOO LARGE)")});
+      }
+    } else {
+      std::printf("no warpgroup-MMA variant on this device (it needs compute capability 9.0)\n");
     }
     // wmma against cuBLAS of the same dtype, timed alternately with it.
     const int64_t size = 4096;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda/ladder.h"
 #include "gpucompute/kernels/cuda_status.h"
@@ -37,10 +38,37 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
   };
 }
 
+// Whether sm_90a code runs on every visible device: at least one device,
+// each of compute capability 9.0 (sm_90a code runs on nothing else).
+bool DevicesRunSm90a() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // no driver or no device: nothing sticky to leave behind
+    return false;
+  }
+  for (int device = 0; device < count; ++device) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    if (major != 9 || minor != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::Status AddCudaLadder(Registry& registry, Op op, std::span<const CudaLadderRow> rows) {
-  return AddLadder(registry, op, Backend::kCuda, rows, CallOf);
+  // Rows built for sm_90a alone are left out where a device could not run
+  // them.
+  static const bool sm90a = DevicesRunSm90a();
+  std::vector<CudaLadderRow> listed;
+  for (const CudaLadderRow& row : rows) {
+    if (!row.requires_sm90a || sm90a) listed.push_back(row);
+  }
+  return AddLadder(registry, op, Backend::kCuda, std::span<const CudaLadderRow>(listed), CallOf);
 }
 
 }  // namespace cuda

@@ -87,6 +87,22 @@ constexpr CudaLadderRow kMatMulLadder[] = {
                         "memory spent on padding",
                 .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, MmaSwizzledMatMul)},
+    {.name = "wgmma",
+     .description =
+         "Hopper warpgroup MMA (m64n256k16 wgmma, sm_90a) fed by TMA with 128-byte swizzle: "
+         "persistent 128x256 block tiles, 4-stage shared-memory ring with mbarriers, one producer "
+         "and two consumer warpgroups (setmaxnreg), FP32 accumulators; WMMA where TMA cannot "
+         "take the problem (n or k not a multiple of 8, misaligned pointers)",
+     .dtypes = kHalfPrecision,
+     .requires_sm90a = true,
+     .lesson = {.before = "mma_swizzled",
+                .idea = "warpgroup MMA + TMA",
+                .text = "a warpgroup's asynchronous 64x256x16 MMAs read tiles that the TMA unit "
+                        "copies into shared memory, one producer warpgroup keeping a 4-stage "
+                        "ring full while two consumer warpgroups compute",
+                .counter = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                .counter_rises = true},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WgmmaMatMul)},
     {.name = "cublas",
      .description = "cuBLAS GEMM: FP32 without TF32, FP64 DGEMM, FP16/BF16 with FP32 accumulation",
      .dtypes = kEveryDType,

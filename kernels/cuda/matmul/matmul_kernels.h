@@ -51,6 +51,16 @@ template <typename T, typename Out = T>
 cudaError_t LaunchWmmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                              cudaStream_t stream);
 
+// Hopper warpgroup MMA (wgmma, sm_90a) fed by TMA (T: __half or
+// __nv_bfloat16): a persistent kernel of 128x256 block tiles, a 4-stage
+// shared-memory ring with mbarriers, one producer and two consumer
+// warpgroups, FP32 accumulators; any m, n, k. Problems TMA cannot describe
+// (n or k not a multiple of 8, misaligned pointers) and devices other than
+// compute capability 9.0 run LaunchWmmaMatMul instead.
+template <typename T, typename Out = T>
+cudaError_t LaunchWgmmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
+                              cudaStream_t stream);
+
 // The same kernel, BF16 in and out, in another configuration, for the
 // benchmark's ablation and its tests: k-tile depth, pipeline stages, blocks
 // per multiprocessor the registers must allow, warp tile width (32: 128x128

@@ -426,8 +426,7 @@ cudaError_t LaunchConfig(const T* a, const T* b, Out* c, int64_t m, int64_t n, i
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
   // Four outputs at once where every row starts on a multiple of four
   // elements of a 4-element-aligned output.
-  const bool out_by_four =
-      n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % (4 * sizeof(Out)) == 0;
+  const bool out_by_four = n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % (4 * sizeof(Out)) == 0;
   kernel<<<unsigned(blocks), kThreads, kShared, stream>>>(a, b, c, m, n, k, out_by_four);
   return cudaGetLastError();
 }
@@ -451,7 +450,7 @@ cudaError_t LaunchMmaMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n
              : Launch<T, Out, DefaultConfig, Padded>(a, b, c, m, n, k, stream);
 }
 
-#define GPUCOMPUTE_INSTANTIATE_MMA(T, Out)                                                  \
+#define GPUCOMPUTE_INSTANTIATE_MMA(T, Out)                                                 \
   template cudaError_t LaunchMmaMatMul<T, Out>(const T*, const T*, Out*, int64_t, int64_t, \
                                                int64_t, MmaLayout, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE_MMA(__half, __half)

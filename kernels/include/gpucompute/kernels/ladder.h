@@ -72,6 +72,10 @@ struct LadderRow {
   bool zero_copy = false;                        // Variant::zero_copy: plain loads and stores only
   int64_t grid_y_rows = 0;  // Variant::grid_y_rows: output rows a block on grid.y computes
   VariantRole role = VariantRole::kNone;  // Variant::role: at most one row a role
+  // Built for sm_90a alone (Hopper's wgmma, TMA, setmaxnreg): the CUDA
+  // ladders list the row only where every visible device is compute
+  // capability 9.0.
+  bool requires_sm90a = false;
   Lesson lesson = {};  // Variant::lesson: the idea it teaches against `lesson.before`
   Launch* launch = nullptr;
 };
