@@ -188,9 +188,9 @@ TEST_F(MmaMatMulTest, OddShapesAreWithinTheDTypesTolerance) {
   // The first three stage element by element (k or n not a multiple of 8);
   // the rest with cp.async: a whole block tile, partial edge tiles with a
   // k-tail, and a single row and column band.
-  for (const Shape& s : {Shape{1, 1, 1}, Shape{17, 33, 65}, Shape{257, 129, 1000},
-                         Shape{128, 256, 64}, Shape{300, 264, 1000}, Shape{1, 8, 8},
-                         Shape{129, 520, 40}}) {
+  for (const Shape& s :
+       {Shape{1, 1, 1}, Shape{17, 33, 65}, Shape{257, 129, 1000}, Shape{128, 256, 64},
+        Shape{300, 264, 1000}, Shape{1, 8, 8}, Shape{129, 520, 40}}) {
     for (DType dtype : kHalfDTypes) {
       const std::vector<char> a = RandomHalfMatrix(dtype, s.m * s.k, rng);
       const std::vector<char> b = RandomHalfMatrix(dtype, s.k * s.n, rng);
