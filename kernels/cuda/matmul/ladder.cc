@@ -78,13 +78,14 @@ constexpr CudaLadderRow kMatMulLadder[] = {
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, MmaPaddedMatMul)},
     {.name = "mma_swizzled",
      .description = "the mma_padded kernel with unpadded shared tiles whose 16-byte chunks are "
-                    "XOR-swizzled by row: conflict-free ldmatrix and cp.async, no padding",
+                    "XOR-swizzled by row: conflict-free ldmatrix, whole-line cp.async writes, no "
+                    "padding",
      .dtypes = kHalfPrecision,
      .lesson = {.before = "mma_padded",
                 .idea = "XOR swizzle",
-                .text = "XOR each 16-byte chunk index with row bits instead of padding rows: the "
-                        "eight rows an ldmatrix phase reads land on distinct banks with no shared "
-                        "memory spent on padding",
+                .text = "XOR each 16-byte chunk index with row bits instead of padding rows: "
+                        "ldmatrix stays conflict-free, and rows aligned to 128 bytes let cp.async "
+                        "fill shared memory in half the wavefronts, with no padding",
                 .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, MmaSwizzledMatMul)},
     {.name = "wgmma",
