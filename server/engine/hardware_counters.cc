@@ -37,6 +37,10 @@ constexpr CounterSpec kCounters[] = {
     {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "%",
      "tensor pipe utilization: cycles the tensor cores were busy over the cycles the SMs were",
      true},
+    {"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum", "wavefronts",
+     "shared-memory wavefronts of cp.async (global to shared) copies: one per 128-byte line a "
+     "warp's 16-byte chunks land in, so tile rows that straddle lines (padding) take more",
+     true},
 };
 
 // A reading that failed because the launch failed, not the profiler.

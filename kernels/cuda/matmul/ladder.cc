@@ -86,7 +86,7 @@ constexpr CudaLadderRow kMatMulLadder[] = {
                 .text = "XOR each 16-byte chunk index with row bits instead of padding rows: "
                         "ldmatrix stays conflict-free, and rows aligned to 128 bytes let cp.async "
                         "fill shared memory in half the wavefronts, with no padding",
-                .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
+                .counter = "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum"},
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, MmaSwizzledMatMul)},
     {.name = "wgmma",
      .description =
