@@ -94,8 +94,9 @@ TEST(HardwareCountersTest, TheTableNamesEachCounterTheIssueAsksFor) {
     EXPECT_FALSE(c->meaning.empty()) << metric;
     EXPECT_EQ(c->meaning.find('\n'), std::string_view::npos) << metric;
   }
-  // Tensor-pipe utilization only where tensor cores may run: TF32, and any
-  // MatMul of 16-bit inputs (the SIMT rung of the tensor-core lesson too).
+  // Tensor-pipe utilization and cp.async wavefronts only where tensor cores
+  // may run: TF32, and any MatMul of 16-bit inputs (the SIMT rung of the
+  // tensor-core lesson too).
   kernels::Problem f32{Op::kMatMul, kernels::DType::kFloat32, 64, 64, 64};
   kernels::Problem bf16{Op::kMatMul, kernels::DType::kBFloat16, 64, 64, 64};
   const auto plain = CountersFor(Variant(Op::kMatMul, "tiled32"), f32);
@@ -104,7 +105,8 @@ TEST(HardwareCountersTest, TheTableNamesEachCounterTheIssueAsksFor) {
   EXPECT_EQ(std::count(plain.begin(), plain.end(), kTensorPipe), 0);
   EXPECT_EQ(std::count(tensor.begin(), tensor.end(), kTensorPipe), 1);
   EXPECT_EQ(std::count(half.begin(), half.end(), kTensorPipe), 1);
-  EXPECT_EQ(tensor.size(), plain.size() + 1);
+  EXPECT_EQ(tensor.size(), plain.size() + 2);
+  EXPECT_EQ(half.size(), tensor.size());
 }
 
 TEST(HardwareCountersTest, ValuesCarryUnitsAndMeaningsAndMissingOnesAreNamed) {
