@@ -65,7 +65,7 @@ cudaError_t LaunchCublasMatMul(const T* a, const T* b, Out* c, int64_t m, int64_
   template cudaError_t LaunchCublasMatMul<T, Out>(const T*, const T*, Out*, int64_t, int64_t, \
                                                   int64_t, bool, void*, void*, size_t,        \
                                                   cudaStream_t, int*);
-GPUCOMPUTE_MATMUL_TYPES(GPUCOMPUTE_CUBLAS)
+GPUCOMPUTE_ELEMENT_TYPE_PAIRS(GPUCOMPUTE_CUBLAS)
 #undef GPUCOMPUTE_CUBLAS
 
 namespace {

@@ -12,16 +12,6 @@
 
 namespace gpucompute::kernels::cuda {
 
-// Every (input, output) pair the naive, tiled and cuBLAS launchers are
-// instantiated for: X(T, Out).
-#define GPUCOMPUTE_MATMUL_TYPES(X) \
-  X(float, float)                  \
-  X(double, double)                \
-  X(__half, __half)                \
-  X(__half, float)                 \
-  X(__nv_bfloat16, __nv_bfloat16)  \
-  X(__nv_bfloat16, float)
-
 template <typename T, typename Out = T>
 cudaError_t LaunchNaiveMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                               cudaStream_t stream);

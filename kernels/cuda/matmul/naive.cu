@@ -35,7 +35,7 @@ cudaError_t LaunchNaiveMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t
 #define GPUCOMPUTE_NAIVE(T, Out)                                                             \
   template cudaError_t LaunchNaiveMatMul<T, Out>(const T*, const T*, Out*, int64_t, int64_t, \
                                                  int64_t, cudaStream_t);
-GPUCOMPUTE_MATMUL_TYPES(GPUCOMPUTE_NAIVE)
+GPUCOMPUTE_ELEMENT_TYPE_PAIRS(GPUCOMPUTE_NAIVE)
 #undef GPUCOMPUTE_NAIVE
 
 LaunchResult NaiveMatMul(const LaunchArgs& args) {

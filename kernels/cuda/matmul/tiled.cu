@@ -59,7 +59,7 @@ cudaError_t LaunchTiledMatMul(const T* a, const T* b, Out* c, int64_t m, int64_t
 #define GPUCOMPUTE_TILED(T, Out)                                                             \
   template cudaError_t LaunchTiledMatMul<T, Out>(const T*, const T*, Out*, int64_t, int64_t, \
                                                  int64_t, int, bool, cudaStream_t);
-GPUCOMPUTE_MATMUL_TYPES(GPUCOMPUTE_TILED)
+GPUCOMPUTE_ELEMENT_TYPE_PAIRS(GPUCOMPUTE_TILED)
 #undef GPUCOMPUTE_TILED
 
 namespace {
