@@ -34,9 +34,6 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
 
 Tensor::~Tensor() { (void)Release(); }
 
-// Tensors come from an Upload (the dtype the client sent) or an op's kept
-// result (whose dtype ComputeCall checked): a number outside the table
-// cannot be here.
 absl::StatusOr<Matrix> Tensor::Download(int64_t chunk_bytes) const {
   if (!*this || core_ == nullptr) return absl::FailedPreconditionError("Download: empty Tensor");
   return core_->Download(id(), chunk_bytes, /*release=*/false, nullptr);

@@ -317,11 +317,6 @@ Metrics::Metrics()
                              "Successful compute requests by the size of the batch they ran in "
                              "(1: alone); see --max_batch_size and --batch_delay_us.")
                          .Register(*registry_);
-  for (int i = 0; i < kRpcOpCount; ++i) {
-    const RpcOp op = static_cast<RpcOp>(i);
-    if (!IsComputeRpc(op)) continue;
-    batch_size_[i] = &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
-  }
   auto& bytes = prometheus::BuildHistogram()
                     .Name("gpucompute_request_bytes")
                     .Help(
@@ -330,7 +325,9 @@ Metrics::Metrics()
                     .Register(*registry_);
   for (int i = 0; i < kRpcOpCount; ++i) {
     const RpcOp op = static_cast<RpcOp>(i);
-    if (IsComputeRpc(op)) bytes_[i] = &bytes.Add({{"op", RpcOpName(op)}}, ByteBuckets());
+    if (!IsComputeRpc(op)) continue;
+    batch_size_[i] = &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
+    bytes_[i] = &bytes.Add({{"op", RpcOpName(op)}}, ByteBuckets());
   }
   collectable_ = std::make_shared<Combined>(
       registry_,
