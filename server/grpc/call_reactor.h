@@ -1,8 +1,10 @@
 // The reactor of ComputeService's unary calls, shared by the files that
-// implement them (compute_service.cc, shared_memory_calls.cc).
+// implement them (compute_service.cc, control_calls.cc,
+// shared_memory_calls.cc).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <memory>
 #include <string>
@@ -10,13 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/message_lite.h"
 #include "server/grpc/call_record.h"
-#include "server/grpc/compute_service.h"
+#include "server/ops/metrics.h"
 
 namespace gpucompute::server {
 
 // A unary reactor that records cancellation so queued work can be abandoned,
 // and counts its call in the metrics (and the access log) when it is done.
-class ComputeService::CallReactor final : public grpc::ServerUnaryReactor {
+class CallReactor final : public grpc::ServerUnaryReactor {
  public:
   CallReactor(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op, CallCounts& counts)
       : record_(ctx, metrics, op, counts) {}

@@ -57,12 +57,12 @@ CallRecord::~CallRecord() {
   counts_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (!status.ok() && status.code() != absl::StatusCode::kCancelled &&
       status.code() != absl::StatusCode::kDeadlineExceeded) {
-    LogWarning(absl::StrCat(RpcOpName(op_), " from ", ctx_->peer(), ": ",
+    LogWarning(absl::StrCat(op_.label, " from ", ctx_->peer(), ": ",
                             absl::StatusCodeToString(status.code()), ": ", status.message()));
   }
   if (AccessLogEnabled()) {
     LogAccess(absl::StrCat(
-        ctx_->peer(), " ", RpcOpName(op_), " ", absl::StatusCodeToString(status.code()),
+        ctx_->peer(), " ", op_.label, " ", absl::StatusCodeToString(status.code()),
         " variant=", variant.empty() ? "none" : variant, " total_us=", latencies_.total_us,
         latencies_.batch_size > 1 ? absl::StrCat(" batch=", latencies_.batch_size) : ""));
   }

@@ -1,6 +1,7 @@
 #include "server/grpc/compute_service.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <random>
@@ -9,8 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/call_reactor.h"
 #include "server/grpc/compute_request.h"
+#include "server/grpc/control_calls.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/profile_response.h"
+#include "server/grpc/rpc_ops.h"
 #include "server/grpc/tensor_requests.h"
 #include "server/ops/log.h"
 #include "wire/compute_wire.h"
@@ -36,7 +39,36 @@ absl::StatusOr<const kernels::Variant*> RequestedVariant(const ComputeEngine& en
 
 ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig config,
                                Metrics& metrics, const BearerTokenAuth* auth)
-    : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {}
+    : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {
+  RegisterControlCalls();
+}
+
+void ComputeService::RegisterControlCalls() {
+  const google::protobuf::ServiceDescriptor& service = ComputeServiceDescriptor();
+  for (ControlCall& call : ControlCalls()) {
+    const google::protobuf::MethodDescriptor* method =
+        service.FindMethodByName(std::string(call.rpc));
+    if (method == nullptr) {
+      LogError(absl::StrCat("control call ", call.rpc, ": the Compute service has no such rpc"));
+      std::abort();
+    }
+    // gRPC's generated Service registered every method in descriptor order.
+    MarkMethodRawCallback(
+        method->index(),
+        new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+            [this, op = RpcOpFor(call.rpc), answer = std::move(call.answer)](
+                grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                grpc::ByteBuffer* response) -> grpc::ServerUnaryReactor* {
+              auto* reactor = new CallReactor(ctx, metrics_, op, calls_);
+              ComputeEngine* engine = Admit(ctx, reactor);
+              if (engine == nullptr) return reactor;
+              answer(ControlContext{registry_, config_, *engine,
+                                    regions_.load(std::memory_order_acquire)},
+                     *reactor, request, response);
+              return reactor;
+            }));
+  }
+}
 
 void ComputeService::Activate(ComputeEngine& engine, TensorTransfers* transfers,
                               SharedMemoryRegistry* regions) {
@@ -120,11 +152,11 @@ void LogCountersUnread(const std::vector<VariantMeasurement>& measured,
 
 }  // namespace
 
-grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc,
+grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx,
                                                      kernels::Op op,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, rpc, calls_);
+  auto* reactor = new CallReactor(ctx, metrics_, ComputeRpcOp(op), calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
 
@@ -220,25 +252,26 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* ComputeService::MatMul(grpc::CallbackServerContext* ctx,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
-  return RunCompute(ctx, RpcOp::kMatMul, kernels::Op::kMatMul, request, response);
+  return RunCompute(ctx, kernels::Op::kMatMul, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Transpose(grpc::CallbackServerContext* ctx,
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
-  return RunCompute(ctx, RpcOp::kTranspose, kernels::Op::kTranspose, request, response);
+  return RunCompute(ctx, kernels::Op::kTranspose, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ctx,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
-  return RunCompute(ctx, RpcOp::kReduce, kernels::Op::kReduce, request, response);
+  return RunCompute(ctx, kernels::Op::kReduce, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kProfile, calls_);
+  static const RpcOp kProfile = RpcOpFor("Profile");
+  auto* reactor = new CallReactor(ctx, metrics_, kProfile, calls_);
   ComputeEngine* engine = Admit(ctx, reactor);
   if (engine == nullptr) return reactor;
   v1::ProfileRequest parsed;
@@ -295,55 +328,6 @@ grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* c
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ComputeService::GetServerInfo(grpc::CallbackServerContext* ctx,
-                                                        const grpc::ByteBuffer* request,
-                                                        grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kServerInfo, calls_);
-  ComputeEngine* engine = Admit(ctx, reactor);
-  if (engine == nullptr) return reactor;
-  v1::ServerInfoRequest req;
-  if (!reactor->Parse(request, req)) return reactor;
-  v1::ServerInfo* resp = reactor->Respond<v1::ServerInfo>(response);
-  resp->set_version(config_.version);
-  resp->set_backend(kernels::BackendName(engine->backend()));
-  for (const auto& device : engine->devices()) {
-    v1::DeviceInfo* info = resp->add_devices();
-    info->set_name(device->description().name);
-    info->set_memory_bytes(device->description().memory_bytes);
-    info->set_multiprocessors(device->description().multiprocessors);
-    const DeviceCounters counters = device->counters();
-    info->set_healthy(counters.healthy);
-    info->set_pool_reserved_bytes(counters.pool_reserved_bytes);
-    info->set_pool_used_bytes(counters.pool_used_bytes);
-    info->set_device_malloc_calls(counters.device_malloc_calls);
-    info->set_pool_growths(counters.pool_growths);
-    info->set_host_alloc_calls(counters.host_alloc_calls);
-    info->set_peak_gbytes_per_s(device->ceilings().gbytes_per_s);
-    info->set_peak_gflops_fp32(device->ceilings().gflops);
-    info->set_peak_gflops_fp64(device->ceilings().GFlopsFor(kernels::DType::kFloat64));
-    info->set_peak_gflops_half(device->ceilings().GFlopsFor(kernels::DType::kBFloat16));
-  }
-  for (const kernels::Variant* v : registry_.List(engine->backend())) {
-    v1::VariantInfo* info = resp->add_variants();
-    info->set_op(ToProto(v->op));
-    info->set_name(v->name);
-    info->set_description(v->description);
-    for (kernels::DType d : v->dtypes) info->add_dtypes(ToProto(d));
-    info->set_reduced_precision(v->reduced_precision);
-  }
-  resp->set_max_matrix_bytes(config_.limits.max_matrix_bytes);
-  if (const TensorStore* tensors = engine->tensors()) {
-    resp->set_tensor_memory_bytes(tensors->limit_bytes());
-    resp->set_tensor_ttl_seconds(absl::ToInt64Seconds(tensors->default_ttl()));
-    resp->set_instance_name(tensors->instance());
-  }
-  resp->set_shared_memory_allowed(regions_.load(std::memory_order_acquire) != nullptr);
-  resp->set_max_batch_size(engine->batching().max_batch_size);
-  resp->set_batch_delay_us(int32_t(absl::ToInt64Microseconds(engine->batching().delay)));
-  reactor->Complete(absl::OkStatus());
-  return reactor;
-}
-
 StreamContext ComputeService::stream_context() {
   return StreamContext{metrics_, calls_, regions_.load(std::memory_order_acquire), &buffers_};
 }
@@ -371,48 +355,6 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::Download(
         stream_context());
   }
   return StartDownload(ctx, parsed, transfers_.load(std::memory_order_acquire), stream_context());
-}
-
-grpc::ServerUnaryReactor* ComputeService::ReleaseTensors(grpc::CallbackServerContext* ctx,
-                                                         const grpc::ByteBuffer* request,
-                                                         grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kReleaseTensors, calls_);
-  ComputeEngine* engine = Admit(ctx, reactor);
-  if (engine == nullptr) return reactor;
-  v1::ReleaseTensorsRequest parsed;
-  if (!reactor->Parse(request, parsed)) return reactor;
-  const v1::ReleaseTensorsRequest* req = &parsed;
-  v1::ReleaseTensorsResponse* resp = reactor->Respond<v1::ReleaseTensorsResponse>(response);
-  if (engine->tensors() != nullptr) {
-    // Ids this server does not hold (unknown, already released, expired,
-    // another instance's) are skipped: releasing is idempotent, and
-    // `released` says how many were held.
-    const std::vector<std::string> ids(req->tensor_ids().begin(), req->tensor_ids().end());
-    const TensorStore::Released released = engine->tensors()->Release(ids);
-    resp->set_released(released.count);
-    resp->set_bytes_freed(released.bytes);
-  }
-  reactor->Complete(absl::OkStatus());
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* ctx,
-                                                      const grpc::ByteBuffer* request,
-                                                      grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kListTensors, calls_);
-  ComputeEngine* engine = Admit(ctx, reactor);
-  if (engine == nullptr) return reactor;
-  v1::ListTensorsRequest req;
-  if (!reactor->Parse(request, req)) return reactor;
-  v1::ListTensorsResponse* resp = reactor->Respond<v1::ListTensorsResponse>(response);
-  if (const TensorStore* tensors = engine->tensors()) {
-    for (const TensorInfo& info : tensors->List()) ToProto(info, resp->add_tensors());
-    const TensorCounters c = tensors->counters();
-    resp->set_held_bytes(c.held_bytes);
-    resp->set_limit_bytes(c.limit_bytes);
-  }
-  reactor->Complete(absl::OkStatus());
-  return reactor;
 }
 
 }  // namespace gpucompute::server

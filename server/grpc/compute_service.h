@@ -30,22 +30,20 @@ struct ServiceConfig {
   int64_t host_buffer_pool_bytes = int64_t{2} << 30;
 };
 
+class CallReactor;
+
 // Every method takes its messages as raw bytes (grpc::ByteBuffer). The
 // compute calls and the tensor streams read their payloads from the
-// transport's buffers (see proto/wire/compute_wire.h); the others parse their protobuf
-// messages themselves (CallReactor::Parse), so that a call without a message
-// is answered INVALID_ARGUMENT and counted, where gRPC's generated handler
-// answers it UNIMPLEMENTED with an empty message.
+// transport's buffers (see proto/wire/compute_wire.h); the others parse their
+// protobuf messages themselves (CallReactor::Parse), so that a call without a
+// message is answered INVALID_ARGUMENT and counted, where gRPC's generated
+// handler answers it UNIMPLEMENTED with an empty message. The control calls
+// (server/grpc/control_calls.h) are registered from their table by the
+// constructor, not here.
 using RawComputeService = v1::Compute::WithRawCallbackMethod_MatMul<
     v1::Compute::WithRawCallbackMethod_Transpose<v1::Compute::WithRawCallbackMethod_Reduce<
-        v1::Compute::WithRawCallbackMethod_Profile<v1::Compute::WithRawCallbackMethod_GetServerInfo<
-            v1::Compute::WithRawCallbackMethod_Upload<v1::Compute::WithRawCallbackMethod_Download<
-                v1::Compute::WithRawCallbackMethod_ReleaseTensors<
-                    v1::Compute::WithRawCallbackMethod_ListTensors<
-                        v1::Compute::WithRawCallbackMethod_RegisterSharedMemory<
-                            v1::Compute::WithRawCallbackMethod_UnregisterSharedMemory<
-                                v1::Compute::WithRawCallbackMethod_ListSharedMemory<
-                                    v1::Compute::Service>>>>>>>>>>>>;
+        v1::Compute::WithRawCallbackMethod_Profile<v1::Compute::WithRawCallbackMethod_Upload<
+            v1::Compute::WithRawCallbackMethod_Download<v1::Compute::Service>>>>>>;
 
 class ComputeService final : public RawComputeService {
  public:
@@ -90,10 +88,6 @@ class ComputeService final : public RawComputeService {
   grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
-                                          const grpc::ByteBuffer* request,
-                                          grpc::ByteBuffer* response) override;
-
   // Tensors (server/grpc/tensor_upload.cc, tensor_download.cc). Upload and
   // Download take raw bytes too: Upload's chunks are written to the tensor
   // from the transport's buffers, and each Download chunk is sent from the
@@ -102,25 +96,8 @@ class ComputeService final : public RawComputeService {
                                                     grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Download(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request) override;
-  grpc::ServerUnaryReactor* ReleaseTensors(grpc::CallbackServerContext* ctx,
-                                           const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* ctx,
-                                        const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
-  // Shared memory (server/grpc/shared_memory_calls.cc).
-  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                 const grpc::ByteBuffer* request,
-                                                 grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                   const grpc::ByteBuffer* request,
-                                                   grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ListSharedMemory(grpc::CallbackServerContext* ctx,
-                                             const grpc::ByteBuffer* request,
-                                             grpc::ByteBuffer* response) override;
 
  private:
-  class CallReactor;
   struct ComputeState;
 
   // The token, then readiness: OK, or why the call is refused.
@@ -129,12 +106,11 @@ class ComputeService final : public RawComputeService {
   // with the reason.
   ComputeEngine* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
   StreamContext stream_context();
-  // Admits a shared-memory call: the registry, or null after finishing the
-  // call (not serving, or shared memory off).
-  SharedMemoryRegistry* AdmitSharedMemory(grpc::CallbackServerContext* ctx, CallReactor* reactor);
+  // Registers each control call's handler under its rpc.
+  void RegisterControlCalls();
 
   // Shared path of MatMul, Transpose and Reduce.
-  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, RpcOp rpc, kernels::Op op,
+  grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, kernels::Op op,
                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
   const kernels::Registry& registry_;

@@ -1,8 +1,8 @@
 // RegisterSharedMemory, UnregisterSharedMemory and ListSharedMemory: the
-// registry's calls over gRPC. Ops, Upload and Download use the regions
-// through server/grpc/tensor_requests.h's ResolveSlice.
+// registry's control calls over gRPC. Ops, Upload and Download use the
+// regions through server/grpc/tensor_requests.h's ResolveSlice.
 #include "absl/strings/str_cat.h"
-#include "server/grpc/call_reactor.h"
+#include "server/grpc/control_calls.h"
 #include "server/grpc/tensor_requests.h"
 
 namespace gpucompute::server {
@@ -16,62 +16,42 @@ void RegionToProto(const SharedMemoryRegionInfo& info, v1::SharedMemoryRegion* o
   out->set_pinned(info.pinned);
 }
 
+absl::Status RegisterSharedMemory(const ControlContext& c,
+                                  const v1::RegisterSharedMemoryRequest& req,
+                                  v1::SharedMemoryRegion& resp) {
+  if (c.regions == nullptr) return SharedMemoryOff("shared memory");
+  auto info = c.regions->Register(
+      SharedMemoryRegionInfo{req.name(), req.key(), req.offset(), req.byte_size()});
+  if (info.ok()) RegionToProto(*info, &resp);
+  return info.status();
+}
+
+absl::Status UnregisterSharedMemory(const ControlContext& c,
+                                    const v1::UnregisterSharedMemoryRequest& req,
+                                    v1::UnregisterSharedMemoryResponse& resp) {
+  if (c.regions == nullptr) return SharedMemoryOff("shared memory");
+  auto count = c.regions->Unregister(req.name());
+  if (count.ok()) resp.set_unregistered(*count);
+  return count.status();
+}
+
+absl::Status ListSharedMemory(const ControlContext& c, const v1::ListSharedMemoryRequest&,
+                              v1::ListSharedMemoryResponse& resp) {
+  if (c.regions == nullptr) return SharedMemoryOff("shared memory");
+  for (const SharedMemoryRegionInfo& info : c.regions->List()) {
+    RegionToProto(info, resp.add_regions());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-SharedMemoryRegistry* ComputeService::AdmitSharedMemory(grpc::CallbackServerContext* ctx,
-                                                        CallReactor* reactor) {
-  if (Admit(ctx, reactor) == nullptr) return nullptr;
-  SharedMemoryRegistry* regions = regions_.load(std::memory_order_acquire);
-  if (regions == nullptr) reactor->Complete(SharedMemoryOff("shared memory"));
-  return regions;
-}
-
-grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                               const grpc::ByteBuffer* request,
-                                                               grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_);
-  SharedMemoryRegistry* regions = AdmitSharedMemory(ctx, reactor);
-  if (regions == nullptr) return reactor;
-  v1::RegisterSharedMemoryRequest parsed;
-  if (!reactor->Parse(request, parsed)) return reactor;
-  const v1::RegisterSharedMemoryRequest* req = &parsed;
-  v1::SharedMemoryRegion* resp = reactor->Respond<v1::SharedMemoryRegion>(response);
-  auto info = regions->Register(
-      SharedMemoryRegionInfo{req->name(), req->key(), req->offset(), req->byte_size()});
-  if (info.ok()) RegionToProto(*info, resp);
-  reactor->Complete(info.status());
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                                 const grpc::ByteBuffer* request,
-                                                                 grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_);
-  SharedMemoryRegistry* regions = AdmitSharedMemory(ctx, reactor);
-  if (regions == nullptr) return reactor;
-  v1::UnregisterSharedMemoryRequest parsed;
-  if (!reactor->Parse(request, parsed)) return reactor;
-  const v1::UnregisterSharedMemoryRequest* req = &parsed;
-  auto* resp = reactor->Respond<v1::UnregisterSharedMemoryResponse>(response);
-  auto count = regions->Unregister(req->name());
-  if (count.ok()) resp->set_unregistered(*count);
-  reactor->Complete(count.status());
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* ComputeService::ListSharedMemory(grpc::CallbackServerContext* ctx,
-                                                           const grpc::ByteBuffer* request,
-                                                           grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, RpcOp::kSharedMemory, calls_);
-  SharedMemoryRegistry* regions = AdmitSharedMemory(ctx, reactor);
-  if (regions == nullptr) return reactor;
-  v1::ListSharedMemoryRequest req;
-  if (!reactor->Parse(request, req)) return reactor;
-  auto* resp = reactor->Respond<v1::ListSharedMemoryResponse>(response);
-  for (const SharedMemoryRegionInfo& info : regions->List())
-    RegionToProto(info, resp->add_regions());
-  reactor->Complete(absl::OkStatus());
-  return reactor;
+std::vector<ControlCall> SharedMemoryCalls() {
+  return {
+      Control("RegisterSharedMemory", &RegisterSharedMemory),
+      Control("UnregisterSharedMemory", &UnregisterSharedMemory),
+      Control("ListSharedMemory", &ListSharedMemory),
+  };
 }
 
 }  // namespace gpucompute::server

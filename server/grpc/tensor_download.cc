@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/call_record.h"
+#include "server/grpc/rpc_ops.h"
 #include "server/grpc/tensor_requests.h"
 #include "server/grpc/tensor_streams.h"
 #include "wire/compute_wire.h"
@@ -29,7 +30,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       : transfers_(transfers),
         regions_(call.regions),
         pool_(call.buffers),
-        record_(ctx, call.metrics, RpcOp::kDownload, call.calls) {}
+        record_(ctx, call.metrics, RpcOpFor("Download"), call.calls) {}
 
   void Refuse(absl::Status status) { Finish(ToGrpcStatus(record_.End(std::move(status)))); }
 

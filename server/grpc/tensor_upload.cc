@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/call_record.h"
 #include "server/grpc/convert.h"
+#include "server/grpc/rpc_ops.h"
 #include "server/grpc/tensor_requests.h"
 #include "server/grpc/tensor_streams.h"
 
@@ -40,7 +41,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       : response_(response),
         transfers_(transfers),
         regions_(call.regions),
-        record_(ctx, call.metrics, RpcOp::kUpload, call.calls) {}
+        record_(ctx, call.metrics, RpcOpFor("Upload"), call.calls) {}
 
   void Start() {
     {

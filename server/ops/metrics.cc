@@ -19,15 +19,6 @@ namespace {
 constexpr std::array<const char*, 5> kStageNames = {"queue", "upload", "compute", "download",
                                                     "total"};
 
-// Only series a request can have: Profile measures on the device without
-// staging through the request (queue and total), GetServerInfo never queues.
-bool HasStage(RpcOp op, int stage) {
-  const std::string name = kStageNames[stage];
-  if (IsComputeRpc(op)) return true;
-  if (op == RpcOp::kProfile) return name == "queue" || name == "total";
-  return name == "total";  // GetServerInfo and the tensor calls never queue
-}
-
 // 10 us (a small transpose's queue wait) to 2 min (a large Profile).
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025,
@@ -87,39 +78,7 @@ std::string DeviceLabel(const std::string& device_name) {
   return device_name.substr(0, device_name.find(' '));
 }
 
-bool IsComputeRpc(RpcOp op) {
-  switch (op) {
-    case RpcOp::kMatMul:
-    case RpcOp::kTranspose:
-    case RpcOp::kReduce: return true;
-    case RpcOp::kProfile:
-    case RpcOp::kServerInfo:
-    case RpcOp::kUpload:
-    case RpcOp::kDownload:
-    case RpcOp::kReleaseTensors:
-    case RpcOp::kListTensors:
-    case RpcOp::kSharedMemory:
-    case RpcOp::kCount: return false;
-  }
-  return false;
-}
-
-const char* RpcOpName(RpcOp op) {
-  switch (op) {
-    case RpcOp::kMatMul: return "matmul";
-    case RpcOp::kTranspose: return "transpose";
-    case RpcOp::kReduce: return "reduce";
-    case RpcOp::kProfile: return "profile";
-    case RpcOp::kServerInfo: return "server_info";
-    case RpcOp::kUpload: return "upload";
-    case RpcOp::kDownload: return "download";
-    case RpcOp::kReleaseTensors: return "release_tensors";
-    case RpcOp::kListTensors: return "list_tensors";
-    case RpcOp::kSharedMemory: return "shared_memory";
-    case RpcOp::kCount: break;
-  }
-  return "unknown";
-}
+RpcOp ComputeRpcOp(kernels::Op op) { return RpcOp{kernels::OpName(op), op}; }
 
 // Reads queue depth and device counters when Prometheus scrapes, instead of
 // mirroring them into gauges that could lag.
@@ -323,11 +282,9 @@ Metrics::Metrics()
                         "Successful compute requests by the bytes of the matrices they read and "
                         "wrote (operands and result, wherever they lay).")
                     .Register(*registry_);
-  for (int i = 0; i < kRpcOpCount; ++i) {
-    const RpcOp op = static_cast<RpcOp>(i);
-    if (!IsComputeRpc(op)) continue;
-    batch_size_[i] = &batch_size.Add({{"op", RpcOpName(op)}}, BatchSizeBuckets());
-    bytes_[i] = &bytes.Add({{"op", RpcOpName(op)}}, ByteBuckets());
+  for (kernels::Op op : kernels::kAllOps) {
+    batch_size_[int(op)] = &batch_size.Add({{"op", kernels::OpName(op)}}, BatchSizeBuckets());
+    bytes_[int(op)] = &bytes.Add({{"op", kernels::OpName(op)}}, ByteBuckets());
   }
   collectable_ = std::make_shared<Combined>(
       registry_,
@@ -345,63 +302,69 @@ void Metrics::RequestFinished(RpcOp op, RequestLabels labels, absl::StatusCode c
   const bool ok = code == absl::StatusCode::kOk;
   int c = static_cast<int>(code);
   if (c < 0 || c >= kStatusCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
-  const Series series = SeriesFor(
-      SeriesKey{op, std::move(labels.variant), std::move(labels.dtype), std::move(labels.device)},
-      c, ok);
-  series.by_code[c]->Increment();
-  if (!ok) return;
   const int64_t stages[kStages] = {latencies.queue_us, latencies.upload_us, latencies.compute_us,
                                    latencies.download_us, latencies.total_us};
+  std::array<bool, kStages> observed{};
+  for (int stage = 0; stage < kStages; ++stage) observed[stage] = ok && stages[stage] >= 0;
+  const Series series = SeriesFor(SeriesKey{op.label, std::move(labels.variant),
+                                            std::move(labels.dtype), std::move(labels.device)},
+                                  c, observed);
+  series.by_code[c]->Increment();
+  if (!ok) return;
   for (int stage = 0; stage < kStages; ++stage) {
-    if (stages[stage] >= 0 && series.latency[stage] != nullptr) {
-      series.latency[stage]->Observe(double(stages[stage]) * 1e-6);
-    }
+    if (observed[stage]) series.latency[stage]->Observe(double(stages[stage]) * 1e-6);
   }
-  if (latencies.batch_size > 0 && batch_size_[static_cast<int>(op)] != nullptr) {
-    batch_size_[static_cast<int>(op)]->Observe(double(latencies.batch_size));
+  if (!op.compute.has_value()) return;
+  if (latencies.batch_size > 0) {
+    batch_size_[int(*op.compute)]->Observe(double(latencies.batch_size));
   }
-  if (labels.bytes >= 0 && bytes_[static_cast<int>(op)] != nullptr) {
-    bytes_[static_cast<int>(op)]->Observe(double(labels.bytes));
-  }
+  if (labels.bytes >= 0) bytes_[int(*op.compute)]->Observe(double(labels.bytes));
 }
 
-Metrics::Series Metrics::SeriesFor(SeriesKey key, int code, bool ok) {
+Metrics::Series Metrics::SeriesFor(SeriesKey key, int code,
+                                   const std::array<bool, kStages>& stages) {
+  const auto complete = [&](const Series& s) {
+    if (s.by_code[code] == nullptr) return false;
+    for (int stage = 0; stage < kStages; ++stage) {
+      if (stages[stage] && s.latency[stage] == nullptr) return false;
+    }
+    return true;
+  };
   {
-    // Every call looks its series up; only a new combination (or a first
-    // success) adds to it: readers share the lock instead of queueing on it.
+    // Every call looks its series up; only a new combination (or a stage
+    // seen first) adds to it: readers share the lock instead of queueing.
     absl::ReaderMutexLock lock(&series_mu_);
-    if (auto it = series_.find(key); it != series_.end()) {
-      const Series& s = it->second;
-      if (s.by_code[code] != nullptr && (!ok || s.has_latency)) return s;
+    if (auto it = series_.find(key); it != series_.end() && complete(it->second)) {
+      return it->second;
     }
   }
   absl::MutexLock lock(&series_mu_);
   Series& s = series_[key];
-  MakeSeries(key, s, code, ok);
+  MakeSeries(key, s, code, stages);
   return s;
 }
 
-void Metrics::MakeSeries(const SeriesKey& key, Series& series, int code, bool ok) {
+void Metrics::MakeSeries(const SeriesKey& key, Series& series, int code,
+                         const std::array<bool, kStages>& stages) {
   const auto& [op, variant, dtype, device] = key;
+  const std::string op_label(op);
   if (series.by_code[code] == nullptr) {
     series.by_code[code] =
-        &requests_.Add({{"op", RpcOpName(op)},
+        &requests_.Add({{"op", op_label},
                         {"variant", NoneIfEmpty(variant)},
                         {"dtype", NoneIfEmpty(dtype)},
                         {"device", NoneIfEmpty(device)},
                         {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
   }
-  if (!ok || series.has_latency) return;
   for (int stage = 0; stage < kStages; ++stage) {
-    if (!HasStage(op, stage)) continue;
-    series.latency[stage] = &latency_.Add({{"op", RpcOpName(op)},
+    if (!stages[stage] || series.latency[stage] != nullptr) continue;
+    series.latency[stage] = &latency_.Add({{"op", op_label},
                                            {"stage", kStageNames[stage]},
                                            {"variant", NoneIfEmpty(variant)},
                                            {"dtype", NoneIfEmpty(dtype)},
                                            {"device", NoneIfEmpty(device)}},
                                           LatencyBuckets());
   }
-  series.has_latency = true;
 }
 
 void Metrics::AttachScheduler(const Scheduler* scheduler) {

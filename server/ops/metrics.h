@@ -8,14 +8,17 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include "absl/strings/string_view.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gpucompute/kernels/problem.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -30,29 +33,21 @@ class Scheduler;
 class TensorStore;
 class SharedMemoryRegistry;
 
-// Label values of the `op` label.
-enum class RpcOp {
-  kMatMul,
-  kTranspose,
-  kReduce,
-  kProfile,
-  kServerInfo,
-  kUpload,
-  kDownload,
-  kReleaseTensors,
-  kListTensors,
-  kSharedMemory,  // RegisterSharedMemory, UnregisterSharedMemory, ListSharedMemory
-  kCount,         // not an op: how many there are (a new op goes above)
+// The `op` label a call is counted under: "matmul", "list_tensors", ...
+// (server/grpc/rpc_ops.h derives each rpc's from its name). `label` points
+// at storage that outlives the metrics (a literal, or the gRPC layer's
+// table). `compute` is set for MatMul, Transpose and Reduce, the calls with
+// batch-size and bytes histograms.
+struct RpcOp {
+  absl::string_view label;
+  std::optional<kernels::Op> compute;
 };
-constexpr int kRpcOpCount = int(RpcOp::kCount);
-const char* RpcOpName(RpcOp op);
-// Whether `op` is a compute op (MatMul, Transpose, Reduce): the calls with
-// upload, compute and download stages, batch sizes and bytes.
-bool IsComputeRpc(RpcOp op);
+// The op of a compute call, labelled kernels::OpName(op).
+RpcOp ComputeRpcOp(kernels::Op op);
 
 // Where a successful request spent its time, in microseconds. Stages a
-// request does not have (GetServerInfo never queues) stay negative and are
-// not observed.
+// request does not have (GetServerInfo never queues) stay negative: their
+// series are never made.
 struct StageLatencies {
   int64_t queue_us = -1;
   int64_t upload_us = -1;
@@ -127,15 +122,17 @@ class Metrics {
   // and kept: looking one up in its family builds and hashes a label map.
   struct Series {
     std::array<prometheus::Counter*, kStatusCodes> by_code{};
-    std::array<prometheus::Histogram*, kStages> latency{};  // made at the first success
-    bool has_latency = false;
+    // Each stage's, made when a successful request first has that stage.
+    std::array<prometheus::Histogram*, kStages> latency{};
   };
-  using SeriesKey = std::tuple<RpcOp, std::string, std::string, std::string>;
-  // The series of `key` with its counter of `code` and, when `ok`, its
-  // latency histograms made (a copy of the pointers, read under the lock);
-  // one shared lock for a series seen before.
-  Series SeriesFor(SeriesKey key, int code, bool ok);
-  void MakeSeries(const SeriesKey& key, Series& series, int code, bool ok)
+  // (op label, variant, dtype, device)
+  using SeriesKey = std::tuple<absl::string_view, std::string, std::string, std::string>;
+  // The series of `key` with its counter of `code` and the histograms of
+  // `stages` (the stages observed) made: a copy of the pointers, read under
+  // the lock; one shared lock for a series seen before.
+  Series SeriesFor(SeriesKey key, int code, const std::array<bool, kStages>& stages);
+  void MakeSeries(const SeriesKey& key, Series& series, int code,
+                  const std::array<bool, kStages>& stages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(series_mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -145,10 +142,10 @@ class Metrics {
   absl::flat_hash_map<SeriesKey, Series> series_ ABSL_GUARDED_BY(series_mu_);
   prometheus::Gauge& in_flight_;
   prometheus::Gauge& queue_capacity_;
-  // [op]: the batch size each successful compute request ran in, and its
-  // bytes; made up front, so recording them takes no lock.
-  std::array<prometheus::Histogram*, kRpcOpCount> batch_size_{};
-  std::array<prometheus::Histogram*, kRpcOpCount> bytes_{};
+  // [kernels::Op]: the batch size each successful compute request ran in,
+  // and its bytes; made up front, so recording them takes no lock.
+  std::array<prometheus::Histogram*, kernels::kOpCount> batch_size_{};
+  std::array<prometheus::Histogram*, kernels::kOpCount> bytes_{};
   std::shared_ptr<SchedulerCollector> scheduler_collector_;
   std::shared_ptr<TensorCollector> tensor_collector_;
   std::shared_ptr<SharedMemoryCollector> shm_collector_;

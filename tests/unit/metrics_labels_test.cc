@@ -33,12 +33,13 @@ TEST(MetricsLabels, OneSeriesPerCombinationWhateverTheLoad) {
   Metrics metrics;
   for (int i = 0; i < 1000; ++i) {
     metrics.RequestStarted();
-    metrics.RequestFinished(RpcOp::kMatMul, {"tiled32", "float32", "cuda:0", 64 * (i + 1)},
-                            absl::StatusCode::kOk, Done());
-    metrics.RequestStarted();
-    metrics.RequestFinished(RpcOp::kMatMul, {"cublas", "float64", "cuda:1", 128},
-                            i % 2 ? absl::StatusCode::kOk : absl::StatusCode::kResourceExhausted,
+    metrics.RequestFinished(ComputeRpcOp(kernels::Op::kMatMul),
+                            {"tiled32", "float32", "cuda:0", 64 * (i + 1)}, absl::StatusCode::kOk,
                             Done());
+    metrics.RequestStarted();
+    metrics.RequestFinished(
+        ComputeRpcOp(kernels::Op::kMatMul), {"cublas", "float64", "cuda:1", 128},
+        i % 2 ? absl::StatusCode::kOk : absl::StatusCode::kResourceExhausted, Done());
   }
   auto counts = SeriesCounts(metrics);
   EXPECT_EQ(counts["gpucompute_requests_total"], 3u);  // tiled32 OK, cublas OK and exhausted
@@ -48,7 +49,8 @@ TEST(MetricsLabels, OneSeriesPerCombinationWhateverTheLoad) {
 TEST(MetricsLabels, FailuresGetCountsButNoLatencySeries) {
   Metrics metrics;
   metrics.RequestStarted();
-  metrics.RequestFinished(RpcOp::kTranspose, {}, absl::StatusCode::kInvalidArgument, {});
+  metrics.RequestFinished(ComputeRpcOp(kernels::Op::kTranspose), {},
+                          absl::StatusCode::kInvalidArgument, {});
   auto families = metrics.collectable()->Collect();
   bool counted = false;
   for (const auto& f : families) {
@@ -67,6 +69,30 @@ TEST(MetricsLabels, FailuresGetCountsButNoLatencySeries) {
     counted = true;
   }
   EXPECT_TRUE(counted);
+}
+
+// A call without a stage (GetServerInfo never queues) gets no series for
+// it; a later call of the same combination that has it adds it.
+TEST(MetricsLabels, AStageGetsItsSeriesWhenFirstObserved) {
+  Metrics metrics;
+  const RpcOp info{"server_info", std::nullopt};
+  StageLatencies total_only;
+  total_only.total_us = 7;
+  metrics.RequestStarted();
+  metrics.RequestFinished(info, {}, absl::StatusCode::kOk, total_only);
+  EXPECT_EQ(SeriesCounts(metrics)["gpucompute_request_duration_seconds"], 1u);
+  StageLatencies queued = total_only;
+  queued.queue_us = 2;
+  metrics.RequestStarted();
+  metrics.RequestFinished(info, {}, absl::StatusCode::kOk, queued);
+  EXPECT_EQ(SeriesCounts(metrics)["gpucompute_request_duration_seconds"], 2u);
+  // Not a compute op: no batch-size or bytes observations.
+  metrics.RequestStarted();
+  metrics.RequestFinished(info, {"", "", "", 4096}, absl::StatusCode::kOk, Done());
+  for (const auto& f : metrics.collectable()->Collect()) {
+    if (f.name != "gpucompute_request_bytes" && f.name != "gpucompute_request_batch_size") continue;
+    for (const auto& m : f.metric) EXPECT_EQ(m.histogram.sample_count, 0u) << f.name;
+  }
 }
 
 TEST(MetricsLabels, DeviceLabelIsTheNameUpToItsFirstSpace) {

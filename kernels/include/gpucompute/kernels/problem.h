@@ -14,6 +14,10 @@ enum class ReduceOp { kSum, kMin, kMax, kMean };
 enum class ReduceAxis { kAll, kPerRow, kPerColumn };
 enum class Backend { kCpu, kCuda };
 
+// Every op, in enum order: what makes one of something per op loops over.
+inline constexpr Op kAllOps[] = {Op::kMatMul, Op::kTranspose, Op::kReduce};
+inline constexpr int kOpCount = sizeof(kAllOps) / sizeof(kAllOps[0]);
+
 const char* OpName(Op op);
 const char* ReduceOpName(ReduceOp op);
 const char* ReduceAxisName(ReduceAxis axis);
