@@ -298,3 +298,7 @@ class Client:
 
     async def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:
         return await self._call("GetServerInfo", pb.ServerInfoRequest(), timeout)
+
+
+# Every other unary rpc of the service: generated from its descriptor.
+c.add_generated_methods(Client, asynchronous=True, unset=_UNSET)

@@ -370,3 +370,7 @@ class Client:
     def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:
         """Version, backend, devices and the variants of each op (a protobuf message)."""
         return self._call("GetServerInfo", pb.ServerInfoRequest(), timeout)
+
+
+# Every other unary rpc of the service: generated from its descriptor.
+c.add_generated_methods(Client, asynchronous=False, unset=_UNSET)
