@@ -111,6 +111,12 @@ void StartIdleTrimmer(int32_t idle_seconds, ComputeService& service,
 }
 
 int Run() {
+  // Signals are taken synchronously by this thread; blocked before any
+  // other thread starts so that none of those receives them. Loading the
+  // registry already starts the CUDA driver's threads (it asks the devices'
+  // compute capability): a thread started before would take a SIGTERM with
+  // its default action and end the server without a drain.
+  const sigset_t signals = BlockStopSignals();
   // A broken ladder table (a duplicate or launcher-less variant) stops start-up.
   if (auto registry = kernels::LoadDefaultRegistry(); !registry.ok()) {
     LogError(absl::StrCat("variant registry: ", registry.status().message()));
@@ -126,9 +132,6 @@ int Run() {
   // on every lock and mutex destruction where abseil was built with it on:
   // a global lock and graph work per request on the hot path.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Signals are taken synchronously by this thread; blocked before any
-  // other thread starts so that none of those receives them.
-  const sigset_t signals = BlockStopSignals();
 
   // Configuration mistakes stop the server before anything slow starts.
   absl::StatusOr<ServerOptions> parsed = ServerOptionsFromFlags();
