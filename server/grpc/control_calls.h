@@ -8,8 +8,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "server/engine/compute_engine.h"

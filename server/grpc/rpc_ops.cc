@@ -70,8 +70,8 @@ RpcOp RpcOpFor(absl::string_view rpc) {
   const auto& ops = RpcOps();
   auto it = ops.find(rpc);
   if (it == ops.end()) {
-    std::fprintf(stderr, "gpucompute: the Compute service has no rpc %.*s\n", static_cast<int>(rpc.size()),
-                 rpc.data());
+    std::fprintf(stderr, "gpucompute: the Compute service has no rpc %.*s\n",
+                 static_cast<int>(rpc.size()), rpc.data());
     std::abort();
   }
   return it->second;
