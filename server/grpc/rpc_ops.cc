@@ -22,12 +22,16 @@ constexpr std::pair<absl::string_view, absl::string_view> kKeptLabels[] = {
     {"ListSharedMemory", "shared_memory"},
 };
 
-// Every rpc of the service with its op, made once; the labels live as long
-// as the process (RpcOp::label points at them).
-const absl::flat_hash_map<std::string, RpcOp>& RpcOps() {
-  static const auto* ops = [] {
-    auto* labels = new std::deque<std::string>;
-    auto* map = new absl::flat_hash_map<std::string, RpcOp>;
+// Every rpc of the service with its op, made once and kept for the process
+// (RpcOp::label points into `labels`).
+struct RpcOpTable {
+  std::deque<std::string> labels;
+  absl::flat_hash_map<std::string, RpcOp> ops;
+};
+
+const RpcOpTable& RpcOps() {
+  static const RpcOpTable* table = [] {
+    auto* t = new RpcOpTable;
     const google::protobuf::ServiceDescriptor& service = ComputeServiceDescriptor();
     for (int i = 0; i < service.method_count(); ++i) {
       const std::string& name = service.method(i)->name();
@@ -35,15 +39,15 @@ const absl::flat_hash_map<std::string, RpcOp>& RpcOps() {
       for (const auto& [rpc, kept] : kKeptLabels) {
         if (rpc == name) label = std::string(kept);
       }
-      RpcOp op{labels->emplace_back(std::move(label)), std::nullopt};
+      RpcOp op{t->labels.emplace_back(std::move(label)), std::nullopt};
       for (kernels::Op compute : kernels::kAllOps) {
         if (op.label == kernels::OpName(compute)) op = ComputeRpcOp(compute);
       }
-      map->emplace(name, op);
+      t->ops.emplace(name, op);
     }
-    return map;
+    return t;
   }();
-  return *ops;
+  return *table;
 }
 
 }  // namespace
@@ -67,7 +71,7 @@ std::string SnakeCase(absl::string_view name) {
 }
 
 RpcOp RpcOpFor(absl::string_view rpc) {
-  const auto& ops = RpcOps();
+  const auto& ops = RpcOps().ops;
   auto it = ops.find(rpc);
   if (it == ops.end()) {
     std::fprintf(stderr, "gpucompute: the Compute service has no rpc %.*s\n",
