@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Is the time a call loses after an idle gap spent waking idle cores? The
-# same rows twice on one host: as it is, then with a spinning process of
-# the lowest priority (nice 19) on every core, so that no core goes idle and
-# any real thread takes the core at once. Rows, at one request in flight: a
+# same rows three times on one host: as it is (idle); with a spinning
+# process of the lowest priority (nice 19) on every core, so that no core
+# goes idle and any real thread takes the core at once (spin); and with the
+# server's own --keep_cores_awake_us=20000 (flag). Rows, at one request in flight: a
 # 1x1 Transpose beside the health Check (back to back), a resident 4096^3
 # FP32 MatMul that keeps its output (2.7 ms between calls on an H200), and
-# the 1x1 Transpose arriving at 100/s (10 ms gaps). A measurement, not a
-# way to serve: the spinners burn every core. Logs go to OUT_DIR; the rows
-# are printed last.
+# the 1x1 Transpose arriving at 100/s (10 ms gaps); then, idle and flag
+# only, the 1x1 Transpose at c=64 over 8 connections beside the health Check
+# and ListTensors (what the spinners cost under load). Logs go to OUT_DIR;
+# the rows are printed last.
 #   bench/awake_cores.sh BIN_DIR OUT_DIR [SERVER_FLAGS...]
 set -u
 bin=${1:?usage: awake_cores.sh BIN_DIR OUT_DIR [SERVER_FLAGS...]}
@@ -29,6 +31,10 @@ rows() {
   lt --op=matmul --shape=4096x4096x4096 --placement=tensor --variants=cublas --concurrency=1 \
     > "$out/${tag}_matmul.log" 2>&1
   lt --op=transpose --shape=1x1 --rate=100 > "$out/${tag}_rate100.log" 2>&1
+  if [ "$tag" != spin ]; then
+    lt --op=transpose --shape=1x1 --concurrency=64 --connections=8 --baseline=grpc,service \
+      > "$out/${tag}_c64.log" 2>&1
+  fi
   kill -TERM $server
   wait $server
 }
@@ -38,10 +44,10 @@ for _ in $(seq 1 "$(nproc)"); do
   nice -n 19 bash -c 'while :; do :; done' &
   spinners+=($!)
 done
-rows awake "$@"
+rows spin "$@"
 kill "${spinners[@]}"
-for tag in idle awake; do
+rows flag --keep_cores_awake_us=20000 "$@"
+for tag in idle spin flag; do
   echo "== $tag"
-  grep -hE "^(grpc_health|auto|cublas) " "$out/${tag}_transpose.log" "$out/${tag}_matmul.log" \
-    "$out/${tag}_rate100.log"
+  grep -hE "^(grpc_health|list_tensors|auto|cublas) " "$out/${tag}"_*.log
 done

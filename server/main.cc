@@ -31,6 +31,7 @@
 #include "server/gpu_metrics_flags.h"
 #include "server/grpc/compute_service.h"
 #include "server/grpc_server.h"
+#include "server/ops/awake_cores.h"
 #include "server/ops/host_memory.h"
 #include "server/ops/log.h"
 #include "server/ops/metrics.h"
@@ -218,6 +219,16 @@ int Run() {
   ReturnFreeHeapToSystem();
   std::optional<IdleMemoryTrimmer> trimmer;
   StartIdleTrimmer(options.idle_trim_seconds, service, trimmer);
+  std::optional<AwakeCores> awake_cores;
+  if (options.keep_cores_awake_us > 0) {
+    awake_cores.emplace(absl::Microseconds(options.keep_cores_awake_us), [&service] {
+      return AwakeCores::Activity{service.calls_started(), service.calls_in_flight()};
+    });
+    LogInfo(absl::StrCat("keeping ", awake_cores->cores(),
+                         " cores awake while calls are in "
+                         "flight and ",
+                         options.keep_cores_awake_us, " us after"));
+  }
 
   // A stop requested during start-up drains at once, never showing SERVING.
   if (!StopSignalPending()) {

@@ -61,7 +61,8 @@ struct ServerOptions {
   // --ceilings: read before any device opens; applied once they have.
   std::string ceilings_path;
   std::optional<tools::v1::CeilingsFile> ceilings;
-  int32_t idle_trim_seconds = 0;  // 0: never
+  int32_t idle_trim_seconds = 0;    // 0: never
+  int32_t keep_cores_awake_us = 0;  // 0: off
   absl::Duration shutdown_grace;
 };
 

@@ -67,6 +67,15 @@ TEST(ServerCommandLine, BadLogLevelStopsStartUp) {
   EXPECT_NE(bad.output.find("--log_level"), std::string::npos) << bad.output;
 }
 
+TEST(ServerCommandLine, KeepCoresAwakeOutOfRangeStopsStartUp) {
+  for (const char* value : {"-1", "1000001"}) {
+    const CommandResult bad = RunCommand(absl::StrCat(
+        GPUCOMPUTE_SERVER_PATH, " --backend=cpu --metrics_listen= --keep_cores_awake_us=", value));
+    EXPECT_EQ(bad.exit_code, 1) << value;
+    EXPECT_NE(bad.output.find("--keep_cores_awake_us"), std::string::npos) << bad.output;
+  }
+}
+
 TEST(ServerPort, ASecondServerOnTheSamePortFailsToStart) {
   testing::ServerProcess first(GPUCOMPUTE_SERVER_PATH,
                                {testing::BackendFlag(), "--metrics_listen="});
