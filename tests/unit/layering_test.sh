@@ -22,7 +22,9 @@ forbid() {
 forbid 'grpc|grpcpp/|.*\.pb\.h|server/grpc/|server/ops/metrics' \
   "the engine and the backends must not see gRPC, protobuf or the service" \
   server/engine server/cpu server/cuda
-forbid 'server/grpc/' "operators' code must not depend on the gRPC layer" server/ops
+forbid 'server/grpc/|grpc|grpcpp/|.*\.pb\.h' \
+  "operators' code must not depend on the gRPC layer or the proto (an rpc's op label comes from server/grpc/rpc_ops.h)" \
+  server/ops
 forbid 'server/|grpc|grpcpp/|.*\.pb\.h' "kernels/ must not know the server or gRPC" kernels
 forbid 'server/' "clients must not include server code" client
 forbid 'server/|client/|bench/|gpucompute/kernels/|gpucompute/client|grpc|grpcpp/|.*\.pb\.h' \
