@@ -79,21 +79,22 @@ class RpcReachability(unittest.TestCase):
         for rpc in rpcs():
             method = RENAMED.get(rpc, (rpc, None))[0]
             with self.subTest(rpc=rpc):
-                self.assertRegex(header, rf"\b{method}\(", f"Client::{method} for {rpc}")
+                self.assertTrue(re.search(rf"\b{method}\(", header),
+                                f"client.h has no Client::{method} for {rpc}")
 
     def test_the_cli_has_each_command(self):
         sources = cli_sources()
         for rpc in rpcs():
             with self.subTest(rpc=rpc):
                 if rpc not in RENAMED:
-                    self.assertRegex(sources, rf"\.{rpc}\(",
-                                     f"no CLI command calls Client::{rpc}")
+                    self.assertTrue(re.search(rf"\.{rpc}\(", sources),
+                                    f"no CLI command calls Client::{rpc}")
                     continue
                 command = RENAMED[rpc][1]
                 name = command[2:] if command.startswith("--") else command
                 # A command-table or flag-table entry: {"name", ...
-                self.assertRegex(sources, rf'\{{"{re.escape(name)}",',
-                                 f"CLI {command} for {rpc}")
+                self.assertTrue(re.search(rf'\{{"{re.escape(name)}",', sources),
+                                f"no CLI command or flag {command} for {rpc}")
 
     def test_both_python_clients_have_each_method(self):
         table = hand_written()
