@@ -23,6 +23,12 @@
 namespace gpucompute::server {
 namespace {
 
+// Looked up once: a stream's op label, not a hash lookup per call.
+const RpcOp& DownloadOp() {
+  static const RpcOp op = RpcOpFor("Download");
+  return op;
+}
+
 class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   DownloadReactor(grpc::CallbackServerContext* ctx, TensorTransfers* transfers,
@@ -30,7 +36,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       : transfers_(transfers),
         regions_(call.regions),
         pool_(call.buffers),
-        record_(ctx, call.metrics, RpcOpFor("Download"), call.calls) {}
+        record_(ctx, call.metrics, DownloadOp(), call.calls) {}
 
   void Refuse(absl::Status status) { Finish(ToGrpcStatus(record_.End(std::move(status)))); }
 

@@ -26,6 +26,12 @@
 namespace gpucompute::server {
 namespace {
 
+// Looked up once: a stream's op label, not a hash lookup per call.
+const RpcOp& UploadOp() {
+  static const RpcOp op = RpcOpFor("Upload");
+  return op;
+}
+
 // One UploadRequest as received: the transport's slices and the fields
 // parsed from them (its data pieces point into the slices).
 struct Message {
@@ -41,7 +47,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       : response_(response),
         transfers_(transfers),
         regions_(call.regions),
-        record_(ctx, call.metrics, RpcOpFor("Upload"), call.calls) {}
+        record_(ctx, call.metrics, UploadOp(), call.calls) {}
 
   void Start() {
     {
