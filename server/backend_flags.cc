@@ -18,6 +18,11 @@ ABSL_FLAG(int32_t, batch_graphs_per_stream, 64,
           "CUDA backend: CUDA graphs of small batches' kernels each stream keeps (one per "
           "variant, shape and batch size seen, least recently used dropped first), so a batch "
           "costs one graph launch; 0: launch each member's kernels one by one (0 to 4096)");
+ABSL_FLAG(int32_t, request_graphs_per_stream, 64,
+          "CUDA backend: CUDA graphs of small requests each stream keeps (one per variant, shape "
+          "and buffers seen twice, least recently used dropped first), so that a repeated small "
+          "request queues its copies, kernels and timing events in one graph launch; 0: one by "
+          "one (0 to 4096)");
 ABSL_FLAG(int64_t, tensor_block_cache_bytes, int64_t{256} << 20,
           "CUDA backend: device memory of freed tensors each GPU keeps for the next tensor of the "
           "same size, so that an op keeping its output allocates and frees without a CUDA call; "
@@ -58,6 +63,12 @@ absl::StatusOr<Backend> OpenBackendFromFlags() {
     if (options.batch_graphs_per_stream < 0 || options.batch_graphs_per_stream > 4096) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--batch_graphs_per_stream: must be 0 to 4096, got ", options.batch_graphs_per_stream));
+    }
+    options.request_graphs_per_stream = absl::GetFlag(FLAGS_request_graphs_per_stream);
+    if (options.request_graphs_per_stream < 0 || options.request_graphs_per_stream > 4096) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--request_graphs_per_stream: must be 0 to 4096, got ",
+                       options.request_graphs_per_stream));
     }
     options.tensor_block_cache_bytes = absl::GetFlag(FLAGS_tensor_block_cache_bytes);
     if (options.tensor_block_cache_bytes < 0) {

@@ -18,6 +18,10 @@ struct CudaDeviceOptions {
   // Graphs of small batches each stream keeps for replay (0: launch each
   // member's kernels one by one).
   int batch_graphs_per_stream = 64;
+  // Graphs of small requests each stream keeps (per variant, shape and
+  // buffers, captured when seen a second time), replayed with one launch
+  // (0: queue each request's copies, kernels and marks one by one).
+  int request_graphs_per_stream = 64;
   // Device memory of freed small tensors each GPU keeps for the next ones
   // (tensor_blocks.h); at most 1/64 of the pool cap, 0 keeps none.
   int64_t tensor_block_cache_bytes = int64_t{256} << 20;

@@ -1,5 +1,6 @@
 #include "server/cuda/request_plan.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/cuda/slot.h"
 
 namespace gpucompute::server::cuda {
@@ -17,6 +18,14 @@ Input InputOf(const HostPieces& host, bool pinned, const ResidentMemory* residen
     in.pinned = pinned;
   }
   return in;
+}
+
+std::string LaunchKey(const ComputeJob& job) {
+  const kernels::Problem& p = job.problem;
+  return absl::StrCat(job.variant->name, " ", kernels::OpName(p.op), " ",
+                      kernels::DTypeName(p.dtype), " ", kernels::DTypeName(kernels::OutputDType(p)),
+                      " ", p.m, "x", p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",
+                      kernels::ReduceAxisName(p.reduce_axis));
 }
 
 RequestPlan PlanOf(const ComputeJob& job, int ordinal) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "server/cuda/device_memory.h"
 #include "server/cuda/resident_memory.h"
@@ -52,6 +53,10 @@ struct RequestPlan {
   bool peer() const { return a.source == Source::kPeer || b.source == Source::kPeer; }
   bool pinned() const { return a.pinned || b.pinned || out_pinned; }
 };
+
+// What a job's launches depend on besides their buffers: the variant and
+// the problem (op, dtypes, shape, reduce op and axis); a graph cache key.
+std::string LaunchKey(const ComputeJob& job);
 
 // The plan of `job` on the GPU numbered `ordinal`.
 RequestPlan PlanOf(const ComputeJob& job, int ordinal);

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/variant.h"
-#include "server/cuda/batch_graphs.h"
 #include "server/cuda/cuda_handles.h"
+#include "server/cuda/graph_cache.h"
 #include "server/cuda/staging.h"
 
 namespace gpucompute::server::cuda {
@@ -38,10 +38,11 @@ class Slot {
   enum class Mark { kUploadBegin, kKernelStart, kKernelEnd, kDownloaded };
 
   // On the current device; counts its cudaMalloc and cudaHostAlloc calls.
-  // Keeps up to `batch_graphs` graphs of small batches (0: none).
+  // Keeps up to `batch_graphs` graphs of small batches and `request_graphs`
+  // of small requests (0: none).
   static absl::StatusOr<std::unique_ptr<Slot>> Create(std::atomic<int64_t>& device_malloc_calls,
                                                       std::atomic<int64_t>& host_alloc_calls,
-                                                      int batch_graphs = 0);
+                                                      int batch_graphs = 0, int request_graphs = 0);
 
   cudaStream_t stream() const { return stream_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
@@ -51,11 +52,16 @@ class Slot {
   char* scratch() const { return static_cast<char*>(scratch_.get()); }  // kScratchBytes
   void* workspace() const { return workspace_.get(); }                  // kWorkspaceBytes
   StagingBuffers& staging() { return *staging_; }
-  BatchGraphCache& batch_graphs() { return *batch_graphs_; }
+  GraphCache& batch_graphs() { return *batch_graphs_; }
+  // A request's graph is captured at its second sighting: a kept output is
+  // a fresh tensor, whose pointer a graph names, and may never come again.
+  GraphCache& request_graphs() { return *request_graphs_; }
   // Times launches for Profile and the ceilings.
   kernels::cuda::EventTimer& timer() { return timer_; }
 
-  absl::Status Record(Mark mark);
+  // `in_graph`: while the stream is captured, as a node of the graph (an
+  // external event record), so that each replay records the mark.
+  absl::Status Record(Mark mark, bool in_graph = false);
   // Waits until `mark` has fired; `what` names the wait in an error.
   absl::Status WaitFor(Mark mark, const char* what);
   // Microseconds between two recorded marks that have fired.
@@ -68,7 +74,7 @@ class Slot {
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
        UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-       std::unique_ptr<StagingBuffers> staging, int batch_graphs);
+       std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
 
@@ -80,8 +86,9 @@ class Slot {
   kernels::cuda::EventTimer timer_;
   UniqueCublas cublas_;
   std::unique_ptr<StagingBuffers> staging_;
-  // Destroyed before the stream and the memory its graphs name.
-  std::unique_ptr<BatchGraphCache> batch_graphs_;
+  // Destroyed before the stream and the memory their graphs name.
+  std::unique_ptr<GraphCache> batch_graphs_;
+  std::unique_ptr<GraphCache> request_graphs_;
 };
 
 }  // namespace gpucompute::server::cuda

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "server/cuda/device_memory.h"
+#include "server/cuda/request_plan.h"
 
 namespace gpucompute::server::cuda {
 namespace {
@@ -35,12 +36,8 @@ struct Layout {
 
 // What a batch's launches depend on besides the slot: the variant, the
 // problem and how many members run.
-std::string GraphKey(const ComputeJob& job, int members) {
-  const kernels::Problem& p = job.problem;
-  return absl::StrCat(job.variant->name, " ", kernels::OpName(p.op), " ",
-                      kernels::DTypeName(p.dtype), " ", kernels::DTypeName(kernels::OutputDType(p)),
-                      " ", p.m, "x", p.n, "x", p.k, " ", kernels::ReduceOpName(p.reduce_op), " ",
-                      kernels::ReduceAxisName(p.reduce_axis), " x", members);
+std::string BatchKey(const ComputeJob& job, int members) {
+  return absl::StrCat(LaunchKey(job), " x", members);
 }
 
 bool HostOnly(const ComputeJob& job) {
@@ -107,15 +104,15 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
                                    outputs + j * l.out_stride, workspace, size_t(l.workspace)};
     return job.variant->launch(job.problem, buffers, slot.launch_context());
   };
-  const absl::Status replayed =
-      slot.batch_graphs().Launch(GraphKey(jobs.front(), live), slot.stream(), [&] {
+  const bool replayed =
+      slot.batch_graphs().Launch(BatchKey(jobs.front(), live), slot.stream(), [&] {
         for (int j = 0; j < live; ++j) {
           if (auto s = launch(j); !s.ok()) return s;
         }
         return absl::OkStatus();
       });
-  std::vector<bool> ran(size_t(live), replayed.ok());
-  if (!replayed.ok()) {
+  std::vector<bool> ran(size_t(live), replayed);
+  if (!replayed) {
     // No graph (turned off, or the launches could not be captured): each
     // member's kernels on their own, a launch that fails failing its member.
     for (int j = 0; j < live; ++j) {

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -202,6 +203,93 @@ TEST_F(GpuServerTest, TinyRequestsRunZeroCopyOnlyThroughPlainKernels) {
     if (zero_copy) {
       EXPECT_EQ(resp.report().upload_us(), 0);
       EXPECT_EQ(resp.report().download_us(), 0);
+    }
+  }
+}
+
+// A small request seen again on its stream runs from a CUDA graph of its
+// copies, kernels and timing marks (--request_graphs_per_stream): every
+// float32 variant, tiny (zero-copy) and small (through the scratch), sent
+// eight times with the same bytes. Every answer equals the first bit for
+// bit and the reference within tolerance, each report has its kernel time,
+// and the later ones say they were replayed.
+TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
+  const v1::ServerInfo info = Info(*stub_);
+  for (const bool tiny : {true, false}) {
+    for (const auto& v : info.variants()) {
+      if (std::find(v.dtypes().begin(), v.dtypes().end(), v1::DTYPE_FLOAT32) == v.dtypes().end())
+        continue;
+      SCOPED_TRACE(v.name() + (tiny ? " tiny " : " small ") + SeedNote());
+      const int64_t m = tiny ? 17 : 131, k = tiny ? 33 : 67, n = tiny ? 9 : 95;
+      const v1::Matrix a = RandomMatrix<float>(m, k, rng_), b = RandomMatrix<float>(k, n, rng_);
+      kernels::Problem problem;
+      std::vector<double> ref;
+      if (v.op() == v1::OP_MATMUL) {
+        problem = ProblemOf(kernels::Op::kMatMul, a, &b);
+      } else {
+        problem =
+            ProblemOf(v.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose : kernels::Op::kReduce,
+                      a, nullptr);
+        problem.reduce_axis = kernels::ReduceAxis::kPerColumn;
+      }
+      ref = kernels::ReferenceResult(problem, a.data().data(), b.data().data());
+      const double tol = v.reduced_precision()     ? 5e-3
+                         : v.op() == v1::OP_REDUCE ? 1e-5 * double(m)
+                                                   : 1e-4;
+      std::string first;
+      int replayed = 0;
+      for (int i = 0; i < 8; ++i) {
+        grpc::ClientContext ctx;
+        grpc::Status s;
+        v1::Matrix out;
+        v1::ExecutionReport report;
+        if (v.op() == v1::OP_MATMUL) {
+          v1::MatMulRequest req;
+          *req.mutable_a() = a;
+          *req.mutable_b() = b;
+          req.set_variant(v.name());
+          v1::MatMulResponse resp;
+          s = stub_->MatMul(&ctx, req, &resp);
+          out = resp.c();
+          report = resp.report();
+        } else if (v.op() == v1::OP_TRANSPOSE) {
+          v1::TransposeRequest req;
+          *req.mutable_input() = a;
+          req.set_variant(v.name());
+          v1::TransposeResponse resp;
+          s = stub_->Transpose(&ctx, req, &resp);
+          out = resp.output();
+          report = resp.report();
+        } else {
+          v1::ReduceRequest req;
+          *req.mutable_input() = a;
+          req.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
+          req.set_variant(v.name());
+          v1::ReduceResponse resp;
+          s = stub_->Reduce(&ctx, req, &resp);
+          out = resp.output();
+          report = resp.report();
+        }
+        ASSERT_TRUE(s.ok()) << "send " << i << ": " << s.error_message();
+        const bool graph = report.device().find("replayed from a CUDA graph") != std::string::npos;
+        if (i == 0) {
+          EXPECT_LE(MaxError(out, ref), tol);
+          first = out.data();
+        } else {
+          EXPECT_TRUE(out.data() == first)
+              << "send " << i << " differs from the first" << (graph ? " (graph)" : "");
+        }
+        replayed += graph;
+        // Graph or not, the marks fired and were read: the kernel's time is
+        // there (a 1x1 kernel may round down to 0 us, these do not).
+        EXPECT_GE(report.compute_us(), 0);
+        if (!tiny) {
+          EXPECT_GT(report.compute_us(), 0) << report.device();
+        }
+      }
+      // Each of the 4 streams sees a key twice before it replays it; 8
+      // sends one after another reach at least one replay.
+      EXPECT_GE(replayed, 1);
     }
   }
 }
