@@ -6,7 +6,9 @@
 // (and p90) of --iterations timed repetitions after a warm-up, on the
 // host's steady clock. Measured on the host that serves, these say how much
 // of a request's time beyond its GPU time is the runtime, and how much is
-// threads waking up.
+// threads waking up. Last, how many such requests per second 1 to 16
+// threads issue at once (as the server's slots do), call by call or
+// replayed from CUDA graphs: whether the driver lets them scale.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <sys/random.h>
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -119,6 +122,95 @@ Stats HandOff(int iterations, bool poll, std::chrono::microseconds idle) {
   cv.notify_all();
   other.join();
   return s;
+}
+
+// 64^3 MatMul requests as a server slot runs them, from `threads` threads
+// at once, each with its own stream, cuBLAS handle, buffers and events:
+// (with `copies`, both inputs up in one copy,) the sgemm, (the result down,)
+// four marks, one host wait and three stage times; queued call by call, or
+// replayed from a CUDA graph of the same work (`graph`). Requests per
+// second, all threads together, over `seconds`.
+double RequestsPerSecond(int threads, bool graph, bool copies, double seconds) {
+  constexpr int kSide = 64;
+  constexpr size_t kMatrixBytes = size_t(kSide) * kSide * sizeof(float);
+  constexpr size_t kWorkspaceBytes = size_t{4} << 20;
+  std::atomic<int> ready{0};
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      cudaStream_t stream;
+      CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      cublasHandle_t cublas;
+      if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) std::exit(1);
+      cublasSetStream(cublas, stream);
+      cublasSetMathMode(cublas, CUBLAS_PEDANTIC_MATH);
+      float *host_in, *host_out, *dev;
+      void* workspace;
+      CHECK_CUDA(cudaMallocHost(&host_in, 2 * kMatrixBytes));
+      CHECK_CUDA(cudaMallocHost(&host_out, kMatrixBytes));
+      CHECK_CUDA(cudaMalloc(&dev, 3 * kMatrixBytes));
+      CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
+      cublasSetWorkspace(cublas, workspace, kWorkspaceBytes);  // none allocated in a capture
+      for (size_t i = 0; i < 2 * kSide * kSide; ++i) host_in[i] = float(i % 7) - 3.0f;
+      cudaEvent_t marks[4];
+      for (cudaEvent_t& e : marks) CHECK_CUDA(cudaEventCreate(&e));
+      const float one = 1.0f, zero = 0.0f;
+      auto enqueue = [&](unsigned flags) {
+        cudaEventRecordWithFlags(marks[0], stream, flags);
+        if (copies) {
+          cudaMemcpyAsync(dev, host_in, 2 * kMatrixBytes, cudaMemcpyHostToDevice, stream);
+        }
+        cudaEventRecordWithFlags(marks[1], stream, flags);
+        cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, kSide, kSide, kSide, &one, dev, kSide,
+                    dev + kSide * kSide, kSide, &zero, dev + 2 * kSide * kSide, kSide);
+        cudaEventRecordWithFlags(marks[2], stream, flags);
+        if (copies) {
+          cudaMemcpyAsync(host_out, dev + 2 * kSide * kSide, kMatrixBytes, cudaMemcpyDeviceToHost,
+                          stream);
+        }
+        cudaEventRecordWithFlags(marks[3], stream, flags);
+      };
+      cudaGraphExec_t exec = nullptr;
+      if (graph) {
+        cudaGraph_t g;
+        CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        enqueue(cudaEventRecordExternal);
+        CHECK_CUDA(cudaStreamEndCapture(stream, &g));
+        CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+        cudaGraphDestroy(g);
+      }
+      auto request = [&] {
+        if (graph) {
+          cudaGraphLaunch(exec, stream);
+        } else {
+          enqueue(0);
+        }
+        cudaEventSynchronize(marks[3]);
+        float ms;
+        for (int i = 0; i < 3; ++i) cudaEventElapsedTime(&ms, marks[i], marks[i + 1]);
+      };
+      for (int i = 0; i < 200; ++i) request();  // warm
+      ready.fetch_add(1);
+      while (ready.load() < threads) {
+      }
+      const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+      int64_t count = 0;
+      for (; Clock::now() < until; ++count) request();
+      total.fetch_add(count);
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      for (cudaEvent_t& e : marks) cudaEventDestroy(e);
+      cublasDestroy(cublas);
+      cudaFree(workspace);
+      cudaFree(dev);
+      cudaFreeHost(host_in);
+      cudaFreeHost(host_out);
+      cudaStreamDestroy(stream);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  return double(total.load()) / seconds;
 }
 
 }  // namespace
@@ -246,6 +338,19 @@ int main(int argc, char** argv) {
       HandOff(n / 4, /*poll=*/false, microseconds(3000)));
   Row("hand-off to a thread and back, both polling", HandOff(n, /*poll=*/true, microseconds(0)));
   std::printf("(checksum of the last 64^3 result: %.1f)\n", check);
+
+  std::printf("\n64^3 MatMul requests per second, threads at once, each its own stream\n");
+  std::printf("%8s %16s %16s %16s %16s\n", "threads", "copies, calls", "copies, graph",
+              "resident, calls", "resident, graph");
+  for (int threads : {1, 2, 4, 8, 16}) {
+    std::printf("%8d", threads);
+    for (bool copies : {true, false}) {
+      for (bool graph : {false, true}) {
+        std::printf(" %15.1fk", RequestsPerSecond(threads, graph, copies, 0.5) / 1000);
+      }
+    }
+    std::printf("\n");
+  }
 
   for (cudaEvent_t& e : marks) cudaEventDestroy(e);
   cudaMemPoolDestroy(kept_pool);
