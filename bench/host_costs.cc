@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>

@@ -53,8 +53,9 @@ class Slot {
   void* workspace() const { return workspace_.get(); }                  // kWorkspaceBytes
   StagingBuffers& staging() { return *staging_; }
   GraphCache& batch_graphs() { return *batch_graphs_; }
-  // A request's graph is captured at its second sighting: a kept output is
-  // a fresh tensor, whose pointer a graph names, and may never come again.
+  // A request's graph is captured at its second sighting: a graph names the
+  // pointers of the tensors a request reads, and the next request may name
+  // others. (Requests keeping their output are never graphed.)
   GraphCache& request_graphs() { return *request_graphs_; }
   // Times launches for Profile and the ceilings.
   kernels::cuda::EventTimer& timer() { return timer_; }
