@@ -4,7 +4,7 @@
 # (the health floor alone moves 5-20% from one server start to the next)
 # falls on both sides. Each round starts each server afresh and runs, over 8
 # connections: the 1x1 Transpose at c=64 beside the health Check, the 64^3
-# MatMul at c=1 and c=64 inline beside a gRPC echo of its bytes, and with
+# MatMul at c=1, 8 and 64 inline beside a gRPC echo of its bytes, and with
 # resident operands and a kept output. Logs go to OUT_DIR; the medians over
 # the rounds of each row and ratio are printed last.
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
@@ -47,7 +47,7 @@ for round in $(seq 1 "$rounds"); do
     done
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --baseline=grpc \
       > "$log.transpose.log" 2>&1
-    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,64 \
+    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
       --placement=inline,tensor --baseline=echo > "$log.matmul.log" 2>&1
     kill -TERM "$server"
     wait "$server"
@@ -70,6 +70,7 @@ figures = [
     ("64^3 MatMul resident kept c=64 / health", "M:auto_tensor_c=64", "T:grpc_health_c=64"),
     ("1x1 Transpose c=64, req/s", "T:auto_c=64", None),
     ("64^3 MatMul inline c=1, req/s", "M:auto_c=1", None),
+    ("64^3 MatMul inline c=8, req/s", "M:auto_c=8", None),
     ("64^3 MatMul inline c=64, req/s", "M:auto_c=64", None),
     ("64^3 MatMul resident kept c=64, req/s", "M:auto_tensor_c=64", None),
     ("health c=64, req/s", "T:grpc_health_c=64", None),

@@ -31,11 +31,12 @@ ABSL_FLAG(int32_t, batch_delay_us, 0,
           "how long the first request of a batch waits for company, in microseconds; 0 batches "
           "only requests already waiting and adds no delay");
 ABSL_FLAG(int32_t, worker_spin_us, 1000,
-          "CUDA backend: how long a worker that has just finished a request polls for the next "
-          "one before it sleeps, in microseconds (one worker per GPU at a time, so at most one "
-          "busy core per GPU): a request that follows within it starts without a sleeping "
-          "thread's wake-up (on an H200 host, 28-48 us of queue time at one request in flight); "
-          "0 turns polling off");
+          "CUDA backend: how long a worker polls for the next request before it sleeps, in "
+          "microseconds, once its GPU has run one request at a time for as long (one worker per "
+          "GPU at a time, so at most one busy core per GPU): a lone caller's next request starts "
+          "without a sleeping thread's wake-up (on an H200 host, 28-48 us of queue time at one "
+          "request in flight); under load nobody polls and small requests run on the gRPC "
+          "thread that received them; 0 turns polling off");
 ABSL_FLAG(int32_t, answer_threads, 4,
           "threads that send the answers of finished requests for device workers that have more "
           "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "

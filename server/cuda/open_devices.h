@@ -13,7 +13,7 @@ namespace gpucompute::server {
 
 struct CudaDeviceOptions {
   std::string devices = "all";          // "all" or a list such as "0,1"
-  int streams_per_device = 4;           // jobs each GPU runs at once
+  int streams_per_device = 8;           // jobs each GPU runs at once
   double device_memory_fraction = 0.9;  // cap of the pooled device memory
   // Graphs of small batches each stream keeps for replay (0: launch each
   // member's kernels one by one).

@@ -80,15 +80,12 @@ void ComputeEngine::Compute(ComputeCall call,
   } else if (shared_call->b_tensor) {
     task.device = &shared_call->b_tensor->device();
   }
-  // Where small tasks may run on this thread, a small kept result whose
-  // device is known gets its tensor here, if the memory is free right now:
-  // then nothing in the task can wait, and it may run inline. Otherwise the
-  // task queues and allocates on a worker, where waiting for memory holds
-  // back no gRPC thread.
+  // A small kept result whose device is known gets its tensor here, if the memory is free right
+  // now: then nothing in the task can wait, and it may run inline. Otherwise the task queues and
+  // allocates on a worker, where waiting for memory holds back no gRPC thread.
   const bool small = RequestBytes(problem) <= kInlineRequestBytes;
   std::shared_ptr<Tensor> kept_ahead;
-  if (small && scheduler_.runs_inline() && shared_call->keep_output && task.device != nullptr &&
-      !choice.calibrate) {
+  if (small && shared_call->keep_output && task.device != nullptr && !choice.calibrate) {
     auto created = tensors_->Create(*task.device, OutputShape(problem), absl::Now());
     if (created.ok()) kept_ahead = std::move(*created);
   }

@@ -48,8 +48,8 @@ struct Task {
   // Set when the task may run in a batch; `run` is used when it runs alone.
   std::optional<BatchPart> batch;
   // Small enough to run on the submitting thread when its device has a
-  // worker free and nothing waits: no hand-off to a worker and back. Only
-  // where workers do not poll (see Scheduler::runs_inline).
+  // worker's turn free, nothing waits and no worker polls for work: no
+  // hand-off to a worker and back (see Scheduler::Submit).
   bool may_run_inline = false;
 };
 
@@ -63,9 +63,10 @@ struct BatchingOptions {
 
 class Scheduler {
  public:
-  // `worker_spin`: how long a worker that has just finished a task keeps
-  // polling for the next one before it sleeps (one worker per device at a
-  // time); a task then starts without a sleeping thread's wake-up.
+  // `worker_spin`: how long a worker keeps polling for the next task before
+  // it sleeps, once its device has nothing in flight and has run one task
+  // at a time for as long (one worker per device at a time); a task then
+  // starts without a sleeping thread's wake-up.
   // `answer_threads`: threads that answer finished tasks for workers that
   // have more work waiting (0: workers answer their own).
   Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
@@ -81,13 +82,6 @@ class Scheduler {
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
   const BatchingOptions& batching() const { return batching_; }
-  // Whether a Task's may_run_inline can take effect: only where workers do
-  // not poll. A polling worker starts a task in under a microsecond and
-  // runs it on one warm thread, where the gRPC thread that received it
-  // would run the CUDA calls cold (gRPC hands successive requests to
-  // different threads): on an H200 host a resident 64^3 MatMul took 155 us
-  // through the polling worker against 208 us inline.
-  bool runs_inline() const { return worker_spin_ <= absl::ZeroDuration(); }
   int64_t queued() const;
   int64_t running() const;
 
@@ -124,6 +118,10 @@ class Scheduler {
     // A worker polling for work instead of sleeping (worker_spin), and
     // whether a task queued since is already its own (set under mu).
     bool spinning ABSL_GUARDED_BY(mu) = false;
+    // The device has just gone idle: the next worker to look polls.
+    bool spin_wanted ABSL_GUARDED_BY(mu) = false;
+    // When a task last arrived while another was in flight.
+    absl::Time last_crowded ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     std::atomic<bool> spinner_has_work{false};
     // queue.size(), read without the lock by a worker deciding who answers.
     std::atomic<int64_t> waiting{0};
@@ -131,6 +129,18 @@ class Scheduler {
   };
 
   void WorkerLoop(Lane& lane);
+  // Whether a small task should go to a polling worker (one polls, or is
+  // about to) rather than run on the thread that submitted it.
+  bool PollerFree(const Lane& lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // After a task ends with nothing else in flight on the device, and none
+  // has overlapped another for a polling time, a worker polls for the next
+  // one: a lone caller's next request then starts on a warm thread. Under
+  // load nobody polls, so that small tasks run on the threads that received
+  // them and pollers take no cores from them. (A device at 64 calls in
+  // flight still empties for moments between them: going by "nothing in
+  // flight" alone, pollers took most tasks there, and answered them from
+  // their own threads.)
+  void WantPollerIfIdle(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // Releases lane.mu until a task is queued for this worker or worker_spin
   // has passed, polling without sleeping.
   void SpinForWork(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);

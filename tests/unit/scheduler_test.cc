@@ -199,11 +199,24 @@ TEST(SchedulerTest, TasksRunOnSubmittersCountAgainstConcurrency) {
 constexpr absl::Duration kLongSpin = absl::Seconds(30);
 constexpr absl::Duration kPrompt = absl::Seconds(5);
 
+// A task is answered before its worker counts it finished; once the count
+// is zero, a worker polls (or is about to).
+void WaitUntilIdle(const Scheduler& scheduler) {
+  while (scheduler.running() > 0) std::this_thread::yield();
+}
+
 void RunOneQueuedTask(Scheduler& scheduler) {
   Probe probe;
   scheduler.Submit(ProbeTask(probe));
   probe.done.WaitForNotification();
   ASSERT_TRUE(probe.status.ok()) << probe.status;
+  WaitUntilIdle(scheduler);
+}
+
+Task SmallTask(Probe& probe, absl::Notification* hold = nullptr) {
+  Task task = ProbeTask(probe, hold);
+  task.may_run_inline = true;
+  return task;
 }
 
 TEST(SchedulerSpin, APollingWorkerTakesTheNextTaskAtOnce) {
@@ -241,19 +254,61 @@ TEST(SchedulerSpin, MoreTasksThanPollersWakeTheSleepingWorkers) {
   EXPECT_TRUE(second.status.ok()) << second.status;
 }
 
-// Where workers poll, a small task is theirs too: it never runs on the
-// submitting thread, even with every worker free.
-TEST(SchedulerSpin, SmallTasksGoToPollingWorkers) {
+// A lone caller's small tasks go to the polling worker, one after another:
+// never to the submitting thread while a worker polls.
+TEST(SchedulerSpin, SmallTasksGoToAPollingWorker) {
   auto scheduler = MakeScheduler(1, 4, {}, kLongSpin);
-  EXPECT_FALSE(scheduler->runs_inline());
+  RunOneQueuedTask(*scheduler);
   for (int i = 0; i < 3; ++i) {
     Probe probe;
-    Task task = ProbeTask(probe);
-    task.may_run_inline = true;
-    scheduler->Submit(std::move(task));
+    scheduler->Submit(SmallTask(probe));
     ASSERT_TRUE(probe.done.WaitForNotificationWithTimeout(kPrompt));
     EXPECT_NE(probe.ran_on, std::this_thread::get_id()) << "task " << i << " ran inline";
+    WaitUntilIdle(*scheduler);
   }
+}
+
+// An idle server has no poller: its first small task runs on the submitting
+// thread, and once that ends a worker polls for the next.
+TEST(SchedulerSpin, AnIdleDevicePollsAfterASmallTaskRanInline) {
+  auto scheduler = MakeScheduler(1, 4, {}, kLongSpin);
+  Probe first;
+  scheduler->Submit(SmallTask(first));
+  ASSERT_TRUE(first.done.HasBeenNotified());
+  EXPECT_EQ(first.ran_on, std::this_thread::get_id());
+  Probe second;
+  scheduler->Submit(SmallTask(second));
+  ASSERT_TRUE(second.done.WaitForNotificationWithTimeout(kPrompt));
+  EXPECT_NE(second.ran_on, std::this_thread::get_id()) << "no worker polled after the first";
+}
+
+// Under load (another task in flight, so no worker polls) a small task runs
+// on the thread that submitted it, which then answers it.
+TEST(SchedulerSpin, UnderLoadSmallTasksRunOnTheSubmittingThread) {
+  auto scheduler = MakeScheduler(2, 4, {}, kLongSpin);
+  BusyWorker busy(*scheduler);
+  Probe probe;
+  scheduler->Submit(SmallTask(probe));
+  ASSERT_TRUE(probe.done.HasBeenNotified());
+  EXPECT_EQ(probe.ran_on, std::this_thread::get_id());
+}
+
+// A device that had two tasks in flight within the polling time gets no
+// poller when it empties: the moments between calls under load are no lone
+// caller's.
+TEST(SchedulerSpin, NoWorkerPollsSoonAfterTasksOverlapped) {
+  auto scheduler = MakeScheduler(2, 4, {}, kLongSpin);
+  {
+    BusyWorker busy(*scheduler);
+    Probe overlapping;
+    scheduler->Submit(SmallTask(overlapping));
+    ASSERT_TRUE(overlapping.done.HasBeenNotified());
+  }
+  WaitUntilIdle(*scheduler);
+  Probe next;
+  scheduler->Submit(SmallTask(next));
+  ASSERT_TRUE(next.done.HasBeenNotified()) << "a worker polled for it";
+  EXPECT_EQ(next.ran_on, std::this_thread::get_id());
 }
 
 TEST(SchedulerSpin, ShutdownDoesNotWaitForAPollingWorker) {
