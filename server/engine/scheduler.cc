@@ -62,17 +62,29 @@ void Scheduler::Submit(Task task) {
            0);
     return;
   }
-  // Least loaded: fewest queued + running tasks.
+  // Least loaded: fewest queued + running tasks. With one candidate (one
+  // GPU, or the task's tensor's), no lane's lock is taken to compare.
+  auto candidate = [&task](const Lane& lane) {
+    return (task.device == nullptr || lane.device == task.device) && lane.device->healthy();
+  };
   Lane* best = nullptr;
-  int64_t best_load = 0;
+  int candidates = 0;
   for (const auto& lane : lanes_) {
-    if (task.device != nullptr && lane->device != task.device) continue;
-    if (!lane->device->healthy()) continue;
-    absl::MutexLock lock(&lane->mu);
-    const int64_t load = int64_t(lane->queue.size()) + lane->running;
-    if (best == nullptr || load < best_load) {
-      best = lane.get();
-      best_load = load;
+    if (!candidate(*lane)) continue;
+    ++candidates;
+    best = lane.get();
+  }
+  if (candidates > 1) {
+    best = nullptr;
+    int64_t best_load = 0;
+    for (const auto& lane : lanes_) {
+      if (!candidate(*lane)) continue;
+      absl::MutexLock lock(&lane->mu);
+      const int64_t load = int64_t(lane->queue.size()) + lane->running;
+      if (best == nullptr || load < best_load) {
+        best = lane.get();
+        best_load = load;
+      }
     }
   }
   if (best == nullptr && task.device != nullptr) {

@@ -123,7 +123,9 @@ absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Create(Device& device,
 TensorInfo TensorStore::Add(std::shared_ptr<Tensor> tensor, absl::Duration ttl) {
   if (ttl <= absl::ZeroDuration()) ttl = options_.default_ttl;
   absl::MutexLock lock(&mu_);
-  const absl::Time expires = absl::Now() + ttl;
+  const absl::Time now = absl::Now();
+  tensor->MarkUsed(now);
+  const absl::Time expires = now + ttl;
   const std::string id = tensor->id();
   if (deadlines_.empty() || expires < deadlines_.begin()->first) wake_.Signal();
   deadlines_.emplace(expires, id);
@@ -148,28 +150,15 @@ absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Use(const std::string& id,
                                             holder, "\", not by this one (\"", options_.instance,
                                             "\"): send the call to ", holder));
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   auto it = listed_.find(id);
   if (it == listed_.end()) {
     return absl::NotFoundError(absl::StrCat(
         field, ": tensor ", id, " is not held here: unknown, released, or expired after ",
         "its idle lifetime"));
   }
-  Entry& e = it->second;
-  deadlines_.erase({e.expires, id});
-  e.expires = absl::Now() + e.ttl;
-  deadlines_.emplace(e.expires, id);
-  return e.tensor;
-}
-
-void TensorStore::Touch(const Tensor& tensor) {
-  absl::MutexLock lock(&mu_);
-  auto it = listed_.find(tensor.id());
-  if (it == listed_.end() || it->second.tensor.get() != &tensor) return;
-  Entry& e = it->second;
-  deadlines_.erase({e.expires, tensor.id()});
-  e.expires = absl::Now() + e.ttl;
-  deadlines_.emplace(e.expires, tensor.id());
+  Touch(*it->second.tensor);
+  return it->second.tensor;
 }
 
 TensorStore::Released TensorStore::Release(const std::vector<std::string>& ids) {
@@ -182,7 +171,7 @@ TensorStore::Released TensorStore::Release(const std::vector<std::string>& ids) 
       if (it == listed_.end()) continue;
       ++released.count;
       released.bytes += it->second.tensor->bytes();
-      deadlines_.erase({it->second.expires, id});
+      deadlines_.erase({it->second.scheduled, id});
       dropped.push_back(std::move(it->second.tensor));
       listed_.erase(it);
     }
@@ -198,17 +187,18 @@ TensorInfo TensorStore::InfoLocked(const Tensor& tensor) const {
   info.device = tensor.device().description().name;
   info.server = options_.instance;
   auto it = listed_.find(tensor.id());
-  if (it != listed_.end() && it->second.tensor.get() == &tensor) info.expires = it->second.expires;
+  if (it != listed_.end() && it->second.tensor.get() == &tensor)
+    info.expires = it->second.expires();
   return info;
 }
 
 TensorInfo TensorStore::InfoOf(const Tensor& tensor) const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   return InfoLocked(tensor);
 }
 
 std::vector<TensorInfo> TensorStore::List() const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   std::vector<TensorInfo> infos;
   infos.reserve(listed_.size());
   for (const auto& [id, e] : listed_) infos.push_back(InfoLocked(*e.tensor));
@@ -246,7 +236,14 @@ std::vector<std::shared_ptr<Tensor>> TensorStore::TakeDueLocked(absl::Time now) 
     auto it = listed_.find(deadlines_.begin()->second);
     deadlines_.erase(deadlines_.begin());
     if (it == listed_.end()) continue;
-    due.push_back(std::move(it->second.tensor));
+    Entry& e = it->second;
+    if (const absl::Time expires = e.expires(); expires > now) {
+      // Used since it was scheduled: due later.
+      e.scheduled = expires;
+      deadlines_.emplace(expires, it->first);
+      continue;
+    }
+    due.push_back(std::move(e.tensor));
     listed_.erase(it);
     ++expired_;
   }

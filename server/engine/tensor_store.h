@@ -9,6 +9,7 @@
 // Its bytes count against the budget from Create until that moment.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -70,11 +71,21 @@ class Tensor {
         memory_(std::move(memory)),
         ledger_(std::move(ledger)) {}
 
+  // When an op or a transfer last used the tensor (Unix nanoseconds): its
+  // idle lifetime runs from here. Atomic, so that a use takes no lock.
+  void MarkUsed(absl::Time now) const {
+    last_used_ns_.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
+  }
+  absl::Time last_used() const {
+    return absl::FromUnixNanos(last_used_ns_.load(std::memory_order_relaxed));
+  }
+
   const std::string id_;
   const TensorShape shape_;
   Device& device_;
   std::unique_ptr<ResidentMemory> memory_;
   std::shared_ptr<TensorLedger> ledger_;
+  mutable std::atomic<int64_t> last_used_ns_{0};
 };
 
 struct TensorStoreOptions {
@@ -116,9 +127,9 @@ class TensorStore {
   // released or expired, or naming the instance that holds it when the id
   // is another instance's.
   absl::StatusOr<std::shared_ptr<Tensor>> Use(const std::string& id, const std::string& field);
-  // Renews the idle lifetime of `tensor` if it is still listed: a use that
-  // lasted longer than its lifetime still counts as a use at its end.
-  void Touch(const Tensor& tensor);
+  // Renews the idle lifetime of `tensor`: a use that lasted longer than its
+  // lifetime still counts as a use at its end. Takes no lock.
+  static void Touch(const Tensor& tensor) { tensor.MarkUsed(absl::Now()); }
 
   struct Released {
     int64_t count = 0;
@@ -146,10 +157,16 @@ class TensorStore {
   int64_t ExpireDue(absl::Time now);
 
  private:
+  // A use renews a tensor's lifetime without the store's lock (the tensor
+  // records when it was last used), so a call on resident tensors takes the
+  // lock once to find each operand, shared, and once to list its output.
+  // Each listed tensor has one entry in `deadlines_`, at or before its
+  // real expiry; the expiry thread reschedules one used since.
   struct Entry {
     std::shared_ptr<Tensor> tensor;
     absl::Duration ttl;
-    absl::Time expires;
+    absl::Time scheduled;  // its key in deadlines_
+    absl::Time expires() const { return tensor->last_used() + ttl; }
   };
 
   std::string NewId() const;

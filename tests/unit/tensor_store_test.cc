@@ -189,6 +189,27 @@ TEST(TensorStore, ExpiryDropsIdleTensorsAndUseRenewsThem) {
   EXPECT_EQ(device.live.load(), 0);
 }
 
+// A use at an op's end (Touch) moves the deadline the listing shows, and
+// the tensor outlives the deadline it was first scheduled at.
+TEST(TensorStore, ATouchMovesTheDeadlineAndTheTensorOutlivesItsFirstOne) {
+  FakeDevice device("cpu");
+  TensorStore store(Options(1 << 20, absl::Hours(1)));
+  auto created = store.Create(device, Floats(2, 2), absl::InfiniteFuture());
+  ASSERT_TRUE(created.ok());
+  const std::shared_ptr<Tensor> tensor = *created;
+  const absl::Time first = store.Add(tensor, absl::Minutes(1)).expires;
+  absl::SleepFor(absl::Milliseconds(5));
+  TensorStore::Touch(*tensor);
+  const absl::Time renewed = store.InfoOf(*tensor).expires;
+  EXPECT_GT(renewed, first);
+  ASSERT_EQ(store.List().size(), 1u);
+  EXPECT_EQ(store.List().front().expires, renewed);
+  EXPECT_EQ(store.ExpireDue(first), 0);
+  EXPECT_TRUE(store.Use(tensor->id(), "x").ok());
+  EXPECT_EQ(store.ExpireDue(absl::Now() + absl::Minutes(2)), 1);
+  EXPECT_FALSE(store.Use(tensor->id(), "x").ok());
+}
+
 TEST(TensorStore, TheExpiryThreadRunsWithoutAnyCall) {
   FakeDevice device("cpu");
   TensorStore store(Options(1 << 20, absl::Milliseconds(50)));
