@@ -2,10 +2,12 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -44,43 +46,57 @@ bool IsOurHex(absl::string_view s) {
 
 }  // namespace
 
-// Bytes charged by tensors that are alive, in total and per device.
+// Bytes charged by tensors that are alive, in total and per device. The
+// counts are atomics: each kept output charges and refunds them, on many
+// threads at once.
 class TensorLedger {
  public:
   explicit TensorLedger(int64_t limit) : limit_(limit) {}
 
   absl::Status Charge(const Device* device, int64_t bytes) {
-    absl::MutexLock lock(&mu_);
-    if (bytes > limit_ - held_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "tensors would exceed the tensor budget: held ", held_, " bytes, asked ", bytes,
-          " bytes, limit ", limit_,
-          " bytes (--tensor_memory_bytes); release tensors (ReleaseTensors) or let them expire"));
-    }
-    held_ += bytes;
-    per_device_[device] += bytes;
+    int64_t held = held_.load(std::memory_order_relaxed);
+    do {
+      if (bytes > limit_ - held) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "tensors would exceed the tensor budget: held ", held, " bytes, asked ", bytes,
+            " bytes, limit ", limit_,
+            " bytes (--tensor_memory_bytes); release tensors (ReleaseTensors) or let them "
+            "expire"));
+      }
+    } while (!held_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+    On(device).fetch_add(bytes, std::memory_order_relaxed);
     return absl::OkStatus();
   }
   void Refund(const Device* device, int64_t bytes) {
-    absl::MutexLock lock(&mu_);
-    held_ -= bytes;
-    per_device_[device] -= bytes;
+    held_.fetch_sub(bytes, std::memory_order_relaxed);
+    On(device).fetch_sub(bytes, std::memory_order_relaxed);
   }
-  int64_t held() const {
-    absl::MutexLock lock(&mu_);
-    return held_;
-  }
+  int64_t held() const { return held_.load(std::memory_order_relaxed); }
   int64_t held_on(const Device* device) const {
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&mu_);
     auto it = per_device_.find(device);
-    return it == per_device_.end() ? 0 : it->second;
+    return it == per_device_.end() ? 0 : it->second->load(std::memory_order_relaxed);
   }
 
  private:
+  // The device's count, made on its first charge.
+  std::atomic<int64_t>& On(const Device* device) {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = per_device_.find(device);
+      if (it != per_device_.end()) return *it->second;
+    }
+    absl::MutexLock lock(&mu_);
+    auto& count = per_device_[device];
+    if (count == nullptr) count = std::make_unique<std::atomic<int64_t>>(0);
+    return *count;
+  }
+
   const int64_t limit_;
-  mutable absl::Mutex mu_;
-  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<const Device*, int64_t> per_device_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> held_{0};
+  mutable absl::Mutex mu_;  // guards the map's shape; the counts are atomic
+  absl::flat_hash_map<const Device*, std::unique_ptr<std::atomic<int64_t>>> per_device_
+      ABSL_GUARDED_BY(mu_);
 };
 
 Tensor::~Tensor() {
@@ -94,15 +110,26 @@ TensorStore::TensorStore(TensorStoreOptions options)
       expiry_([this] { ExpiryLoop(); }) {}
 
 TensorStore::~TensorStore() {
-  std::map<std::string, Entry> listed;
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&expiry_mu_);
     stopping_ = true;
     wake_.Signal();
-    listed.swap(listed_);
-    deadlines_.clear();
   }
   expiry_.join();
+  for (Shard& shard : shards_) {
+    absl::flat_hash_map<std::string, Entry> listed;
+    absl::MutexLock lock(&shard.mu);
+    listed.swap(shard.listed);
+    shard.deadlines.clear();
+  }
+}
+
+TensorStore::Shard& TensorStore::ShardOf(absl::string_view id) const {
+  // An id's first hex digit is random; a string that is no id of ours
+  // (looked up only to be refused or skipped) goes to shard 0.
+  const char c = id.empty() ? '0' : id.front();
+  const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 0;
+  return shards_[size_t(digit % kShards)];
 }
 
 std::string TensorStore::NewId() const { return absl::StrCat(RandomHex(), "@", options_.instance); }
@@ -122,17 +149,33 @@ absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Create(Device& device,
 
 TensorInfo TensorStore::Add(std::shared_ptr<Tensor> tensor, absl::Duration ttl) {
   if (ttl <= absl::ZeroDuration()) ttl = options_.default_ttl;
-  absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
   tensor->MarkUsed(now);
   const absl::Time expires = now + ttl;
-  const std::string id = tensor->id();
-  if (deadlines_.empty() || expires < deadlines_.begin()->first) wake_.Signal();
-  deadlines_.emplace(expires, id);
-  auto [it, inserted] = listed_.emplace(id, Entry{std::move(tensor), ttl, expires});
-  (void)inserted;  // 128 random bits: ids do not collide
-  ++created_;
-  return InfoLocked(*it->second.tensor);
+  Shard& shard = ShardOf(tensor->id());
+  TensorInfo info;
+  {
+    absl::MutexLock lock(&shard.mu);
+    const std::string& id = tensor->id();  // the tensor outlives the move of its pointer
+    shard.deadlines.emplace(expires, id);
+    auto [it, inserted] = shard.listed.emplace(id, Entry{std::move(tensor), ttl, expires});
+    (void)inserted;  // 128 random bits: ids do not collide
+    info = InfoLocked(shard, *it->second.tensor);
+  }
+  created_.fetch_add(1, std::memory_order_relaxed);
+  // After the entry is in its shard: an expiry pass that missed it reads
+  // the lowered wake-up (see ExpiryLoop).
+  if (absl::ToUnixNanos(expires) < next_due_ns_.load()) WakeBy(expires);
+  return info;
+}
+
+void TensorStore::WakeBy(absl::Time deadline) {
+  const int64_t ns = absl::ToUnixNanos(deadline);
+  absl::MutexLock lock(&expiry_mu_);
+  if (ns < next_due_ns_.load()) {
+    next_due_ns_.store(ns);
+    wake_.Signal();
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Use(const std::string& id,
@@ -150,9 +193,10 @@ absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Use(const std::string& id,
                                             holder, "\", not by this one (\"", options_.instance,
                                             "\"): send the call to ", holder));
   }
-  absl::ReaderMutexLock lock(&mu_);
-  auto it = listed_.find(id);
-  if (it == listed_.end()) {
+  const Shard& shard = ShardOf(id);
+  absl::ReaderMutexLock lock(&shard.mu);
+  auto it = shard.listed.find(id);
+  if (it == shard.listed.end()) {
     return absl::NotFoundError(absl::StrCat(
         field, ": tensor ", id, " is not held here: unknown, released, or expired after ",
         "its idle lifetime"));
@@ -164,44 +208,47 @@ absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Use(const std::string& id,
 TensorStore::Released TensorStore::Release(const std::vector<std::string>& ids) {
   Released released;
   std::vector<std::shared_ptr<Tensor>> dropped;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const std::string& id : ids) {
-      auto it = listed_.find(id);
-      if (it == listed_.end()) continue;
-      ++released.count;
-      released.bytes += it->second.tensor->bytes();
-      deadlines_.erase({it->second.scheduled, id});
-      dropped.push_back(std::move(it->second.tensor));
-      listed_.erase(it);
-    }
+  for (const std::string& id : ids) {
+    Shard& shard = ShardOf(id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.listed.find(id);
+    if (it == shard.listed.end()) continue;
+    ++released.count;
+    released.bytes += it->second.tensor->bytes();
+    shard.deadlines.erase({it->second.scheduled, id});
+    dropped.push_back(std::move(it->second.tensor));
+    shard.listed.erase(it);
   }
-  return released;  // `dropped` frees what no op still uses, outside the lock
+  return released;  // `dropped` frees what no op still uses, outside the locks
 }
 
-TensorInfo TensorStore::InfoLocked(const Tensor& tensor) const {
+TensorInfo TensorStore::InfoLocked(const Shard& shard, const Tensor& tensor) const {
   TensorInfo info;
   info.id = tensor.id();
   info.shape = tensor.shape();
   info.bytes = tensor.bytes();
   info.device = tensor.device().description().name;
   info.server = options_.instance;
-  auto it = listed_.find(tensor.id());
-  if (it != listed_.end() && it->second.tensor.get() == &tensor)
+  auto it = shard.listed.find(tensor.id());
+  if (it != shard.listed.end() && it->second.tensor.get() == &tensor)
     info.expires = it->second.expires();
   return info;
 }
 
 TensorInfo TensorStore::InfoOf(const Tensor& tensor) const {
-  absl::ReaderMutexLock lock(&mu_);
-  return InfoLocked(tensor);
+  const Shard& shard = ShardOf(tensor.id());
+  absl::ReaderMutexLock lock(&shard.mu);
+  return InfoLocked(shard, tensor);
 }
 
 std::vector<TensorInfo> TensorStore::List() const {
-  absl::ReaderMutexLock lock(&mu_);
   std::vector<TensorInfo> infos;
-  infos.reserve(listed_.size());
-  for (const auto& [id, e] : listed_) infos.push_back(InfoLocked(*e.tensor));
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    for (const auto& [id, e] : shard.listed) infos.push_back(InfoLocked(shard, *e.tensor));
+  }
+  std::sort(infos.begin(), infos.end(),
+            [](const TensorInfo& x, const TensorInfo& y) { return x.id < y.id; });
   return infos;
 }
 
@@ -223,55 +270,72 @@ TensorCounters TensorStore::counters() const {
   TensorCounters c;
   c.held_bytes = ledger_->held();
   c.limit_bytes = options_.limit_bytes;
-  absl::MutexLock lock(&mu_);
-  c.tensors = int64_t(listed_.size());
-  c.created = created_;
-  c.expired = expired_;
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    c.tensors += int64_t(shard.listed.size());
+  }
+  c.created = created_.load(std::memory_order_relaxed);
+  c.expired = expired_.load(std::memory_order_relaxed);
   return c;
 }
 
-std::vector<std::shared_ptr<Tensor>> TensorStore::TakeDueLocked(absl::Time now) {
-  std::vector<std::shared_ptr<Tensor>> due;
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    auto it = listed_.find(deadlines_.begin()->second);
-    deadlines_.erase(deadlines_.begin());
-    if (it == listed_.end()) continue;
+absl::Time TensorStore::TakeDue(Shard& shard, absl::Time now,
+                                std::vector<std::shared_ptr<Tensor>>& due) {
+  while (!shard.deadlines.empty() && shard.deadlines.begin()->first <= now) {
+    auto it = shard.listed.find(shard.deadlines.begin()->second);
+    shard.deadlines.erase(shard.deadlines.begin());
+    if (it == shard.listed.end()) continue;
     Entry& e = it->second;
     if (const absl::Time expires = e.expires(); expires > now) {
       // Used since it was scheduled: due later.
       e.scheduled = expires;
-      deadlines_.emplace(expires, it->first);
+      shard.deadlines.emplace(expires, it->first);
       continue;
     }
     due.push_back(std::move(e.tensor));
-    listed_.erase(it);
-    ++expired_;
+    shard.listed.erase(it);
+    expired_.fetch_add(1, std::memory_order_relaxed);
   }
-  return due;
+  return shard.deadlines.empty() ? absl::InfiniteFuture() : shard.deadlines.begin()->first;
 }
 
 int64_t TensorStore::ExpireDue(absl::Time now) {
   std::vector<std::shared_ptr<Tensor>> due;
-  {
-    absl::MutexLock lock(&mu_);
-    due = TakeDueLocked(now);
+  for (Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    TakeDue(shard, now, due);
   }
-  return int64_t(due.size());  // freed here, outside the lock
+  return int64_t(due.size());  // freed here, outside the locks
 }
 
 void TensorStore::ExpiryLoop() {
-  absl::MutexLock lock(&mu_);
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  absl::MutexLock lock(&expiry_mu_);
   while (!stopping_) {
-    const absl::Time next = deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
+    const int64_t next_ns = next_due_ns_.load();
+    const absl::Time next =
+        next_ns == kNever ? absl::InfiniteFuture() : absl::FromUnixNanos(next_ns);
     if (next > absl::Now()) {
       // Woken early by a new, earlier deadline or by the destructor.
-      wake_.WaitWithDeadline(&mu_, next);
+      wake_.WaitWithDeadline(&expiry_mu_, next);
       continue;
     }
-    std::vector<std::shared_ptr<Tensor>> due = TakeDueLocked(absl::Now());
-    mu_.Unlock();
-    due.clear();
-    mu_.Lock();
+    // A pass over every shard. The wake-up is cleared first: a tensor
+    // listed in a shard after the pass read it lowers it again (Add).
+    next_due_ns_.store(kNever);
+    expiry_mu_.Unlock();
+    const absl::Time now = absl::Now();
+    std::vector<std::shared_ptr<Tensor>> due;
+    absl::Time earliest = absl::InfiniteFuture();
+    for (Shard& shard : shards_) {
+      absl::MutexLock shard_lock(&shard.mu);
+      earliest = std::min(earliest, TakeDue(shard, now, due));
+    }
+    due.clear();  // freed outside every lock
+    expiry_mu_.Lock();
+    if (earliest != absl::InfiniteFuture() && absl::ToUnixNanos(earliest) < next_due_ns_.load()) {
+      next_due_ns_.store(absl::ToUnixNanos(earliest));
+    }
   }
 }
 

@@ -9,9 +9,10 @@
 // Its bytes count against the budget from Create until that moment.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
-#include <map>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -19,7 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gpucompute/kernels/problem.h"
@@ -157,35 +160,50 @@ class TensorStore {
   int64_t ExpireDue(absl::Time now);
 
  private:
-  // A use renews a tensor's lifetime without the store's lock (the tensor
-  // records when it was last used), so a call on resident tensors takes the
-  // lock once to find each operand, shared, and once to list its output.
-  // Each listed tensor has one entry in `deadlines_`, at or before its
-  // real expiry; the expiry thread reschedules one used since.
+  // A use renews a tensor's lifetime without a lock (the tensor records
+  // when it was last used). The listed tensors are spread over shards by
+  // their id's first hex digit (random), each with its own lock, so that
+  // calls on resident tensors on many threads rarely meet: a call takes one
+  // shard's lock shared to find each operand, and one exclusively to list
+  // its output. Each listed tensor has one entry in its shard's
+  // `deadlines`, at or before its real expiry; the expiry thread
+  // reschedules one used since.
   struct Entry {
     std::shared_ptr<Tensor> tensor;
     absl::Duration ttl;
-    absl::Time scheduled;  // its key in deadlines_
+    absl::Time scheduled;  // its key in the shard's deadlines
     absl::Time expires() const { return tensor->last_used() + ttl; }
   };
-
+  struct Shard {
+    mutable absl::Mutex mu;
+    absl::flat_hash_map<std::string, Entry> listed ABSL_GUARDED_BY(mu);
+    std::set<std::pair<absl::Time, std::string>> deadlines ABSL_GUARDED_BY(mu);
+  };
+  static constexpr int kShards = 16;
+  Shard& ShardOf(absl::string_view id) const;
   std::string NewId() const;
   void ExpiryLoop();
-  // Moves the due entries' tensors out of the map (freed by the caller,
-  // outside the lock: freeing device memory waits on a stream).
-  std::vector<std::shared_ptr<Tensor>> TakeDueLocked(absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TensorInfo InfoLocked(const Tensor& tensor) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Moves the shard's due entries' tensors out of its map (freed by the
+  // caller, outside the lock: freeing device memory waits on a stream);
+  // returns the shard's next deadline.
+  absl::Time TakeDue(Shard& shard, absl::Time now, std::vector<std::shared_ptr<Tensor>>& due)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Lowers the expiry thread's next wake-up to `deadline`, waking it.
+  void WakeBy(absl::Time deadline);
+  TensorInfo InfoLocked(const Shard& shard, const Tensor& tensor) const
+      ABSL_SHARED_LOCKS_REQUIRED(shard.mu);
 
   const TensorStoreOptions options_;
   const std::shared_ptr<TensorLedger> ledger_;
-  mutable absl::Mutex mu_;
+  mutable std::array<Shard, kShards> shards_;
+  std::atomic<int64_t> created_{0};
+  std::atomic<int64_t> expired_{0};
+  // The expiry thread's: the earliest deadline it knows of (nanoseconds
+  // since the Unix epoch, so that Add can read it without the lock).
+  absl::Mutex expiry_mu_;
   absl::CondVar wake_;
-  std::map<std::string, Entry> listed_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<absl::Time, std::string>> deadlines_ ABSL_GUARDED_BY(mu_);
-  int64_t created_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> next_due_ns_{std::numeric_limits<int64_t>::max()};
+  bool stopping_ ABSL_GUARDED_BY(expiry_mu_) = false;
   std::thread expiry_;
 };
 

@@ -223,6 +223,67 @@ TEST(TensorStore, TheExpiryThreadRunsWithoutAnyCall) {
   EXPECT_EQ(device.live.load(), 0);
 }
 
+// The expiry thread sleeps until the earliest deadline it knows of: a
+// tensor listed later with a shorter lifetime (most likely in another
+// shard) must wake it early.
+TEST(TensorStore, AShorterLifetimeListedLaterWakesTheExpiryThread) {
+  FakeDevice device("cpu");
+  TensorStore store(Options(1 << 20, absl::Hours(1)));
+  for (int i = 0; i < 4; ++i) {
+    auto t = store.Create(device, Floats(4, 4), absl::InfiniteFuture());
+    ASSERT_TRUE(t.ok());
+    store.Add(std::move(*t), absl::Hours(1));
+  }
+  absl::SleepFor(absl::Milliseconds(20));  // the thread now sleeps for an hour
+  std::vector<std::string> short_lived;
+  for (int i = 0; i < 8; ++i) {
+    auto t = store.Create(device, Floats(4, 4), absl::InfiniteFuture());
+    ASSERT_TRUE(t.ok());
+    short_lived.push_back((*t)->id());
+    store.Add(std::move(*t), absl::Milliseconds(30 + 10 * i));
+  }
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (store.counters().expired < 8 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(store.counters().expired, 8);
+  EXPECT_EQ(store.counters().tensors, 4);
+  for (const std::string& id : short_lived) EXPECT_FALSE(store.Use(id, "x").ok());
+}
+
+// Calls on resident tensors from many threads at once, as a loaded server
+// makes them: each thread lists outputs, uses them and releases them in
+// batches while the expiry thread runs. Nothing is lost or counted twice.
+TEST(TensorStore, ManyThreadsListUseAndReleaseWithoutLosingAny) {
+  FakeDevice device("cpu");
+  TensorStore store(Options(1 << 30, absl::Milliseconds(200)));
+  constexpr int kThreads = 8, kEach = 400;
+  std::atomic<int64_t> used{0}, released{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      std::vector<std::string> mine;
+      for (int i = 0; i < kEach; ++i) {
+        auto created = store.Create(device, Floats(2, 3), absl::InfiniteFuture());
+        ASSERT_TRUE(created.ok());
+        mine.push_back(store.Add(std::move(*created), absl::Minutes(1)).id);
+        if (store.Use(mine[mine.size() / 2], "a.tensor_id").ok()) ++used;
+        if (mine.size() == 64) {
+          released += store.Release(mine).count;
+          mine.clear();
+        }
+      }
+      released += store.Release(mine).count;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(used.load(), int64_t(kThreads) * kEach);
+  EXPECT_EQ(released.load(), int64_t(kThreads) * kEach);
+  EXPECT_EQ(store.counters().created, int64_t(kThreads) * kEach);
+  EXPECT_EQ(store.counters().tensors, 0);
+  EXPECT_TRUE(store.List().empty());
+  EXPECT_EQ(store.counters().held_bytes, 0);
+  EXPECT_EQ(device.live.load(), 0);
+}
+
 TEST(TensorStore, ForeignAndMalformedIdsAreNotFoundSayingWhy) {
   TensorStore store(Options(1 << 20));
   auto foreign = store.Use(std::string(32, 'f') + "@node-9:50051", "b.tensor_id");
