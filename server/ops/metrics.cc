@@ -248,12 +248,11 @@ Metrics::Metrics()
                     .Help("Finished requests by op, variant, dtype, device and gRPC status code "
                           "(\"none\" where the request got no further than validation).")
                     .Register(*registry_)),
-      latency_(prometheus::BuildHistogram()
-                   .Name("gpucompute_request_duration_seconds")
-                   .Help("Latency of successful requests by stage: queue (waiting for a "
-                         "device), upload, compute, download, and total (received to answered); "
-                         "by op, variant, dtype and device.")
-                   .Register(*registry_)),
+      latency_(std::make_shared<HistogramFamily>(
+          "gpucompute_request_duration_seconds",
+          "Latency of successful requests by stage: queue (waiting for a device), upload, "
+          "compute, download, and total (received to answered); by op, variant, dtype and "
+          "device.")),
       in_flight_(
           prometheus::BuildGauge()
               .Name("gpucompute_requests_in_flight")
@@ -270,28 +269,27 @@ Metrics::Metrics()
       tensor_collector_(std::make_shared<TensorCollector>()),
       shm_collector_(std::make_shared<SharedMemoryCollector>()),
       gpu_collector_(std::make_shared<AttachedCollector>()) {
-  auto& batch_size = prometheus::BuildHistogram()
-                         .Name("gpucompute_request_batch_size")
-                         .Help(
-                             "Successful compute requests by the size of the batch they ran in "
-                             "(1: alone); see --max_batch_size and --batch_delay_us.")
-                         .Register(*registry_);
-  auto& bytes = prometheus::BuildHistogram()
-                    .Name("gpucompute_request_bytes")
-                    .Help(
-                        "Successful compute requests by the bytes of the matrices they read and "
-                        "wrote (operands and result, wherever they lay).")
-                    .Register(*registry_);
+  batch_sizes_ = std::make_shared<HistogramFamily>(
+      "gpucompute_request_batch_size",
+      "Successful compute requests by the size of the batch they ran in (1: alone); see "
+      "--max_batch_size and --batch_delay_us.");
+  request_bytes_ = std::make_shared<HistogramFamily>(
+      "gpucompute_request_bytes",
+      "Successful compute requests by the bytes of the matrices they read and wrote (operands "
+      "and result, wherever they lay).");
   for (kernels::Op op : kernels::kAllOps) {
-    batch_size_[int(op)] = &batch_size.Add({{"op", kernels::OpName(op)}}, BatchSizeBuckets());
-    bytes_[int(op)] = &bytes.Add({{"op", kernels::OpName(op)}}, ByteBuckets());
+    batch_size_[int(op)] = &batch_sizes_->Add({{"op", kernels::OpName(op)}}, BatchSizeBuckets());
+    bytes_[int(op)] = &request_bytes_->Add({{"op", kernels::OpName(op)}}, ByteBuckets());
   }
   collectable_ = std::make_shared<Combined>(
       registry_,
       std::make_shared<Combined>(
-          scheduler_collector_,
-          std::make_shared<Combined>(tensor_collector_,
-                                     std::make_shared<Combined>(shm_collector_, gpu_collector_))));
+          std::make_shared<Combined>(latency_,
+                                     std::make_shared<Combined>(batch_sizes_, request_bytes_)),
+          std::make_shared<Combined>(
+              scheduler_collector_,
+              std::make_shared<Combined>(
+                  tensor_collector_, std::make_shared<Combined>(shm_collector_, gpu_collector_)))));
 }
 
 void Metrics::RequestStarted() { in_flight_.Increment(); }
@@ -358,12 +356,12 @@ void Metrics::MakeSeries(const SeriesKey& key, Series& series, int code,
   }
   for (int stage = 0; stage < kStages; ++stage) {
     if (!stages[stage] || series.latency[stage] != nullptr) continue;
-    series.latency[stage] = &latency_.Add({{"op", op_label},
-                                           {"stage", kStageNames[stage]},
-                                           {"variant", NoneIfEmpty(variant)},
-                                           {"dtype", NoneIfEmpty(dtype)},
-                                           {"device", NoneIfEmpty(device)}},
-                                          LatencyBuckets());
+    series.latency[stage] = &latency_->Add({{"op", op_label},
+                                            {"stage", kStageNames[stage]},
+                                            {"variant", NoneIfEmpty(variant)},
+                                            {"dtype", NoneIfEmpty(dtype)},
+                                            {"device", NoneIfEmpty(device)}},
+                                           LatencyBuckets());
   }
 }
 

@@ -26,6 +26,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/ops/metrics_http.h"
+#include "server/ops/striped_histogram.h"
 
 namespace gpucompute::server {
 
@@ -123,7 +124,7 @@ class Metrics {
   struct Series {
     std::array<prometheus::Counter*, kStatusCodes> by_code{};
     // Each stage's, made when a successful request first has that stage.
-    std::array<prometheus::Histogram*, kStages> latency{};
+    std::array<StripedHistogram*, kStages> latency{};
   };
   // (op label, variant, dtype, device)
   using SeriesKey = std::tuple<absl::string_view, std::string, std::string, std::string>;
@@ -137,15 +138,17 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Family<prometheus::Histogram>& latency_;
+  std::shared_ptr<HistogramFamily> latency_;
   absl::Mutex series_mu_;
   absl::flat_hash_map<SeriesKey, Series> series_ ABSL_GUARDED_BY(series_mu_);
   prometheus::Gauge& in_flight_;
   prometheus::Gauge& queue_capacity_;
   // [kernels::Op]: the batch size each successful compute request ran in,
   // and its bytes; made up front, so recording them takes no lock.
-  std::array<prometheus::Histogram*, kernels::kOpCount> batch_size_{};
-  std::array<prometheus::Histogram*, kernels::kOpCount> bytes_{};
+  std::shared_ptr<HistogramFamily> batch_sizes_;
+  std::shared_ptr<HistogramFamily> request_bytes_;
+  std::array<StripedHistogram*, kernels::kOpCount> batch_size_{};
+  std::array<StripedHistogram*, kernels::kOpCount> bytes_{};
   std::shared_ptr<SchedulerCollector> scheduler_collector_;
   std::shared_ptr<TensorCollector> tensor_collector_;
   std::shared_ptr<SharedMemoryCollector> shm_collector_;

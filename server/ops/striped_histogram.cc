@@ -1,0 +1,83 @@
+#include "server/ops/striped_histogram.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace gpucompute::server {
+namespace {
+
+// This thread's stripe: threads take stripes in turn as they first observe.
+int StripeOfThisThread(int stripes) {
+  static std::atomic<int> next{0};
+  thread_local const int mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine % stripes;
+}
+
+}  // namespace
+
+StripedHistogram::StripedHistogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
+  for (Stripe& s : stripes_) {
+    s.counts = std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1);
+    for (size_t i = 0; i <= bounds_.size(); ++i) s.counts[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+void StripedHistogram::Observe(double value) {
+  // The first bucket whose upper bound holds the value (bounds are "le").
+  const size_t bucket =
+      size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  Stripe& s = stripes_[StripeOfThisThread(kStripes)];
+  s.counts[bucket].fetch_add(1, std::memory_order_relaxed);
+  double sum = s.sum.load(std::memory_order_relaxed);
+  while (!s.sum.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
+  }
+}
+
+prometheus::ClientMetric::Histogram StripedHistogram::Read() const {
+  prometheus::ClientMetric::Histogram h;
+  std::vector<uint64_t> counts(bounds_.size() + 1, 0);
+  for (const Stripe& s : stripes_) {
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] += s.counts[i].load(std::memory_order_relaxed);
+    h.sample_sum += s.sum.load(std::memory_order_relaxed);
+  }
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    cumulative += counts[i];
+    prometheus::ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < bounds_.size() ? bounds_[i] : std::numeric_limits<double>::infinity();
+    h.bucket.push_back(b);
+  }
+  h.sample_count = cumulative;
+  return h;
+}
+
+HistogramFamily::HistogramFamily(std::string name, std::string help)
+    : name_(std::move(name)), help_(std::move(help)) {}
+
+StripedHistogram& HistogramFamily::Add(const std::map<std::string, std::string>& labels,
+                                       const std::vector<double>& bounds) {
+  absl::MutexLock lock(&mu_);
+  auto& series = series_[labels];
+  if (series == nullptr) series = std::make_unique<StripedHistogram>(bounds);
+  return *series;
+}
+
+std::vector<prometheus::MetricFamily> HistogramFamily::Collect() const {
+  absl::MutexLock lock(&mu_);
+  if (series_.empty()) return {};  // as prometheus-cpp's families: no series, no family
+  prometheus::MetricFamily family;
+  family.name = name_;
+  family.help = help_;
+  family.type = prometheus::MetricType::Histogram;
+  for (const auto& [labels, series] : series_) {
+    prometheus::ClientMetric metric;
+    for (const auto& [name, value] : labels) metric.label.push_back({name, value});
+    metric.histogram = series->Read();
+    family.metric.push_back(std::move(metric));
+  }
+  return {std::move(family)};
+}
+
+}  // namespace gpucompute::server

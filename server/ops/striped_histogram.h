@@ -1,0 +1,63 @@
+// Histograms that every request observes, without a lock. prometheus-cpp's
+// Histogram takes a mutex on each Observe; the request histograms are shared
+// by all the calls of one op and variant, so on a loaded server every call
+// queued on the same few mutexes (seven per compute call). Here each thread
+// counts into its own stripe of atomics, and a scrape adds the stripes up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace gpucompute::server {
+
+class StripedHistogram {
+ public:
+  // `bounds`: the buckets' upper bounds, ascending; a +Inf bucket follows.
+  explicit StripedHistogram(std::vector<double> bounds);
+  StripedHistogram(const StripedHistogram&) = delete;
+  StripedHistogram& operator=(const StripedHistogram&) = delete;
+
+  void Observe(double value);
+  // The histogram as the text format writes it: cumulative buckets, the
+  // count (the +Inf bucket's) and the sum. An observation made during the
+  // read may be in the buckets and not yet in the sum.
+  prometheus::ClientMetric::Histogram Read() const;
+
+ private:
+  static constexpr int kStripes = 16;
+  struct alignas(64) Stripe {
+    std::unique_ptr<std::atomic<uint64_t>[]> counts;  // one per bucket, +Inf last
+    std::atomic<double> sum{0};
+  };
+  const std::vector<double> bounds_;
+  Stripe stripes_[kStripes];
+};
+
+// One histogram metric family: its series, by label set, made on first use
+// and kept (the pointers stay valid), collected at each scrape.
+class HistogramFamily final : public prometheus::Collectable {
+ public:
+  HistogramFamily(std::string name, std::string help);
+  // The series of `labels`, made with `bounds` the first time.
+  StripedHistogram& Add(const std::map<std::string, std::string>& labels,
+                        const std::vector<double>& bounds);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const std::string name_;
+  const std::string help_;
+  mutable absl::Mutex mu_;
+  std::map<std::map<std::string, std::string>, std::unique_ptr<StripedHistogram>> series_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpucompute::server
