@@ -38,7 +38,8 @@ prometheus::ClientMetric::Histogram StripedHistogram::Read() const {
   prometheus::ClientMetric::Histogram h;
   std::vector<uint64_t> counts(bounds_.size() + 1, 0);
   for (const Stripe& s : stripes_) {
-    for (size_t i = 0; i < counts.size(); ++i) counts[i] += s.counts[i].load(std::memory_order_relaxed);
+    for (size_t i = 0; i < counts.size(); ++i)
+      counts[i] += s.counts[i].load(std::memory_order_relaxed);
     h.sample_sum += s.sum.load(std::memory_order_relaxed);
   }
   uint64_t cumulative = 0;
