@@ -124,6 +124,43 @@ TEST_F(SelectTest, UnmeasuredBucketsTakeTheLowestFallbackRank) {
   EXPECT_EQ(unranked.Select(f64, true), nullptr);
 }
 
+// A variant that reads and writes host memory in place spares a small
+// request its copies, which a kernel's time does not show: it wins when it
+// is within 2 us of the fastest, and only then.
+TEST_F(SelectTest, AZeroCopyVariantWinsWhenWithinTwoMicrosecondsOfTheFastest) {
+  kernels::Registry ladder;
+  for (auto [name, zero_copy] : {std::pair{"copies", false}, {"in_place", true}}) {
+    kernels::Variant v = Fake(name, false);
+    v.zero_copy = zero_copy;
+    ASSERT_TRUE(ladder.Add(v).ok());
+  }
+  auto measured = [&](double copies, double in_place) {
+    std::vector<VariantMeasurement> out;
+    for (auto [name, t] : {std::pair{"copies", copies}, {"in_place", in_place}}) {
+      VariantMeasurement m;
+      m.variant = ladder.Find(kernels::Op::kMatMul, kernels::Backend::kCuda, name);
+      m.ok = true;
+      m.times_us = {t, t + 0.1, t - 0.1};
+      out.push_back(m);
+    }
+    return out;
+  };
+  VariantSelector selector(ladder, kernels::Backend::kCuda);
+  for (auto [copies, in_place, chosen] : {std::tuple{3.0, 4.5, "in_place"},
+                                          {3.0, 5.5, "copies"},
+                                          {100.0, 101.9, "in_place"},
+                                          {100.0, 102.5, "copies"},
+                                          {5.0, 4.0, "in_place"}}) {
+    selector.Record(problem_, measured(copies, in_place));
+    EXPECT_EQ(selector.Select(problem_, false)->name, chosen) << copies << " vs " << in_place;
+  }
+  // A zero-copy variant with a wrong result is not chosen.
+  auto wrong = measured(3.0, 3.0);
+  wrong[1].ok = false;
+  selector.Record(problem_, wrong);
+  EXPECT_EQ(selector.Select(problem_, false)->name, "copies");
+}
+
 // A request that names a variant: null for "auto" and no name; refusals
 // say why, naming the variant, the ones there are, or the dtypes it takes.
 TEST_F(SelectTest, ARequestedVariantMustExistAndTakeTheDType) {
