@@ -24,11 +24,11 @@ std::string Slot(const std::string& bucket, bool reduced) {
 // A calibration times kernels alone. A small request run by a variant that
 // cannot read and write host memory in place (not Variant::zero_copy) also
 // pays a copy up, a copy down and their marks: several microseconds of GPU
-// and driver time. On an H200, a 1x1 Transpose whose calibration happened
-// to crown `cublas` by a fraction of a microsecond served 65k/s at c=64
-// against 89-95k/s for a zero-copy kernel. So a zero-copy variant within
-// this much of the fastest is chosen instead; on a large problem the margin
-// is noise.
+// and driver time. On an H200, a server start whose 1x1 Transpose ran
+// `cublas` (the stage times showed its copies) served 65k/s at c=64 against
+// 89-95k/s on starts that ran a zero-copy kernel; at that size every
+// kernel takes a few microseconds. So a zero-copy variant within this much
+// of the fastest is chosen instead; on a large problem the margin is noise.
 constexpr double kZeroCopyMarginUs = 2.0;
 
 }  // namespace
