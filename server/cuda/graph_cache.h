@@ -44,6 +44,7 @@ class GraphCache {
   bool Launch(const std::string& key, cudaStream_t stream,
               const std::function<absl::Status()>& enqueue);
 
+  bool enabled() const { return capacity_ > 0; }
   int64_t captured() const { return captured_; }
   int64_t replayed() const { return replayed_; }
 

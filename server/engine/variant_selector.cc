@@ -103,7 +103,7 @@ const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
 const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
                                                 bool allow_reduced_precision) const {
   {
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&mu_);
     auto it = chosen_.find(Slot(BucketKey(p), allow_reduced_precision));
     // A bucket spans shapes up to twice as tall: its choice may not take this one.
     if (it != chosen_.end() && it->second->TakesShape(p)) return it->second;
@@ -115,17 +115,22 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
                                                 bool allow_reduced_precision) {
   Choice choice;
   const std::string bucket = BucketKey(p);
+  const std::string slot = Slot(bucket, allow_reduced_precision);
+  // A chosen bucket answers every later call: they share the lock to read
+  // it (each auto call of every thread comes here).
+  auto chosen = [&]() -> bool {
+    auto it = chosen_.find(slot);
+    if (it == chosen_.end()) return false;
+    choice.variant = it->second->TakesShape(p) ? it->second : Preferred(p, allow_reduced_precision);
+    return true;
+  };
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (chosen()) return choice;
+  }
   {
     absl::MutexLock lock(&mu_);
-    auto it = chosen_.find(Slot(bucket, allow_reduced_precision));
-    if (it != chosen_.end()) {
-      if (it->second->TakesShape(p)) {
-        choice.variant = it->second;
-        return choice;
-      }
-      choice.variant = Preferred(p, allow_reduced_precision);
-      return choice;
-    }
+    if (chosen()) return choice;  // chosen since the look above
     for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
       if (v->Supports(p.dtype) && v->TakesShape(p)) choice.candidates.push_back(v);
     }
