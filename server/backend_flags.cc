@@ -25,11 +25,6 @@ ABSL_FLAG(int32_t, request_graphs_per_stream, 64,
           "and buffers seen twice, least recently used dropped first), so that a repeated small "
           "request queues its copies, kernels and timing events in one graph launch; 0: one by "
           "one (0 to 4096)");
-ABSL_FLAG(int32_t, request_graph_max_in_flight, 4,
-          "CUDA backend: a small request replays its CUDA graph only while at most this many "
-          "small requests are in flight on its GPU; beyond that its work is queued call by call, "
-          "because graph launches from several threads contend in the driver (on an H200 host "
-          "they stopped scaling at 4 threads, plain launches at 8). 0: no limit (0 to 4096)");
 ABSL_FLAG(int64_t, tensor_block_cache_bytes, int64_t{256} << 20,
           "CUDA backend: device memory of freed tensors each GPU keeps for the next tensor of the "
           "same size, so that an op keeping its output allocates and frees without a CUDA call; "
@@ -76,12 +71,6 @@ absl::StatusOr<Backend> OpenBackendFromFlags() {
       return absl::InvalidArgumentError(
           absl::StrCat("--request_graphs_per_stream: must be 0 to 4096, got ",
                        options.request_graphs_per_stream));
-    }
-    options.request_graph_max_in_flight = absl::GetFlag(FLAGS_request_graph_max_in_flight);
-    if (options.request_graph_max_in_flight < 0 || options.request_graph_max_in_flight > 4096) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--request_graph_max_in_flight: must be 0 to 4096, got ",
-                       options.request_graph_max_in_flight));
     }
     options.tensor_block_cache_bytes = absl::GetFlag(FLAGS_tensor_block_cache_bytes);
     if (options.tensor_block_cache_bytes < 0) {

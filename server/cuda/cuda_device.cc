@@ -86,7 +86,6 @@ class CudaDevice final : public Device {
     if (!tensor_stream.ok()) return tensor_stream.status();
     tensor_stream_ = std::move(*tensor_stream);
     zero_copy_bytes_ = options.zero_copy_bytes;
-    request_graph_max_in_flight_ = options.request_graph_max_in_flight;
     tensor_blocks_ = std::make_unique<TensorBlocks>(
         std::min(options.tensor_block_cache_bytes, cap / TensorBlocks::kBlocksPerCapacity),
         tensor_stream_.get());
@@ -238,8 +237,6 @@ class CudaDevice final : public Device {
   // Stage times come from events; a stage with no bytes to move is 0.
   absl::StatusOr<StageTimes> ExecuteSmall(const ComputeJob& job, const StopRequested& stop,
                                           Slot& slot, const RequestPlan& plan) {
-    const int in_flight = small_in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
-    absl::Cleanup leave = [this] { small_in_flight_.fetch_sub(1, std::memory_order_relaxed); };
     StagingBuffers& staging = slot.staging();
     if (auto s = staging.WaitIdle(); !s.ok()) return s;
     char* up = staging.chunk(0);
@@ -307,15 +304,10 @@ class CudaDevice final : public Device {
     // repeats only when its memory is reused, and on an H200 host capturing
     // at those repeats halved the rate of 64^3 MatMuls keeping their output
     // (39.5k/s to 20.7k/s at 64 in flight), so it is never graphed.
-    // Graph launches from several threads contend in the driver (on an H200
-    // host they stopped scaling at 4 threads, call-by-call launches at 8),
-    // so with many requests in flight the work is queued call by call.
+    // With replay off (no graphs kept), not even the key is built.
     auto at = [](const void* p) { return absl::Hex(reinterpret_cast<uintptr_t>(p)); };
-    const bool graph_allowed =
-        slot.request_graphs().enabled() &&
-        (request_graph_max_in_flight_ == 0 || in_flight <= request_graph_max_in_flight_);
     const bool graphed =
-        !plan.out_resident && graph_allowed &&
+        !plan.out_resident && slot.request_graphs().enabled() &&
         slot.request_graphs().Launch(
             absl::StrCat(LaunchKey(job), " a=", at(a), " b=", at(b), " out=", at(out), " ws=",
                          at(workspace), " up=", uploads ? up_bytes : 0, copies_down ? " down" : ""),
@@ -439,9 +431,7 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const int slot_count_;
   const DeviceDescription description_;
-  int64_t zero_copy_bytes_ = 0;          // CudaDeviceOptions::zero_copy_bytes
-  int request_graph_max_in_flight_ = 0;  // CudaDeviceOptions::request_graph_max_in_flight
-  std::atomic<int> small_in_flight_{0};  // requests inside ExecuteSmall
+  int64_t zero_copy_bytes_ = 0;  // CudaDeviceOptions::zero_copy_bytes
   DeviceHealth health_;
   HostCopyPool copier_{6};
   std::atomic<int64_t> device_malloc_calls_{0};

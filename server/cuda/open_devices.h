@@ -22,10 +22,6 @@ struct CudaDeviceOptions {
   // buffers, captured when seen a second time), replayed with one launch
   // (0: queue each request's copies, kernels and marks one by one).
   int request_graphs_per_stream = 64;
-  // Small requests in flight on a GPU up to which one replays its graph;
-  // beyond, graph launches from many threads contend in the driver and the
-  // work is queued call by call (0: no limit).
-  int request_graph_max_in_flight = 4;
   // Device memory of freed small tensors each GPU keeps for the next ones
   // (tensor_blocks.h); at most 1/64 of the pool cap, 0 keeps none.
   int64_t tensor_block_cache_bytes = int64_t{256} << 20;
