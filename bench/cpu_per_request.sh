@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The server's CPU time and context switches per request, for servers that
+# differ in a build or a flag, in alternating rounds. Requests per second
+# drift 5-20% from one server start to the next on a shared host; the CPU a
+# request costs the server moves less, so it resolves changes of a few
+# percent that req/s cannot. Each round starts each server afresh and runs,
+# at c=64 over 8 connections: the 1x1 Transpose, the 64^3 MatMul inline and
+# the same with resident operands and a kept output. While each row runs,
+# `perf stat` counts the server's task-clock and context switches for 2 s.
+# Needs `perf` on the path (or PERF=...). Logs go to OUT_DIR; one line per
+# row and round is printed.
+#   bench/cpu_per_request.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
+# BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
+set -u
+usage="usage: cpu_per_request.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]..."
+bin=${1:?$usage}
+out=${2:?$usage}
+rounds=${3:?$usage}
+shift 3
+perf=${PERF:-perf}
+mkdir -p "$out"
+
+# label round name loadtest-args...: runs the row, prints its line.
+row() {
+  local label=$1 round=$2 name=$3 server=$4
+  shift 4
+  local log=$out/${label}_${round}_$name
+  "$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --progress=never --warmup=0.5s \
+    --window=0.5s --max_time=5s --stable_windows=100 --connections=8 --concurrency=64 "$@" \
+    > "$log.log" 2>&1 &
+  local load=$!
+  sleep 2  # past the warm-up and the first windows
+  "$perf" stat -x, -e task-clock,context-switches -p "$server" -- sleep 2 2> "$log.stat"
+  wait $load
+  # The row's req/s: column 4, or 5 after a "[tensor]" placement column.
+  local rps ms switches
+  rps=$(awk '$1 == "auto" && ($2 == "c=64" || $3 == "c=64") { print ($2 == "[tensor]") ? $5 : $4; exit }' "$log.log")
+  ms=$(awk -F, '$3 == "task-clock" { print $1 }' "$log.stat")
+  switches=$(awk -F, '$3 == "context-switches" { print $1 }' "$log.stat")
+  awk -v l="$label" -v r="$round" -v n="$name" -v rps="${rps:-0}" -v ms="${ms:-0}" \
+    -v cs="${switches:-0}" 'BEGIN {
+      if (rps <= 0) { printf "%-8s %s %-10s no result (see the log)\n", l, r, n; exit }
+      printf "%-8s %s %-10s %8.1fk req/s  %6.1f us CPU/request  %4.2f switches/request\n",
+        l, r, n, rps / 1000, ms * 1000 / (rps * 2), cs / (rps * 2) }'
+}
+
+for round in $(seq 1 "$rounds"); do
+  for spec in "$@"; do
+    label=${spec%%=*}
+    rest=${spec#*=}
+    server_bin=${rest%%:*}
+    flags=()
+    [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
+    "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" \
+      > "$out/${label}_${round}.server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 120); do
+      grep -q "listening on" "$out/${label}_${round}.server.log" && break
+      sleep 0.5
+    done
+    row "$label" "$round" transpose $server --op=transpose --shape=1x1 --variants=auto
+    row "$label" "$round" matmul $server --op=matmul --shape=64x64x64 --variants=auto
+    row "$label" "$round" kept $server --op=matmul --shape=64x64x64 --variants=auto \
+      --placement=tensor
+    kill -TERM $server
+    wait $server
+  done
+done
