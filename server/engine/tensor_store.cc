@@ -19,12 +19,15 @@ namespace {
 // 128 random bits, as 32 hex digits: an id is a capability, so it must not
 // be guessable from others (getrandom reads the kernel's CSPRNG).
 constexpr size_t kIdRandomBytes = 16;
+// Each thread reads the kernel's random bytes this many at a time and hands
+// each out once: a kept output costs no system call of its own (one per 256
+// ids), and the bytes are the kernel's as before.
+constexpr size_t kRandomBufferBytes = 4096;
 
-std::string RandomHex() {
-  char bytes[kIdRandomBytes];
+void FillFromKernel(char* out, size_t size) {
   size_t filled = 0;
-  while (filled < sizeof bytes) {
-    const ssize_t n = getrandom(bytes + filled, sizeof bytes - filled, 0);
+  while (filled < size) {
+    const ssize_t n = getrandom(out + filled, size - filled, 0);
     if (n > 0) {
       filled += size_t(n);
     } else if (n < 0 && errno != EINTR) {
@@ -33,7 +36,23 @@ std::string RandomHex() {
       std::abort();
     }
   }
-  return absl::BytesToHexString(absl::string_view(bytes, sizeof bytes));
+}
+
+std::string RandomHex() {
+  struct Buffer {
+    char bytes[kRandomBufferBytes];
+    size_t used = kRandomBufferBytes;  // empty: filled at the first id
+  };
+  thread_local Buffer buffer;
+  if (buffer.used + kIdRandomBytes > kRandomBufferBytes) {
+    FillFromKernel(buffer.bytes, kRandomBufferBytes);
+    buffer.used = 0;
+  }
+  char* const bytes = buffer.bytes + buffer.used;
+  buffer.used += kIdRandomBytes;
+  std::string hex = absl::BytesToHexString(absl::string_view(bytes, kIdRandomBytes));
+  std::memset(bytes, 0, kIdRandomBytes);  // handed out once: not left behind in memory
+  return hex;
 }
 
 bool IsOurHex(absl::string_view s) {
