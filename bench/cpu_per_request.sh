@@ -19,6 +19,7 @@ rounds=${3:?$usage}
 shift 3
 perf=${PERF:-perf}
 mkdir -p "$out"
+. "$(dirname "$0")/server_spec.sh"
 
 # label round name loadtest-args...: runs the row, prints its line.
 row() {
@@ -46,18 +47,7 @@ row() {
 
 for round in $(seq 1 "$rounds"); do
   for spec in "$@"; do
-    label=${spec%%=*}
-    rest=${spec#*=}
-    server_bin=${rest%%:*}
-    flags=()
-    [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
-    "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" \
-      > "$out/${label}_${round}.server.log" 2>&1 &
-    server=$!
-    for _ in $(seq 1 120); do
-      grep -q "listening on" "$out/${label}_${round}.server.log" && break
-      sleep 0.5
-    done
+    start_server "$spec" "$out/${spec%%=*}_${round}.server.log"
     row "$label" "$round" transpose $server --op=transpose --shape=1x1 --variants=auto
     row "$label" "$round" matmul $server --op=matmul --shape=64x64x64 --variants=auto
     row "$label" "$round" kept $server --op=matmul --shape=64x64x64 --variants=auto \

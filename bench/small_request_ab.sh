@@ -16,6 +16,7 @@ out=${2:?$usage}
 rounds=${3:?$usage}
 shift 3
 mkdir -p "$out"
+. "$(dirname "$0")/server_spec.sh"
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
   --max_time=3s --connections=8)
 rows=$out/rows.tsv
@@ -32,19 +33,8 @@ collect() {
 
 for round in $(seq 1 "$rounds"); do
   for spec in "$@"; do
-    label=${spec%%=*}
-    rest=${spec#*=}
-    server_bin=${rest%%:*}
-    flags=()
-    [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
-    log=$out/${label}_$round
-    "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" \
-      > "$log.server.log" 2>&1 &
-    server=$!
-    for _ in $(seq 1 120); do
-      grep -q "listening on" "$log.server.log" && break
-      sleep 0.5
-    done
+    log=$out/${spec%%=*}_$round
+    start_server "$spec" "$log.server.log"
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --baseline=grpc \
       > "$log.transpose.log" 2>&1
     "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \

@@ -17,6 +17,7 @@ bin=${1:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...
 out=${2:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
 shift 2
 mkdir -p "$out"
+. "$(dirname "$0")/server_spec.sh"
 perf=${PERF:-$bin/perf}
 summary=$out/summary.txt
 : > "$summary"
@@ -24,16 +25,8 @@ lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0
   --max_time=4s)
 
 for spec in "$@"; do
-  label=${spec%%=*}
-  rest=${spec#*=}
-  server_bin=${rest%%:*}
-  flags=()
-  [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
+  start_server "$spec" "$out/server_${spec%%=*}.log"
   log=$out/rows_$label.log
-  "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" \
-    > "$out/server_$label.log" 2>&1 &
-  server=$!
-  for _ in $(seq 1 120); do grep -q "listening on" "$out/server_$label.log" && break; sleep 0.5; done
 
   # The rows, over 1 and 8 connections, beside the health Check,
   # ListTensors and a gRPC echo of the MatMul's own bytes; the resident

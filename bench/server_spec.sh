@@ -1,0 +1,21 @@
+# Sourced by the bench scripts that compare servers given as
+# LABEL=SERVER[:FLAGS] (flags separated by spaces).
+#   start_server SPEC LOG
+# starts SERVER with FLAGS on 127.0.0.1:50051 (no metrics listener), its
+# output in LOG, waits until it listens (at most 60 s), and sets `label`,
+# `server_bin` and `flags` to LABEL, SERVER and FLAGS, and `server` to its
+# pid.
+start_server() {
+  local spec=$1 log=$2
+  label=${spec%%=*}
+  local rest=${spec#*=}
+  server_bin=${rest%%:*}
+  flags=()
+  [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
+  "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" > "$log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 120); do
+    grep -q "listening on" "$log" && break
+    sleep 0.5
+  done
+}
