@@ -57,7 +57,6 @@ class LeasePool {
 
   // An item for start-up work, before any lease is taken.
   T& first() { return *items_.front(); }
-  size_t size() const { return items_.size(); }
 
  private:
   // The index of an item now taken by this caller, or -1 if all are taken.

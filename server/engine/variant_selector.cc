@@ -100,13 +100,21 @@ const kernels::Variant* VariantSelector::Preferred(const kernels::Problem& p,
   return ranked != nullptr ? ranked : first;
 }
 
+std::optional<const kernels::Variant*> VariantSelector::ChosenLocked(const std::string& slot,
+                                                                     const kernels::Problem& p,
+                                                                     bool allow_reduced) const {
+  auto it = chosen_.find(slot);
+  if (it == chosen_.end()) return std::nullopt;
+  // A bucket spans shapes up to twice as tall: its choice may not take this one.
+  return it->second->TakesShape(p) ? it->second : Preferred(p, allow_reduced);
+}
+
 const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
                                                 bool allow_reduced_precision) const {
   {
     absl::ReaderMutexLock lock(&mu_);
-    auto it = chosen_.find(Slot(BucketKey(p), allow_reduced_precision));
-    // A bucket spans shapes up to twice as tall: its choice may not take this one.
-    if (it != chosen_.end() && it->second->TakesShape(p)) return it->second;
+    const std::string slot = Slot(BucketKey(p), allow_reduced_precision);
+    if (auto v = ChosenLocked(slot, p, allow_reduced_precision)) return *v;
   }
   return Preferred(p, allow_reduced_precision);
 }
@@ -118,19 +126,19 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
   const std::string slot = Slot(bucket, allow_reduced_precision);
   // A chosen bucket answers every later call: they share the lock to read
   // it (each auto call of every thread comes here).
-  auto chosen = [&]() -> bool {
-    auto it = chosen_.find(slot);
-    if (it == chosen_.end()) return false;
-    choice.variant = it->second->TakesShape(p) ? it->second : Preferred(p, allow_reduced_precision);
-    return true;
-  };
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (chosen()) return choice;
+    if (auto v = ChosenLocked(slot, p, allow_reduced_precision)) {
+      choice.variant = *v;
+      return choice;
+    }
   }
   {
     absl::MutexLock lock(&mu_);
-    if (chosen()) return choice;  // chosen since the look above
+    if (auto v = ChosenLocked(slot, p, allow_reduced_precision)) {  // chosen since the look above
+      choice.variant = *v;
+      return choice;
+    }
     for (const kernels::Variant* v : registry_.List(p.op, backend_)) {
       if (v->Supports(p.dtype) && v->TakesShape(p)) choice.candidates.push_back(v);
     }

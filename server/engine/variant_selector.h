@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -80,6 +81,13 @@ class VariantSelector {
   const kernels::Backend backend_;
   mutable absl::Mutex mu_;
   void SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a bucket's choice (`slot`: its key and precision) answers for `p`:
+  // the chosen variant, or the ladder's preference when the choice does not
+  // take this shape; nothing when the bucket has no choice yet.
+  std::optional<const kernels::Variant*> ChosenLocked(const std::string& slot,
+                                                      const kernels::Problem& p,
+                                                      bool allow_reduced) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // bucket key + ("exact" | "reduced") -> variant
   std::map<std::string, const kernels::Variant*> chosen_ ABSL_GUARDED_BY(mu_);
