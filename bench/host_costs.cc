@@ -8,8 +8,11 @@
 // of a request's time beyond its GPU time is the runtime, and how much is
 // threads waking up. Last, how many such requests per second 1 to 16
 // threads issue at once (as the server's slots do), call by call or
-// replayed from CUDA graphs: whether the driver lets them scale.
+// replayed from CUDA graphs: whether the driver lets them scale, and whether
+// they scale further when the host waits on a flag the stream writes into
+// mapped host memory instead of in cudaEventSynchronize.
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/random.h>
 
@@ -123,13 +126,34 @@ Stats HandOff(int iterations, bool poll, std::chrono::microseconds idle) {
   return s;
 }
 
+using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// The driver's cuStreamWriteValue32, found through the runtime (nothing
+// links the driver library); null where the driver lacks it.
+WriteValue32 FindWriteValue32() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<WriteValue32>(fn);
+}
+
 // 64^3 MatMul requests as a server slot runs them, from `threads` threads
 // at once, each with its own stream, cuBLAS handle, buffers and events:
 // (with `copies`, both inputs up in one copy,) the sgemm, (the result down,)
 // four marks, one host wait and three stage times; queued call by call, or
-// replayed from a CUDA graph of the same work (`graph`). Requests per
-// second, all threads together, over `seconds`.
-double RequestsPerSecond(int threads, bool graph, bool copies, double seconds) {
+// replayed from a CUDA graph of the same work (`graph`). With `flag`, the
+// stream then writes 1 into a mapped host word the host cleared before, and
+// the host polls that word instead of calling cudaEventSynchronize.
+// Requests per second, all threads together, over `seconds`; -1 where the
+// driver refuses the flag write (or its capture).
+double RequestsPerSecond(int threads, bool graph, bool copies, double seconds, bool flag = false) {
+  static const WriteValue32 write_value = FindWriteValue32();
+  if (flag && write_value == nullptr) return -1;
+  std::atomic<bool> refused{false};
   constexpr int kSide = 64;
   constexpr size_t kMatrixBytes = size_t(kSide) * kSide * sizeof(float);
   constexpr size_t kWorkspaceBytes = size_t{4} << 20;
@@ -154,6 +178,10 @@ double RequestsPerSecond(int threads, bool graph, bool copies, double seconds) {
       for (size_t i = 0; i < 2 * kSide * kSide; ++i) host_in[i] = float(i % 7) - 3.0f;
       cudaEvent_t marks[4];
       for (cudaEvent_t& e : marks) CHECK_CUDA(cudaEventCreate(&e));
+      uint32_t* done = nullptr;
+      CHECK_CUDA(cudaHostAlloc(&done, sizeof *done, cudaHostAllocMapped));
+      void* done_on_device = nullptr;
+      CHECK_CUDA(cudaHostGetDevicePointer(&done_on_device, done, 0));
       const float one = 1.0f, zero = 0.0f;
       auto enqueue = [&](unsigned flags) {
         cudaEventRecordWithFlags(marks[0], stream, flags);
@@ -169,23 +197,40 @@ double RequestsPerSecond(int threads, bool graph, bool copies, double seconds) {
                           stream);
         }
         cudaEventRecordWithFlags(marks[3], stream, flags);
+        if (flag && write_value(stream, CUdeviceptr(done_on_device), 1,
+                                CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+          refused.store(true);
+        }
       };
       cudaGraphExec_t exec = nullptr;
       if (graph) {
-        cudaGraph_t g;
+        cudaGraph_t g = nullptr;
         CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         enqueue(cudaEventRecordExternal);
-        CHECK_CUDA(cudaStreamEndCapture(stream, &g));
-        CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
-        cudaGraphDestroy(g);
+        if (cudaStreamEndCapture(stream, &g) != cudaSuccess ||
+            cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+          cudaGetLastError();
+          refused.store(true);
+          exec = nullptr;
+        }
+        if (g != nullptr) cudaGraphDestroy(g);
       }
       auto request = [&] {
+        if (refused.load(std::memory_order_relaxed)) return;
+        __atomic_store_n(done, 0u, __ATOMIC_RELAXED);
         if (graph) {
           cudaGraphLaunch(exec, stream);
         } else {
           enqueue(0);
         }
-        cudaEventSynchronize(marks[3]);
+        if (flag) {
+          while (__atomic_load_n(done, __ATOMIC_ACQUIRE) == 0 &&
+                 !refused.load(std::memory_order_relaxed)) {
+            __builtin_ia32_pause();
+          }
+        } else {
+          cudaEventSynchronize(marks[3]);
+        }
         float ms;
         for (int i = 0; i < 3; ++i) cudaEventElapsedTime(&ms, marks[i], marks[i + 1]);
       };
@@ -200,6 +245,7 @@ double RequestsPerSecond(int threads, bool graph, bool copies, double seconds) {
       CHECK_CUDA(cudaStreamSynchronize(stream));
       if (exec != nullptr) cudaGraphExecDestroy(exec);
       for (cudaEvent_t& e : marks) cudaEventDestroy(e);
+      cudaFreeHost(done);
       cublasDestroy(cublas);
       cudaFree(workspace);
       cudaFree(dev);
@@ -209,7 +255,7 @@ double RequestsPerSecond(int threads, bool graph, bool copies, double seconds) {
     });
   }
   for (std::thread& t : pool) t.join();
-  return double(total.load()) / seconds;
+  return refused.load() ? -1 : double(total.load()) / seconds;
 }
 
 }  // namespace
@@ -346,6 +392,19 @@ int main(int argc, char** argv) {
     for (bool copies : {true, false}) {
       for (bool graph : {false, true}) {
         std::printf(" %15.1fk", RequestsPerSecond(threads, graph, copies, 0.5) / 1000);
+      }
+    }
+    std::printf("\n");
+  }
+  std::printf("\nThe same, the host polling a flag the stream writes (-0.0k: refused)\n");
+  std::printf("%8s %16s %16s %16s %16s\n", "threads", "copies, calls", "copies, graph",
+              "resident, calls", "resident, graph");
+  for (int threads : {1, 2, 4, 8, 16}) {
+    std::printf("%8d", threads);
+    for (bool copies : {true, false}) {
+      for (bool graph : {false, true}) {
+        std::printf(" %15.1fk",
+                    RequestsPerSecond(threads, graph, copies, 0.5, /*flag=*/true) / 1000);
       }
     }
     std::printf("\n");
