@@ -181,7 +181,7 @@ int Run() {
                                          ? absl::Microseconds(scheduling.worker_spin_us)
                                          : absl::ZeroDuration();
   Scheduler scheduler(std::move(backend->devices), scheduling.max_queue_depth, scheduling.batching,
-                      worker_spin, scheduling.answer_threads);
+                      worker_spin, scheduling.answer_threads, scheduling.inline_threads);
   VariantSelector selector(kernels::DefaultRegistry(), kind);
   if (const std::string& cache = scheduling.autotune_cache; !cache.empty()) {
     if (absl::Status s = selector.UseCacheFile(cache); !s.ok()) {

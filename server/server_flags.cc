@@ -42,6 +42,11 @@ ABSL_FLAG(int32_t, answer_threads, 4,
           "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "
           "nothing waiting answers its own (no hand-off at low load). 0: workers always answer "
           "their own (0 to 64)");
+ABSL_FLAG(int32_t, inline_threads, 0,
+          "gRPC threads that may run small requests (1 MiB or less) on one device at once; past "
+          "it a small request queues and its thread goes back to gRPC, and a thread running "
+          "small requests takes what queued when its own ends, as batches when batching is on. "
+          "0: as many as the device runs at once (--streams_per_device)");
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
@@ -120,6 +125,7 @@ constexpr int32_t kMaxBatchDelayUs = 1000000;
 constexpr int32_t kMaxWorkerSpinUs = 10000;
 constexpr int32_t kMaxKeepCoresAwakeUs = 1000000;
 constexpr int32_t kMaxAnswerThreads = 64;
+constexpr int32_t kMaxInlineThreads = 1024;
 
 // --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
 absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
@@ -213,6 +219,12 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   scheduling.answer_threads = absl::GetFlag(FLAGS_answer_threads);
   if (absl::Status s =
           CheckRange("answer_threads", scheduling.answer_threads, 0, kMaxAnswerThreads);
+      !s.ok()) {
+    return s;
+  }
+  scheduling.inline_threads = absl::GetFlag(FLAGS_inline_threads);
+  if (absl::Status s =
+          CheckRange("inline_threads", scheduling.inline_threads, 0, kMaxInlineThreads);
       !s.ok()) {
     return s;
   }

@@ -29,6 +29,10 @@ void Answer(Task& task, const absl::Status& status, Device* device, int64_t queu
   task.done(status, device, queue_us);
 }
 
+// Batches a submitting thread runs from the queue after its own task
+// before it returns to gRPC (and wakes a worker for what is left).
+constexpr int kMaxInlineRounds = 8;
+
 StopRequested StopOf(const Task& task) {
   return [cancelled = task.cancelled, deadline = task.deadline] {
     return (cancelled && cancelled->load()) || absl::Now() > deadline;
@@ -38,11 +42,13 @@ StopRequested StopOf(const Task& task) {
 }  // namespace
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
-                     BatchingOptions batching, absl::Duration worker_spin, int answer_threads)
+                     BatchingOptions batching, absl::Duration worker_spin, int answer_threads,
+                     int inline_threads)
     : devices_(std::move(devices)),
       max_queue_depth_(max_queue_depth),
       batching_(batching),
-      worker_spin_(worker_spin) {
+      worker_spin_(worker_spin),
+      inline_threads_(inline_threads) {
   for (int i = 0; i < answer_threads; ++i) answer_threads_.emplace_back([this] { AnswerLoop(); });
   for (const auto& device : devices_) {
     auto lane = std::make_unique<Lane>();
@@ -104,6 +110,7 @@ void Scheduler::Submit(Task task) {
   }
   bool stopping = false;
   bool run_here = false;
+  bool own_queued = false;  // run_here, behind tasks that queued first
   {
     absl::MutexLock lock(&best->mu);
     stopping = best->stopping;
@@ -124,35 +131,63 @@ void Scheduler::Submit(Task task) {
     // poller against 208 us here, for a resident 64^3 MatMul on an H200
     // host). Under load the task runs here and this thread answers it: an
     // answer sent from another thread costs gRPC a hand-off of its own.
-    if (!stopping && task.may_run_inline && !PollerFree(*best) && best->queue.empty() &&
-        best->open == nullptr && best->busy < best->device->concurrency()) {
-      ++best->running;
+    // Past the inline limit a small task queues without waking a worker: a
+    // thread running small tasks takes it (with its batch mates) when its
+    // own ends, and that thread is awake already.
+    const bool small = task.may_run_inline;
+    const bool queue_has_room = int64_t(best->queue.size()) < max_queue_depth_;
+    if (!stopping && small && !PollerFree(*best) && best->open == nullptr &&
+        best->busy < best->device->concurrency() && best->inline_busy < InlineLimit(*best) &&
+        (best->queue.empty() || queue_has_room)) {
       ++best->busy;  // a worker's turn, taken on this thread
+      ++best->inline_busy;
       run_here = true;
-    } else if (int64_t(best->queue.size()) < max_queue_depth_ && !stopping) {
+      if (best->queue.empty()) {
+        ++best->running;
+      } else {
+        // Behind the tasks that came first: this thread takes them in order.
+        best->queue.push_back(Entry{std::move(task), absl::Now()});
+        best->waiting.store(int64_t(best->queue.size()), std::memory_order_relaxed);
+        own_queued = true;
+      }
+    } else if (queue_has_room && !stopping) {
       best->queue.push_back(Entry{std::move(task), absl::Now()});
       best->waiting.store(int64_t(best->queue.size()), std::memory_order_relaxed);
       // A polling worker takes the first task queued while it polls; any
       // more wake sleeping workers as usual.
       if (best->spinning && !best->spinner_has_work.load(std::memory_order_relaxed)) {
         best->spinner_has_work.store(true, std::memory_order_release);
-      } else {
+      } else if (!small || best->inline_busy == 0) {
         best->ready.Signal();
       }
       return;
     }
   }
   if (run_here) {
-    Entry entry{std::move(task), absl::Now()};
-    RunEntry(*best, entry);
-    absl::MutexLock lock(&best->mu);
-    --best->running;
-    --best->busy;
-    WantPollerIfIdle(*best);
-    // A worker held back by the count may go on, or one is wanted to poll;
-    // waking one otherwise would cost a futex call each way.
-    if (!best->queue.empty() || best->spin_wanted) best->ready.Signal();
-    return;
+    int ran = 0;
+    if (!own_queued) {
+      Entry entry{std::move(task), absl::Now()};
+      RunEntry(*best, entry);
+      ran = 1;
+    }
+    for (int round = 0;; ++round) {
+      std::vector<Entry> batch;
+      {
+        absl::MutexLock lock(&best->mu);
+        best->running -= ran;
+        if (round == kMaxInlineRounds || !TakeSmallTasks(*best, batch, InlineLimit(*best))) {
+          --best->busy;
+          --best->inline_busy;
+          WantPollerIfIdle(*best);
+          // A worker held back by the count may go on, or one is wanted to
+          // poll; waking one otherwise would cost a futex call each way.
+          if (!best->queue.empty() || best->spin_wanted) best->ready.Signal();
+          return;
+        }
+      }
+      RunBatch(*best, batch);
+      ran = int(batch.size());
+    }
   }
   if (stopping) {
     Answer(task, absl::UnavailableError("server shutting down: not accepting new work"), nullptr,
@@ -284,6 +319,28 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
     const absl::Status status = task.batch->finish(std::move(result), int(jobs.size()));
     Respond(lane, task, status, members[i].queue_us);
   }
+}
+
+int Scheduler::InlineLimit(const Lane& lane) const {
+  const int concurrency = lane.device->concurrency();
+  return inline_threads_ > 0 ? std::min(inline_threads_, concurrency) : concurrency;
+}
+
+bool Scheduler::TakeSmallTasks(Lane& lane, std::vector<Entry>& batch, int sharers) {
+  if (lane.queue.empty() || !lane.queue.front().task.may_run_inline) return false;
+  // This thread's share of what waits, as a worker's (WorkerLoop).
+  const size_t share = std::min(size_t(batching_.max_batch_size),
+                                (lane.queue.size() + size_t(sharers) - 1) / size_t(sharers));
+  batch.push_back(std::move(lane.queue.front()));
+  lane.queue.pop_front();
+  lane.waiting.store(int64_t(lane.queue.size()), std::memory_order_relaxed);
+  ++lane.running;
+  // Never a batch held open for company: that would hold a gRPC thread.
+  if (batch.front().task.batch && batching_.max_batch_size > 1 &&
+      batching_.delay <= absl::ZeroDuration()) {
+    GatherBatch(lane, batch, share);
+  }
+  return true;
 }
 
 bool Scheduler::PollerFree(const Lane& lane) const {

@@ -69,9 +69,13 @@ class Scheduler {
   // starts without a sleeping thread's wake-up.
   // `answer_threads`: threads that answer finished tasks for workers that
   // have more work waiting (0: workers answer their own).
+  // `inline_threads`: submitting threads that may run small tasks on one
+  // device at once (0: as many as the device's concurrency). Past it a
+  // small task queues and its thread returns; the threads running small
+  // tasks take what queued when theirs ends (see Submit).
   Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
             BatchingOptions batching = {}, absl::Duration worker_spin = absl::ZeroDuration(),
-            int answer_threads = 0);
+            int answer_threads = 0, int inline_threads = 0);
   ~Scheduler();
 
   // Queues the task on its device, or else on the least-loaded one.
@@ -113,6 +117,9 @@ class Scheduler {
     // Threads running this device's work: workers with a task or a batch,
     // and submitters running a small task. At most the device's concurrency.
     int busy ABSL_GUARDED_BY(mu) = 0;
+    // Of those, the submitters: while one runs, a small task that queues
+    // wakes no worker, as that submitter takes it when its own task ends.
+    int inline_busy ABSL_GUARDED_BY(mu) = 0;
     bool stopping ABSL_GUARDED_BY(mu) = false;
     OpenBatch* open ABSL_GUARDED_BY(mu) = nullptr;
     // A worker polling for work instead of sleeping (worker_spin), and
@@ -150,6 +157,13 @@ class Scheduler {
   void GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void RunBatch(Lane& lane, std::vector<Entry>& batch);
+  // Submitting threads that may run small tasks on `lane` at once.
+  int InlineLimit(const Lane& lane) const;
+  // Moves the queue's first task into `batch` if it may run on a submitting
+  // thread, with its batch mates when batching is on (`sharers`: the threads
+  // the queue is shared among); false, and nothing taken, otherwise.
+  bool TakeSmallTasks(Lane& lane, std::vector<Entry>& batch, int sharers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void RunEntry(Lane& lane, Entry& entry);
   // Answers a task run on `lane`'s worker: on this thread unless at least as
   // many tasks wait as the device has workers, else through an answer
@@ -165,6 +179,7 @@ class Scheduler {
   const int max_queue_depth_;
   const BatchingOptions batching_;
   const absl::Duration worker_spin_;
+  const int inline_threads_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   absl::Mutex answers_mu_;
   absl::CondVar answers_ready_;

@@ -388,6 +388,83 @@ TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
   EXPECT_EQ(seen.back().answered_on, seen.back().ran_on);
 }
 
+std::unique_ptr<Scheduler> MakeInlineScheduler(int concurrency, int inline_threads,
+                                               BatchingOptions batching = {}) {
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::make_unique<FakeDevice>(concurrency));
+  return std::make_unique<Scheduler>(std::move(devices), 64, batching, absl::ZeroDuration(),
+                                     /*answer_threads=*/0, inline_threads);
+}
+
+// Past the inline limit a small task queues, although workers are free, and
+// the thread running a small task takes it when its own ends.
+TEST(SchedulerInline, PastTheLimitTheThreadRunningASmallTaskTakesTheNext) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1);
+  absl::Notification release;
+  Probe first, second;
+  std::thread::id runner;
+  std::thread submitter([&] {
+    runner = std::this_thread::get_id();
+    scheduler->Submit(SmallTask(first, &release));
+  });
+  while (scheduler->running() == 0) std::this_thread::yield();
+  scheduler->Submit(SmallTask(second));
+  EXPECT_FALSE(second.done.HasBeenNotified());
+  EXPECT_EQ(scheduler->queued(), 1);
+  release.Notify();
+  submitter.join();
+  ASSERT_TRUE(second.done.HasBeenNotified());  // before the runner returned
+  EXPECT_TRUE(first.status.ok() && second.status.ok());
+  EXPECT_EQ(second.ran_on, runner);
+  EXPECT_EQ(scheduler->queued(), 0);
+  EXPECT_EQ(scheduler->running(), 0);
+}
+
+// With batching on, what queued behind the limit runs as one batch on that
+// thread.
+TEST(SchedulerInline, WhatQueuedBehindTheLimitRunsAsOneBatch) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
+  absl::Notification release;
+  Probe first;
+  std::thread submitter([&] { scheduler->Submit(SmallTask(first, &release)); });
+  while (scheduler->running() == 0) std::this_thread::yield();
+  std::vector<BatchProbe> probes(5);
+  for (auto& p : probes) {
+    Task task = BatchTask(p, "k");
+    task.may_run_inline = true;
+    scheduler->Submit(std::move(task));
+  }
+  EXPECT_EQ(scheduler->queued(), 5);
+  release.Notify();
+  submitter.join();
+  for (auto& p : probes) {
+    ASSERT_TRUE(p.done.HasBeenNotified());
+    EXPECT_TRUE(p.status.ok()) << p.status;
+    EXPECT_EQ(p.batch_size, 5);
+  }
+  EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{5}));
+}
+
+// A large task never runs on a thread that submitted a small one: it wakes
+// a worker even while that thread runs.
+TEST(SchedulerInline, ALargeTaskStillGoesToAWorker) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1);
+  absl::Notification release;
+  Probe first, large;
+  std::thread::id runner;
+  std::thread submitter([&] {
+    runner = std::this_thread::get_id();
+    scheduler->Submit(SmallTask(first, &release));
+  });
+  while (scheduler->running() == 0) std::this_thread::yield();
+  scheduler->Submit(ProbeTask(large));  // wakes a worker: busy 1 of 4
+  large.done.WaitForNotification();
+  EXPECT_NE(large.ran_on, runner);
+  release.Notify();
+  submitter.join();
+  EXPECT_TRUE(first.status.ok() && large.status.ok());
+}
+
 TEST(SchedulerBatching, TasksQueuedTogetherRunAsOneBatchPerKey) {
   auto scheduler = MakeScheduler(1, 64, {8, absl::ZeroDuration()});
   std::vector<BatchProbe> k(5), l(2);
