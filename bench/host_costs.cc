@@ -258,6 +258,22 @@ double RequestsPerSecond(int threads, bool graph, bool copies, double seconds, b
   return refused.load() ? -1 : double(total.load()) / seconds;
 }
 
+// RequestsPerSecond for 1 to 16 threads, with and without copies and graphs.
+void ThreadsTable(const char* title, bool flag) {
+  std::printf("%s", title);
+  std::printf("%8s %16s %16s %16s %16s\n", "threads", "copies, calls", "copies, graph",
+              "resident, calls", "resident, graph");
+  for (int threads : {1, 2, 4, 8, 16}) {
+    std::printf("%8d", threads);
+    for (bool copies : {true, false}) {
+      for (bool graph : {false, true}) {
+        std::printf(" %15.1fk", RequestsPerSecond(threads, graph, copies, 0.5, flag) / 1000);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -384,31 +400,10 @@ int main(int argc, char** argv) {
   Row("hand-off to a thread and back, both polling", HandOff(n, /*poll=*/true, microseconds(0)));
   std::printf("(checksum of the last 64^3 result: %.1f)\n", check);
 
-  std::printf("\n64^3 MatMul requests per second, threads at once, each its own stream\n");
-  std::printf("%8s %16s %16s %16s %16s\n", "threads", "copies, calls", "copies, graph",
-              "resident, calls", "resident, graph");
-  for (int threads : {1, 2, 4, 8, 16}) {
-    std::printf("%8d", threads);
-    for (bool copies : {true, false}) {
-      for (bool graph : {false, true}) {
-        std::printf(" %15.1fk", RequestsPerSecond(threads, graph, copies, 0.5) / 1000);
-      }
-    }
-    std::printf("\n");
-  }
-  std::printf("\nThe same, the host polling a flag the stream writes (-0.0k: refused)\n");
-  std::printf("%8s %16s %16s %16s %16s\n", "threads", "copies, calls", "copies, graph",
-              "resident, calls", "resident, graph");
-  for (int threads : {1, 2, 4, 8, 16}) {
-    std::printf("%8d", threads);
-    for (bool copies : {true, false}) {
-      for (bool graph : {false, true}) {
-        std::printf(" %15.1fk",
-                    RequestsPerSecond(threads, graph, copies, 0.5, /*flag=*/true) / 1000);
-      }
-    }
-    std::printf("\n");
-  }
+  ThreadsTable("\n64^3 MatMul requests per second, threads at once, each its own stream\n",
+               /*flag=*/false);
+  ThreadsTable("\nThe same, the host polling a flag the stream writes (-0.0k: refused)\n",
+               /*flag=*/true);
 
   for (cudaEvent_t& e : marks) cudaEventDestroy(e);
   cudaMemPoolDestroy(kept_pool);
