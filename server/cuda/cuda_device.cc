@@ -77,7 +77,8 @@ class CudaDevice final : public Device {
     std::vector<std::unique_ptr<Slot>> slots;
     for (int i = 0; i < slot_count_; ++i) {
       auto slot = Slot::Create(device_malloc_calls_, host_alloc_calls_,
-                               options.batch_graphs_per_stream, options.request_graphs_per_stream);
+                               options.batch_graphs_per_stream, options.request_graphs_per_stream,
+                               &batch_graph_counts_, &request_graph_counts_);
       if (!slot.ok()) return slot.status();
       slots.push_back(std::move(*slot));
     }
@@ -116,6 +117,10 @@ class CudaDevice final : public Device {
     c.pool_growths = memory_->pool_growths();
     c.device_malloc_calls = device_malloc_calls_.load();
     c.host_alloc_calls = host_alloc_calls_.load();
+    c.request_graph_captures = request_graph_counts_.captured.load(std::memory_order_relaxed);
+    c.request_graph_replays = request_graph_counts_.replayed.load(std::memory_order_relaxed);
+    c.batch_graph_captures = batch_graph_counts_.captured.load(std::memory_order_relaxed);
+    c.batch_graph_replays = batch_graph_counts_.replayed.load(std::memory_order_relaxed);
     return c;
   }
 
@@ -436,6 +441,9 @@ class CudaDevice final : public Device {
   HostCopyPool copier_{6};
   std::atomic<int64_t> device_malloc_calls_{0};
   std::atomic<int64_t> host_alloc_calls_{0};
+  // The slots' graph caches count here (declared before the slots).
+  GraphCounts request_graph_counts_;
+  GraphCounts batch_graph_counts_;
   Ceilings ceilings_;
   // Declared after the memory: the slots go first, while the pool is there.
   std::unique_ptr<DeviceMemory> memory_;

@@ -15,13 +15,13 @@ bool GraphCache::Launch(const std::string& key, cudaStream_t stream,
   if (found != by_key_.end()) {
     recent_.splice(recent_.begin(), recent_, found->second);
     if (found->second->second == nullptr) return false;  // not capturable
-    ++replayed_;
+    if (counts_ != nullptr) counts_->replayed.fetch_add(1, std::memory_order_relaxed);
   } else {
     if (!SeenEnough(key)) return false;
     Keep(key, Capture(stream, enqueue));
     found = by_key_.find(key);
     if (found->second->second == nullptr) return false;
-    ++captured_;
+    if (counts_ != nullptr) counts_->captured.fetch_add(1, std::memory_order_relaxed);
   }
   if (cudaGraphLaunch(found->second->second, stream) != cudaSuccess) {
     // A launch that fails queues nothing; the plain way reports the error

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -22,14 +23,23 @@
 
 namespace gpucompute::server::cuda {
 
+// What a device's caches of one kind did, summed over its slots: graphs
+// captured (each then launched once) and launches of a graph kept from
+// before. Read by the metrics while the slots launch.
+struct GraphCounts {
+  std::atomic<int64_t> captured{0};
+  std::atomic<int64_t> replayed{0};
+};
+
 class GraphCache {
  public:
   // Holds at most `capacity` graphs, dropping the least recently launched;
   // 0 turns replay off. A key is captured the `sightings`-th time it is
   // launched (1: at once): work whose pointers change from call to call
   // (a fresh tensor each time) is then never captured, at a hash lookup.
-  explicit GraphCache(int capacity, int sightings = 1)
-      : capacity_(capacity), sightings_(sightings) {}
+  // Captures and replays are added to `counts` when given.
+  explicit GraphCache(int capacity, int sightings = 1, GraphCounts* counts = nullptr)
+      : capacity_(capacity), sightings_(sightings), counts_(counts) {}
   ~GraphCache();
   GraphCache(const GraphCache&) = delete;
   GraphCache& operator=(const GraphCache&) = delete;
@@ -45,8 +55,6 @@ class GraphCache {
               const std::function<absl::Status()>& enqueue);
 
   bool enabled() const { return capacity_ > 0; }
-  int64_t captured() const { return captured_; }
-  int64_t replayed() const { return replayed_; }
 
  private:
   using Recent = std::list<std::pair<std::string, cudaGraphExec_t>>;
@@ -60,13 +68,12 @@ class GraphCache {
 
   const int capacity_;
   const int sightings_;
+  GraphCounts* const counts_;
   Recent recent_;  // most recently launched first
   absl::flat_hash_map<std::string, Recent::iterator> by_key_;
   // Keys seen fewer than `sightings_` times, with their count; forgotten
   // all at once when it outgrows the cache, so it stays bounded.
   absl::flat_hash_map<std::string, int> seen_;
-  int64_t captured_ = 0;
-  int64_t replayed_ = 0;
 };
 
 }  // namespace gpucompute::server::cuda

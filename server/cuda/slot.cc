@@ -10,7 +10,9 @@ using kernels::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_malloc_calls,
                                                    std::atomic<int64_t>& host_alloc_calls,
-                                                   int batch_graphs, int request_graphs) {
+                                                   int batch_graphs, int request_graphs,
+                                                   GraphCounts* batch_counts,
+                                                   GraphCounts* request_counts) {
   auto stream = CreateStream();
   if (!stream.ok()) return stream.status();
   std::array<UniqueEvent, 4> marks;
@@ -29,14 +31,16 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   if (!cublas.ok()) return cublas.status();
   auto staging = StagingBuffers::Create(host_alloc_calls);
   if (!staging.ok()) return staging.status();
-  return std::unique_ptr<Slot>(new Slot(
-      std::move(*stream), std::move(marks), std::move(*scratch), std::move(*workspace),
-      std::move(*timer), std::move(*cublas), std::move(*staging), batch_graphs, request_graphs));
+  return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
+                                        std::move(*workspace), std::move(*timer),
+                                        std::move(*cublas), std::move(*staging), batch_graphs,
+                                        request_graphs, batch_counts, request_counts));
 }
 
 Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
            UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-           std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs)
+           std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs,
+           GraphCounts* batch_counts, GraphCounts* request_counts)
     : stream_(std::move(stream)),
       marks_(std::move(marks)),
       scratch_(std::move(scratch)),
@@ -44,8 +48,9 @@ Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMe
       timer_(std::move(timer)),
       cublas_(std::move(cublas)),
       staging_(std::move(staging)),
-      batch_graphs_(std::make_unique<GraphCache>(batch_graphs)),
-      request_graphs_(std::make_unique<GraphCache>(request_graphs, /*sightings=*/2)) {}
+      batch_graphs_(std::make_unique<GraphCache>(batch_graphs, /*sightings=*/1, batch_counts)),
+      request_graphs_(
+          std::make_unique<GraphCache>(request_graphs, /*sightings=*/2, request_counts)) {}
 
 absl::Status Slot::Record(Mark mark, bool in_graph) {
   return CudaStatus(

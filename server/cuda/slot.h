@@ -39,10 +39,13 @@ class Slot {
 
   // On the current device; counts its cudaMalloc and cudaHostAlloc calls.
   // Keeps up to `batch_graphs` graphs of small batches and `request_graphs`
-  // of small requests (0: none).
+  // of small requests (0: none), counting their captures and replays in
+  // the device's `batch_counts` and `request_counts` when given.
   static absl::StatusOr<std::unique_ptr<Slot>> Create(std::atomic<int64_t>& device_malloc_calls,
                                                       std::atomic<int64_t>& host_alloc_calls,
-                                                      int batch_graphs = 0, int request_graphs = 0);
+                                                      int batch_graphs = 0, int request_graphs = 0,
+                                                      GraphCounts* batch_counts = nullptr,
+                                                      GraphCounts* request_counts = nullptr);
 
   cudaStream_t stream() const { return stream_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
@@ -75,7 +78,8 @@ class Slot {
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
        UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-       std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs);
+       std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs,
+       GraphCounts* batch_counts, GraphCounts* request_counts);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
 

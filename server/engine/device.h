@@ -61,6 +61,12 @@ struct DeviceCounters {
   int64_t device_malloc_calls = 0;
   int64_t pool_growths = 0;
   int64_t host_alloc_calls = 0;
+  // CUDA graphs of small requests and of small batches: captured (and
+  // launched once), and launched again from the cache.
+  int64_t request_graph_captures = 0;
+  int64_t request_graph_replays = 0;
+  int64_t batch_graph_captures = 0;
+  int64_t batch_graph_replays = 0;
 };
 
 // A payload in host memory as it arrived: one or more pieces, in order

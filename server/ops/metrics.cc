@@ -1,6 +1,7 @@
 #include "server/ops/metrics.h"
 
 #include <exception>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,16 @@ class Metrics::SchedulerCollector final : public prometheus::Collectable {
                       "Times the device memory pool grew its reservation.", MetricType::Counter);
     auto host_allocs = ScrapedFamily("gpucompute_host_alloc_calls_total",
                                      "Pinned host staging allocations.", MetricType::Counter);
+    auto graph_captures = ScrapedFamily(
+        "gpucompute_cuda_graph_captures_total",
+        "CUDA graphs captured (and launched once) of a repeated small request (work=request) or "
+        "small batch (work=batch).",
+        MetricType::Counter);
+    auto graph_replays = ScrapedFamily(
+        "gpucompute_cuda_graph_replays_total",
+        "Small requests (work=request) and small batches (work=batch) launched again from a CUDA "
+        "graph captured before.",
+        MetricType::Counter);
     for (const auto& device : scheduler_->devices()) {
       const std::string id = DeviceLabel(device->description().name);
       const DeviceCounters c = device->counters();
@@ -138,10 +149,19 @@ class Metrics::SchedulerCollector final : public prometheus::Collectable {
           Sample(double(c.pool_growths), {{"device", id}}, MetricType::Counter));
       host_allocs.metric.push_back(
           Sample(double(c.host_alloc_calls), {{"device", id}}, MetricType::Counter));
+      for (auto [work, captures, replays] :
+           {std::tuple{"request", c.request_graph_captures, c.request_graph_replays},
+            std::tuple{"batch", c.batch_graph_captures, c.batch_graph_replays}}) {
+        graph_captures.metric.push_back(
+            Sample(double(captures), {{"device", id}, {"work", work}}, MetricType::Counter));
+        graph_replays.metric.push_back(
+            Sample(double(replays), {{"device", id}, {"work", work}}, MetricType::Counter));
+      }
     }
-    return {std::move(queued),  std::move(running), std::move(info),
-            std::move(healthy), std::move(memory),  std::move(pool),
-            std::move(mallocs), std::move(growths), std::move(host_allocs)};
+    return {std::move(queued),         std::move(running),      std::move(info),
+            std::move(healthy),        std::move(memory),       std::move(pool),
+            std::move(mallocs),        std::move(growths),      std::move(host_allocs),
+            std::move(graph_captures), std::move(graph_replays)};
   }
 
  private:

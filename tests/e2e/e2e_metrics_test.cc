@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -221,6 +222,20 @@ TEST(MetricsEndpoint, CountersMoveByExactlyTheRequestsSent) {
   EXPECT_EQ(after.types["gpucompute_device_malloc_calls_total"], "counter");
   EXPECT_EQ(after.types["gpucompute_host_alloc_calls_total"], "counter");
   EXPECT_EQ(after.types["gpucompute_device_pool_growths_total"], "counter");
+  // The CPU backend captures no CUDA graphs: both kinds of work read 0.
+  for (const char* family :
+       {"gpucompute_cuda_graph_captures_total", "gpucompute_cuda_graph_replays_total"}) {
+    EXPECT_EQ(after.types[family], "counter") << family;
+    for (const char* work : {"request", "batch"}) {
+      const std::map<std::string, std::string> labels = {{"device", "cpu"}, {"work", work}};
+      const bool present = std::any_of(after.samples.begin(), after.samples.end(),
+                                       [&](const testing::Sample& sample) {
+                                         return sample.name == family && sample.labels == labels;
+                                       });
+      EXPECT_TRUE(present) << family << " " << work;
+      EXPECT_EQ(after.Sum(family, labels), 0) << family << " " << work;
+    }
+  }
   EXPECT_EQ(server.process->Stop(SIGTERM), 0);
 }
 

@@ -20,6 +20,7 @@
 
 #include "gpucompute/kernels/reference.h"
 #include "support/e2e_util.h"
+#include "support/metrics_scrape.h"
 #include "support/server_process.h"
 #include "support/tensor_client.h"
 
@@ -53,7 +54,10 @@ class GpuServerTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
     if (GpuCount() == 0) return;
-    server_ = new ServerProcess(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=0"});
+    testing::ServerWithMetrics started =
+        testing::StartServerWithMetrics(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=0"});
+    server_ = started.process.release();
+    metrics_port_ = started.metrics_port;
   }
   static void TearDownTestSuite() {
     if (server_) {
@@ -62,6 +66,14 @@ class GpuServerTest : public testing::SeededStubTest {
     delete server_;
     server_ = nullptr;
   }
+  // The server's request graphs, captured plus replayed, from /metrics.
+  static double RequestGraphLaunches() {
+    auto scrape = testing::ScrapeMetricsSettled(metrics_port_);
+    EXPECT_TRUE(scrape.ok()) << scrape.status();
+    if (!scrape.ok()) return -1;
+    return scrape->Sum("gpucompute_cuda_graph_captures_total", {{"work", "request"}}) +
+           scrape->Sum("gpucompute_cuda_graph_replays_total", {{"work", "request"}});
+  }
   void SetUp() override {
     SKIP_WITHOUT_GPU();
     ASSERT_TRUE(server_ && server_->started()) << "server did not start on the GPU";
@@ -69,8 +81,10 @@ class GpuServerTest : public testing::SeededStubTest {
   }
 
   static ServerProcess* server_;
+  static int metrics_port_;
 };
 ServerProcess* GpuServerTest::server_ = nullptr;
+int GpuServerTest::metrics_port_ = 0;
 
 TEST_F(GpuServerTest, ServerInfoDescribesTheGpu) {
   const v1::ServerInfo info = Info(*stub_);
@@ -212,9 +226,12 @@ TEST_F(GpuServerTest, TinyRequestsRunZeroCopyOnlyThroughPlainKernels) {
 // float32 variant, tiny (zero-copy) and small (through the scratch), sent
 // eight times with the same bytes. Every answer equals the first bit for
 // bit and the reference within tolerance, each report has its kernel time,
-// and the later ones say they were replayed.
+// and the later ones say they were replayed; the server's metrics count
+// exactly as many graph launches as reports say so.
 TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
   const v1::ServerInfo info = Info(*stub_);
+  const double launches_before = RequestGraphLaunches();
+  int graphed_reports = 0;
   for (const bool tiny : {true, false}) {
     for (const auto& v : info.variants()) {
       if (std::find(v.dtypes().begin(), v.dtypes().end(), v1::DTYPE_FLOAT32) == v.dtypes().end())
@@ -280,6 +297,7 @@ TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
               << "send " << i << " differs from the first" << (graph ? " (graph)" : "");
         }
         replayed += graph;
+        graphed_reports += graph;
         // Graph or not, the marks fired and were read: the kernel's time is
         // there (a 1x1 kernel may round down to 0 us, these do not).
         EXPECT_GE(report.compute_us(), 0);
@@ -293,6 +311,8 @@ TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
       EXPECT_GE(replayed, 1);
     }
   }
+  EXPECT_GT(graphed_reports, 0);
+  EXPECT_EQ(RequestGraphLaunches() - launches_before, double(graphed_reports));
 }
 
 TEST_F(GpuServerTest, ProfileRunsEveryVariantOnTheDevice) {
