@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "bench_device.h"
+#include "check_cuda.h"
 #include "cuda/matmul/matmul_kernels.h"
 #include "cuda/transpose/transpose_kernels.h"
 #include "google/protobuf/util/json_util.h"
@@ -40,16 +41,6 @@ namespace gc = gpucompute::kernels::cuda;
 namespace gb = gpucompute::bench;
 
 namespace {
-
-#define CHECK_CUDA(expr)                                                 \
-  do {                                                                   \
-    const cudaError_t err_ = (expr);                                     \
-    if (err_ != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(err_));                            \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
 
 using Report = gpucompute::tools::v1::BenchReport;
 using Row = Report::Row;

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "check_cuda.h"
 #include "cuda/matmul/matmul_kernels.h"
 #include "gpucompute/common/stats.h"
 #include "gpucompute/kernels/half.h"
@@ -39,16 +40,6 @@ namespace gk = gpucompute::kernels;
 namespace gc = gpucompute::kernels::cuda;
 
 namespace {
-
-#define CHECK_CUDA(expr)                                                 \
-  do {                                                                   \
-    const cudaError_t err_ = (expr);                                     \
-    if (err_ != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(err_));                            \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
 
 cudaStream_t g_stream;
 cublasHandle_t g_cublas;

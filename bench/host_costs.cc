@@ -30,6 +30,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "check_cuda.h"
 #include "gpucompute/common/stats.h"
 #include "gpucompute/common/time.h"
 
@@ -39,15 +40,6 @@ ABSL_FLAG(int32_t, device, 0, "CUDA device ordinal");
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#define CHECK_CUDA(call)                                                        \
-  do {                                                                          \
-    cudaError_t err_ = (call);                                                  \
-    if (err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 struct Stats {
   double p50_us, p90_us;
