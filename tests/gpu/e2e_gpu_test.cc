@@ -50,6 +50,65 @@ v1::ServerInfo Info(v1::Compute::Stub& stub) {
   return info;
 }
 
+// The answer to one request of `op` (a Reduce sums per column).
+struct OpAnswer {
+  grpc::Status status;
+  v1::Matrix out;
+  v1::ExecutionReport report;
+};
+
+// Sends one request of `op` on `variant`: `a` (and `b`, for a MatMul) as
+// given, inline bytes or tensor references; with `keep`, the result stays
+// on the server as a new tensor.
+OpAnswer SendOp(v1::Compute::Stub& stub, v1::Op op, const v1::Matrix& a, const v1::Matrix& b,
+                const std::string& variant, bool keep = false) {
+  grpc::ClientContext ctx;
+  OpAnswer answer;
+  if (op == v1::OP_MATMUL) {
+    v1::MatMulRequest req;
+    *req.mutable_a() = a;
+    *req.mutable_b() = b;
+    req.set_variant(variant);
+    if (keep) req.mutable_output()->set_keep(true);
+    v1::MatMulResponse resp;
+    answer.status = stub.MatMul(&ctx, req, &resp);
+    answer.out = resp.c();
+    answer.report = resp.report();
+  } else if (op == v1::OP_TRANSPOSE) {
+    v1::TransposeRequest req;
+    *req.mutable_input() = a;
+    req.set_variant(variant);
+    if (keep) req.mutable_output()->set_keep(true);
+    v1::TransposeResponse resp;
+    answer.status = stub.Transpose(&ctx, req, &resp);
+    answer.out = resp.output();
+    answer.report = resp.report();
+  } else {
+    v1::ReduceRequest req;
+    *req.mutable_input() = a;
+    req.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
+    req.set_variant(variant);
+    if (keep) req.mutable_output()->set_keep(true);
+    v1::ReduceResponse resp;
+    answer.status = stub.Reduce(&ctx, req, &resp);
+    answer.out = resp.output();
+    answer.report = resp.report();
+  }
+  return answer;
+}
+
+// The CPU reference for SendOp's request on these bytes.
+std::vector<double> ReferenceOf(v1::Op op, const v1::Matrix& a, const v1::Matrix& b) {
+  if (op == v1::OP_MATMUL) {
+    return kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(),
+                                    b.data().data());
+  }
+  kernels::Problem p = ProblemOf(
+      op == v1::OP_TRANSPOSE ? kernels::Op::kTranspose : kernels::Op::kReduce, a, nullptr);
+  p.reduce_axis = kernels::ReduceAxis::kPerColumn;
+  return kernels::ReferenceResult(p, a.data().data(), nullptr);
+}
+
 class GpuServerTest : public testing::SeededStubTest {
  protected:
   static void SetUpTestSuite() {
@@ -239,54 +298,14 @@ TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
       SCOPED_TRACE(v.name() + (tiny ? " tiny " : " small ") + SeedNote());
       const int64_t m = tiny ? 17 : 131, k = tiny ? 33 : 67, n = tiny ? 9 : 95;
       const v1::Matrix a = RandomMatrix<float>(m, k, rng_), b = RandomMatrix<float>(k, n, rng_);
-      kernels::Problem problem;
-      std::vector<double> ref;
-      if (v.op() == v1::OP_MATMUL) {
-        problem = ProblemOf(kernels::Op::kMatMul, a, &b);
-      } else {
-        problem =
-            ProblemOf(v.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose : kernels::Op::kReduce,
-                      a, nullptr);
-        problem.reduce_axis = kernels::ReduceAxis::kPerColumn;
-      }
-      ref = kernels::ReferenceResult(problem, a.data().data(), b.data().data());
+      const std::vector<double> ref = ReferenceOf(v.op(), a, b);
       const double tol = v.reduced_precision()     ? 5e-3
                          : v.op() == v1::OP_REDUCE ? 1e-5 * double(m)
                                                    : 1e-4;
       std::string first;
       int replayed = 0;
       for (int i = 0; i < 8; ++i) {
-        grpc::ClientContext ctx;
-        grpc::Status s;
-        v1::Matrix out;
-        v1::ExecutionReport report;
-        if (v.op() == v1::OP_MATMUL) {
-          v1::MatMulRequest req;
-          *req.mutable_a() = a;
-          *req.mutable_b() = b;
-          req.set_variant(v.name());
-          v1::MatMulResponse resp;
-          s = stub_->MatMul(&ctx, req, &resp);
-          out = resp.c();
-          report = resp.report();
-        } else if (v.op() == v1::OP_TRANSPOSE) {
-          v1::TransposeRequest req;
-          *req.mutable_input() = a;
-          req.set_variant(v.name());
-          v1::TransposeResponse resp;
-          s = stub_->Transpose(&ctx, req, &resp);
-          out = resp.output();
-          report = resp.report();
-        } else {
-          v1::ReduceRequest req;
-          *req.mutable_input() = a;
-          req.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
-          req.set_variant(v.name());
-          v1::ReduceResponse resp;
-          s = stub_->Reduce(&ctx, req, &resp);
-          out = resp.output();
-          report = resp.report();
-        }
+        const auto [s, out, report] = SendOp(*stub_, v.op(), a, b, v.name());
         ASSERT_TRUE(s.ok()) << "send " << i << ": " << s.error_message();
         const bool graph = report.device().find("replayed from a CUDA graph") != std::string::npos;
         if (i == 0) {
@@ -488,48 +507,9 @@ TEST_F(GpuServerTest, EveryVariantOnTensorsKeptOrReturned) {
         ASSERT_TRUE(testing::UploadBytes(*stub_, a.dtype(), m, k, BytesOf(a), {65537}, &ta).ok());
         ASSERT_TRUE(testing::UploadBytes(*stub_, b.dtype(), k, n, BytesOf(b), {1 << 20}, &tb).ok());
         for (const bool keep : {false, true}) {
-          grpc::ClientContext ctx;
-          v1::Matrix out;
-          v1::ExecutionReport report;
-          std::vector<double> ref;
-          grpc::Status s;
-          if (v.op() == v1::OP_MATMUL) {
-            v1::MatMulRequest req;
-            *req.mutable_a() = testing::TensorMatrix(ta.id());
-            *req.mutable_b() = testing::TensorMatrix(tb.id());
-            req.set_variant(v.name());
-            req.mutable_output()->set_keep(keep);
-            v1::MatMulResponse resp;
-            s = stub_->MatMul(&ctx, req, &resp);
-            out = resp.c();
-            report = resp.report();
-            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(),
-                                           b.data().data());
-          } else if (v.op() == v1::OP_TRANSPOSE) {
-            v1::TransposeRequest req;
-            *req.mutable_input() = testing::TensorMatrix(ta.id());
-            req.set_variant(v.name());
-            req.mutable_output()->set_keep(keep);
-            v1::TransposeResponse resp;
-            s = stub_->Transpose(&ctx, req, &resp);
-            out = resp.output();
-            report = resp.report();
-            ref = kernels::ReferenceResult(ProblemOf(kernels::Op::kTranspose, a, nullptr),
-                                           a.data().data(), nullptr);
-          } else {
-            v1::ReduceRequest req;
-            *req.mutable_input() = testing::TensorMatrix(ta.id());
-            req.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
-            req.set_variant(v.name());
-            req.mutable_output()->set_keep(keep);
-            v1::ReduceResponse resp;
-            s = stub_->Reduce(&ctx, req, &resp);
-            out = resp.output();
-            report = resp.report();
-            kernels::Problem p = ProblemOf(kernels::Op::kReduce, a, nullptr);
-            p.reduce_axis = kernels::ReduceAxis::kPerColumn;
-            ref = kernels::ReferenceResult(p, a.data().data(), nullptr);
-          }
+          auto [s, out, report] = SendOp(*stub_, v.op(), testing::TensorMatrix(ta.id()),
+                                         testing::TensorMatrix(tb.id()), v.name(), keep);
+          const std::vector<double> ref = ReferenceOf(v.op(), a, b);
           ASSERT_TRUE(s.ok()) << s.error_message() << (keep ? " (keep)" : "");
           EXPECT_EQ(report.variant(), v.name());
           EXPECT_EQ(report.upload_us(), 0);
