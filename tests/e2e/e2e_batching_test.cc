@@ -22,6 +22,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
+#include "support/op_requests.h"
 #include "support/server_process.h"
 #include "support/test_util.h"
 
@@ -37,19 +38,8 @@ using testing::RandomMatrix;
 // once this many are waiting, or after a second.
 constexpr int kGroup = 6;
 
-// One compute request of any op, and what came back.
-struct Request {
-  kernels::Op op = kernels::Op::kMatMul;
-  v1::Matrix a, b;
-  v1::ReduceOp reduce_op = v1::REDUCE_OP_SUM;
-  v1::ReduceAxis axis = v1::REDUCE_AXIS_ALL;
-  std::string variant;
-};
-struct Answer {
-  grpc::Status status;
-  v1::Matrix output;
-  v1::ExecutionReport report;
-};
+using Request = testing::OpRequest;
+using Answer = testing::OpAnswer;
 
 Answer Send(v1::Compute::Stub& stub, const Request& r,
             std::chrono::milliseconds deadline = std::chrono::seconds(60),
@@ -63,36 +53,7 @@ Answer Send(v1::Compute::Stub& stub, const Request& r,
       ctx.TryCancel();
     });
   }
-  Answer answer;
-  if (r.op == kernels::Op::kMatMul) {
-    v1::MatMulRequest req;
-    *req.mutable_a() = r.a;
-    *req.mutable_b() = r.b;
-    req.set_variant(r.variant);
-    v1::MatMulResponse resp;
-    answer.status = stub.MatMul(&ctx, req, &resp);
-    answer.output = resp.c();
-    answer.report = resp.report();
-  } else if (r.op == kernels::Op::kTranspose) {
-    v1::TransposeRequest req;
-    *req.mutable_input() = r.a;
-    req.set_variant(r.variant);
-    v1::TransposeResponse resp;
-    answer.status = stub.Transpose(&ctx, req, &resp);
-    answer.output = resp.output();
-    answer.report = resp.report();
-  } else {
-    v1::ReduceRequest req;
-    *req.mutable_input() = r.a;
-    req.set_op(r.reduce_op);
-    req.set_axis(r.axis);
-    req.set_variant(r.variant);
-    v1::ReduceResponse resp;
-    answer.status = stub.Reduce(&ctx, req, &resp);
-    answer.output = resp.output();
-    answer.report = resp.report();
-  }
-  return answer;
+  return testing::SendOp(stub, r, ctx);
 }
 
 // Sends every request at once, each on its own thread.

@@ -21,6 +21,7 @@
 #include "gpucompute/kernels/reference.h"
 #include "support/e2e_util.h"
 #include "support/metrics_scrape.h"
+#include "support/op_requests.h"
 #include "support/server_process.h"
 #include "support/tensor_client.h"
 
@@ -50,51 +51,26 @@ v1::ServerInfo Info(v1::Compute::Stub& stub) {
   return info;
 }
 
-// The answer to one request of `op` (a Reduce sums per column).
-struct OpAnswer {
-  grpc::Status status;
-  v1::Matrix out;
-  v1::ExecutionReport report;
-};
+kernels::Op KernelOp(v1::Op op) {
+  return op == v1::OP_MATMUL      ? kernels::Op::kMatMul
+         : op == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
+                                  : kernels::Op::kReduce;
+}
 
-// Sends one request of `op` on `variant`: `a` (and `b`, for a MatMul) as
-// given, inline bytes or tensor references; with `keep`, the result stays
-// on the server as a new tensor.
-OpAnswer SendOp(v1::Compute::Stub& stub, v1::Op op, const v1::Matrix& a, const v1::Matrix& b,
-                const std::string& variant, bool keep = false) {
+// One request of `op` on `variant`: `a` (and `b`, for a MatMul) as given,
+// inline bytes or tensor references; a Reduce sums per column. With
+// `keep`, the result stays on the server as a new tensor.
+testing::OpAnswer SendOp(v1::Compute::Stub& stub, v1::Op op, const v1::Matrix& a,
+                         const v1::Matrix& b, const std::string& variant, bool keep = false) {
+  testing::OpRequest r;
+  r.op = KernelOp(op);
+  r.a = a;
+  r.b = b;
+  r.axis = v1::REDUCE_AXIS_PER_COLUMN;
+  r.variant = variant;
+  r.keep = keep;
   grpc::ClientContext ctx;
-  OpAnswer answer;
-  if (op == v1::OP_MATMUL) {
-    v1::MatMulRequest req;
-    *req.mutable_a() = a;
-    *req.mutable_b() = b;
-    req.set_variant(variant);
-    if (keep) req.mutable_output()->set_keep(true);
-    v1::MatMulResponse resp;
-    answer.status = stub.MatMul(&ctx, req, &resp);
-    answer.out = resp.c();
-    answer.report = resp.report();
-  } else if (op == v1::OP_TRANSPOSE) {
-    v1::TransposeRequest req;
-    *req.mutable_input() = a;
-    req.set_variant(variant);
-    if (keep) req.mutable_output()->set_keep(true);
-    v1::TransposeResponse resp;
-    answer.status = stub.Transpose(&ctx, req, &resp);
-    answer.out = resp.output();
-    answer.report = resp.report();
-  } else {
-    v1::ReduceRequest req;
-    *req.mutable_input() = a;
-    req.set_axis(v1::REDUCE_AXIS_PER_COLUMN);
-    req.set_variant(variant);
-    if (keep) req.mutable_output()->set_keep(true);
-    v1::ReduceResponse resp;
-    answer.status = stub.Reduce(&ctx, req, &resp);
-    answer.out = resp.output();
-    answer.report = resp.report();
-  }
-  return answer;
+  return testing::SendOp(stub, r, ctx);
 }
 
 // The CPU reference for SendOp's request on these bytes.
@@ -103,8 +79,7 @@ std::vector<double> ReferenceOf(v1::Op op, const v1::Matrix& a, const v1::Matrix
     return kernels::ReferenceResult(ProblemOf(kernels::Op::kMatMul, a, &b), a.data().data(),
                                     b.data().data());
   }
-  kernels::Problem p = ProblemOf(
-      op == v1::OP_TRANSPOSE ? kernels::Op::kTranspose : kernels::Op::kReduce, a, nullptr);
+  kernels::Problem p = ProblemOf(KernelOp(op), a, nullptr);
   p.reduce_axis = kernels::ReduceAxis::kPerColumn;
   return kernels::ReferenceResult(p, a.data().data(), nullptr);
 }
