@@ -31,6 +31,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "check_cuda.h"
+#include "gpucompute/common/cpu_relax.h"
 #include "gpucompute/common/stats.h"
 #include "gpucompute/common/time.h"
 
@@ -218,7 +219,7 @@ double RequestsPerSecond(int threads, bool graph, bool copies, double seconds, b
         if (flag) {
           while (__atomic_load_n(done, __ATOMIC_ACQUIRE) == 0 &&
                  !refused.load(std::memory_order_relaxed)) {
-            __builtin_ia32_pause();
+            gpucompute::common::CpuRelax();
           }
         } else {
           cudaEventSynchronize(marks[3]);

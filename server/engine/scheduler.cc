@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/cpu_relax.h"
 
 namespace gpucompute::server {
 namespace {
@@ -362,9 +363,7 @@ void Scheduler::SpinForWork(Lane& lane) {
   const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(worker_spin_);
   while (!lane.spinner_has_work.load(std::memory_order_acquire) &&
          std::chrono::steady_clock::now() < until) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    common::CpuRelax();
   }
   lane.mu.Lock();
   lane.spinning = false;

@@ -6,19 +6,10 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "gpucompute/common/cpu_relax.h"
 
 namespace gpucompute::server {
 namespace {
-
-// A hint to the core that this is a spin loop (less power, and the other
-// hyperthread of the core runs faster meanwhile).
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // The calling thread on `cpu` alone, in the scheduling class below every
 // other (best effort: where refused, it still spins, at its priority).
@@ -87,7 +78,7 @@ void AwakeCores::Spin(int cpu) {
       mu_.Unlock();
       if (stop) return;
     }
-    for (int i = 0; i < 64; ++i) CpuRelax();
+    for (int i = 0; i < 64; ++i) common::CpuRelax();
     if (stopping_.load(std::memory_order_relaxed)) return;
   }
 }
