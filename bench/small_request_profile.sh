@@ -3,9 +3,10 @@
 # beside the same run's floors, and what the server spends per request while
 # a 1x1 Transpose runs over 8 connections: cores busy and context switches
 # and futex calls per request (perf stat), on-CPU time per thread and per
-# function (perf record), and where threads go to sleep (sched_switch call
-# chains: the off-CPU picture). Every log goes to OUT_DIR; a short table is
-# printed last.
+# function (perf record), where threads go to sleep (sched_switch call
+# chains: the off-CPU picture), and whose locks the futex calls are
+# (futex_callers.py). Every log goes to OUT_DIR; a short table is printed
+# last.
 #   bench/small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...
 # e.g. before=BIN/gpucompute-server-old after=BIN/gpucompute-server
 #      cpu=BIN/gpucompute-server:--backend=cpu
@@ -40,10 +41,10 @@ for spec in "$@"; do
   "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=1 --baseline=grpc \
     >> "$log" 2>&1
 
-  # The profile: a 1x1 Transpose at c=64 over 8 connections for 9 s.
+  # The profile: a 1x1 Transpose at c=64 over 8 connections for 11 s.
   if [ -x "$perf" ]; then
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=8 \
-      --max_time=9s --stable_windows=100 > "$out/profiled_$label.log" 2>&1 &
+      --max_time=11s --stable_windows=100 > "$out/profiled_$label.log" 2>&1 &
     load=$!
     sleep 1.5
     "$perf" stat -e task-clock,context-switches,cpu-migrations,syscalls:sys_enter_futex \
@@ -52,6 +53,8 @@ for spec in "$@"; do
       -- sleep 2 > /dev/null 2>&1
     "$perf" record -e sched:sched_switch --call-graph dwarf,8192 -p "$server" \
       -o "$out/offcpu_$label.data" -- sleep 1 > /dev/null 2>&1
+    "$perf" record -e syscalls:sys_enter_futex --call-graph dwarf,8192 -p "$server" \
+      -o "$out/futex_$label.data" -- sleep 0.4 > /dev/null 2>&1
     wait "$load"
   fi
   kill -TERM "$server"
@@ -71,8 +74,11 @@ for spec in "$@"; do
       "$perf" report -i "$out/offcpu_$label.data" --stdio --no-children --sort comm,sym \
         -g caller,2,callee,function,percent --percent-limit 3 2>/dev/null | grep -v "^#" \
         | grep -v "^$" | head -160
+      echo "== futex calls: whose locks"
+      "$perf" script -F comm,ip,sym,dso -i "$out/futex_$label.data" 2>/dev/null \
+        | python3 "$(dirname "$0")/futex_callers.py"
     } > "$out/profile_$label.txt"
-    rm -f "$out/oncpu_$label.data" "$out/offcpu_$label.data"
+    rm -f "$out/oncpu_$label.data" "$out/offcpu_$label.data" "$out/futex_$label.data"
   fi
   {
     echo "== $label ($server_bin ${flags[*]})"
