@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <set>
@@ -307,6 +308,60 @@ TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
   }
   EXPECT_GT(graphed_reports, 0);
   EXPECT_EQ(RequestGraphLaunches() - launches_before, double(graphed_reports));
+}
+
+// Many threads at once, on every stream: a stream's first sightings of the
+// request are queued call by call, its next ones captured and replayed
+// while other streams run theirs. Every answer is the same bits.
+TEST_F(GpuServerTest, ConcurrentSmallRequestsMatchBitForBitGraphedOrNot) {
+  const v1::ServerInfo info = Info(*stub_);
+  for (const auto& v : info.variants()) {
+    if (v.op() == v1::OP_REDUCE || v.reduced_precision() ||
+        std::find(v.dtypes().begin(), v.dtypes().end(), v1::DTYPE_FLOAT32) == v.dtypes().end())
+      continue;
+    SCOPED_TRACE(v.name() + " " + SeedNote());
+    const int64_t m = 45, k = 61, n = 29;
+    const v1::Matrix a = RandomMatrix<float>(m, k, rng_), b = RandomMatrix<float>(k, n, rng_);
+    const double launches_before = RequestGraphLaunches();
+    // Alone first: the second send captures, the third replays.
+    std::string first;
+    int graphed = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto [s, out, report] = SendOp(*stub_, v.op(), a, b, v.name());
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      if (i == 0) {
+        EXPECT_LE(MaxError(out, ReferenceOf(v.op(), a, b)), 1e-4);
+        first = out.data();
+      }
+      EXPECT_TRUE(out.data() == first) << "alone, send " << i;
+      graphed += report.device().find("replayed from a CUDA graph") != std::string::npos;
+    }
+    constexpr int kThreads = 12, kSends = 16;
+    std::vector<std::vector<testing::OpAnswer>> answers(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kSends; ++i)
+          answers[t].push_back(SendOp(*stub_, v.op(), a, b, v.name()));
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    int called = 0, differing = 0;
+    for (const auto& thread_answers : answers) {
+      for (const auto& [s, out, report] : thread_answers) {
+        ASSERT_TRUE(s.ok()) << s.error_message();
+        differing += out.data() != first;
+        const bool graph = report.device().find("replayed from a CUDA graph") != std::string::npos;
+        graphed += graph;
+        called += !graph;
+      }
+    }
+    EXPECT_EQ(differing, 0) << "of " << kThreads * kSends << " concurrent answers";
+    EXPECT_GE(graphed, 1);
+    EXPECT_EQ(RequestGraphLaunches() - launches_before, double(graphed));
+    std::printf("%s: %d graph launches, %d queued call by call\n", v.name().c_str(), graphed,
+                called);
+  }
 }
 
 TEST_F(GpuServerTest, ProfileRunsEveryVariantOnTheDevice) {
