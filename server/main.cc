@@ -201,7 +201,8 @@ int Run() {
   LogInfo(absl::StrCat("tensors: up to ", tensor_options.limit_bytes, " bytes, idle lifetime ",
                        absl::FormatDuration(tensor_options.default_ttl), ", instance ",
                        tensor_options.instance));
-  ComputeEngine engine(kernels::DefaultRegistry(), scheduler, selector, kind, &tensors);
+  ComputeEngine engine(kernels::DefaultRegistry(), scheduler, selector, kind, &tensors,
+                       {.calibrate_as_served = options.scheduling.calibrate_as_served});
   // Regions go before the devices that unpin them.
   std::unique_ptr<SharedMemoryRegistry> regions =
       SharedMemoryFromFlags(scheduler.devices().front().get());

@@ -43,8 +43,9 @@ struct SchedulingOptions {
   BatchingOptions batching;
   int32_t worker_spin_us = 0;  // CUDA backend only
   int32_t answer_threads = 0;
-  int32_t inline_threads = 0;  // per device; 0: its concurrency
-  std::string autotune_cache;  // empty: choices kept in memory only
+  int32_t inline_threads = 0;        // per device; 0: its concurrency
+  std::string autotune_cache;        // empty: choices kept in memory only
+  bool calibrate_as_served = false;  // ComputeEngineOptions::calibrate_as_served
 };
 
 // Tensors held between calls.

@@ -229,7 +229,7 @@ class CudaDevice final : public Device {
     if (cudaSetDevice(ordinal_) != cudaSuccess)
       return health_.TakeOutOfService("cudaSetDevice failed");
     SlotPool::Lease slot = slots_->Acquire();
-    auto results = RunProfile(job, stop, *slot, *memory_, copier_, health_);
+    auto results = RunProfile(job, stop, *slot, *memory_, copier_, health_, zero_copy_bytes_);
     if (!results.ok()) return health_.AfterError(results.status());
     return results;
   }

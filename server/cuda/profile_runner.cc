@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <utility>
@@ -52,6 +54,64 @@ absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v,
   return us;
 }
 
+// `repetitions` runs of `v` as CudaDevice::ExecuteSmall serves a request
+// whose inputs `host_a` and `host_b` and result are in host memory, on the
+// slot's staging and scratch at the same offsets: a zero-copy variant reads
+// and writes the pinned staging, any other copies up, runs and copies down.
+// Each run is timed on the host, from its first launch to the end of its
+// wait, as a request's thread pays it: device events around a zero-copy
+// kernel do not show all of its bus traffic (on an H200 host a 64^3
+// `tiled16` MatMul's events read 13 us against `tiled32`'s 11, and its
+// requests took 55 us against 45 us of server time).
+absl::StatusOr<std::vector<double>> TimeAsServedFromHost(
+    const kernels::Variant& v, const kernels::Problem& p, const char* host_a, const char* host_b,
+    void* workspace, size_t workspace_bytes, bool zero_copy, Slot& slot, int warmup,
+    int repetitions, const StopRequested& stop) {
+  const int64_t es = kernels::ElementSize(p.dtype);
+  const size_t a_bytes = size_t(kernels::InputAElements(p) * es);
+  const size_t b_bytes = size_t(kernels::InputBElements(p) * es);
+  const size_t out_bytes = size_t(kernels::OutputBytes(p));
+  const size_t b_at = size_t(AlignedBytes(int64_t(a_bytes)));
+  const size_t out_at = b_at + size_t(AlignedBytes(int64_t(b_bytes)));
+  const size_t up_bytes = b_bytes > 0 ? b_at + b_bytes : a_bytes;
+  if (auto s = slot.staging().WaitIdle(); !s.ok()) return s;
+  char* up = slot.staging().chunk(0);
+  char* down = slot.staging().chunk(1);
+  char* dev = slot.scratch();
+  std::memcpy(up, host_a, a_bytes);
+  if (b_bytes > 0) std::memcpy(up + b_at, host_b, b_bytes);
+  const char* in = zero_copy ? up : dev;
+  const kernels::Buffers buffers{in, b_bytes > 0 ? in + b_at : nullptr,
+                                 zero_copy ? down : dev + out_at, workspace, workspace_bytes};
+  const kernels::LaunchContext ctx = slot.launch_context();
+  const cudaStream_t stream = slot.stream();
+  auto serve_once = [&]() -> absl::Status {
+    if (!zero_copy) {
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, stream), "upload");
+    }
+    if (auto s = v.launch(p, buffers, ctx); !s.ok()) return s;
+    if (!zero_copy) {
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(down, dev + out_at, out_bytes, cudaMemcpyDeviceToHost, stream),
+          "download");
+    }
+    return CudaStatus(cudaStreamSynchronize(stream), "as-served wait");
+  };
+  for (int i = 0; i < warmup; ++i) {
+    if (auto s = serve_once(); !s.ok()) return s;
+  }
+  std::vector<double> us;
+  us.reserve(size_t(repetitions));
+  for (int i = 0; i < repetitions && !(stop && stop()); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (auto s = serve_once(); !s.ok()) return s;
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  return us;
+}
+
 // Bytes written to flush the current device's L2: twice its size (whatever
 // the replacement policy keeps of the old lines, it is not the operands).
 int64_t L2FlushBytes() {
@@ -66,11 +126,9 @@ int64_t L2FlushBytes() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job,
-                                                           const StopRequested& stop, Slot& slot,
-                                                           DeviceMemory& memory,
-                                                           HostCopyPool& copier,
-                                                           DeviceHealth& health) {
+absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
+    const ProfileJob& job, const StopRequested& stop, Slot& slot, DeviceMemory& memory,
+    HostCopyPool& copier, DeviceHealth& health, int64_t zero_copy_bytes) {
   const kernels::Problem& p = job.problem;
   const cudaStream_t stream = slot.stream();
   const int64_t es = kernels::ElementSize(p.dtype);
@@ -122,6 +180,15 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
 
   const kernels::Buffers buffers{*a, *b, *out, *ws, size_t(ws_bytes)};
   const kernels::LaunchContext ctx = slot.launch_context();
+  // Served from host memory as a small request only when it would be one:
+  // its buffers fit the slot's scratch, a workspace up to the slot's own
+  // aside (CudaDevice::Execute, PlanOf).
+  const int64_t host_bytes = (nb > 0 ? AlignedBytes(na * es) + nb * es : na * es) +
+                             kernels::OutputBytes(p);  // as ExecuteSmall counts them
+  const int64_t scratch_bytes = AlignedBytes(na * es) + AlignedBytes(nb * es) +
+                                AlignedBytes(kernels::OutputBytes(p)) +
+                                (ws_bytes <= Slot::kWorkspaceBytes ? 0 : AlignedBytes(ws_bytes));
+  const bool as_served = job.time_as_served_from_host && scratch_bytes <= Slot::kScratchBytes;
   std::vector<VariantMeasurement> results;
   for (const kernels::Variant* v : job.variants) {
     if (stop()) return absl::CancelledError("profile abandoned: the client went away");
@@ -149,10 +216,15 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job
     m.error = check.message;
     m.max_rel_error = check.max_rel_error;
     if (m.ok) {
-      auto times =
-          TimeVariant(*v, p, buffers, slot, job.warmup, job.repetitions, stop, *flush, flush_bytes);
+      auto times = as_served ? TimeAsServedFromHost(*v, p, host_a.data(), host_b.data(), *ws,
+                                                    size_t(ws_bytes),
+                                                    v->zero_copy && host_bytes <= zero_copy_bytes,
+                                                    slot, job.warmup, job.repetitions, stop)
+                             : TimeVariant(*v, p, buffers, slot, job.warmup, job.repetitions, stop,
+                                           *flush, flush_bytes);
       if (!times.ok()) return times.status();
       m.times_us = std::move(*times);
+      m.timed_as_served = as_served;
     }
     results.push_back(std::move(m));
   }

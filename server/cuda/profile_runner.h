@@ -16,11 +16,10 @@ namespace gpucompute::server::cuda {
 // On `slot` (of the current device), with memory reserved from `memory`. A
 // variant that fails to run is reported in its row, unless its error took
 // the device out of service (`health`). An error returned here has not been
-// through health.AfterError yet.
-absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(const ProfileJob& job,
-                                                           const StopRequested& stop, Slot& slot,
-                                                           DeviceMemory& memory,
-                                                           HostCopyPool& copier,
-                                                           DeviceHealth& health);
+// through health.AfterError yet. `zero_copy_bytes` is the device's
+// CudaDeviceOptions::zero_copy_bytes, for ProfileJob::time_as_served_from_host.
+absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
+    const ProfileJob& job, const StopRequested& stop, Slot& slot, DeviceMemory& memory,
+    HostCopyPool& copier, DeviceHealth& health, int64_t zero_copy_bytes);
 
 }  // namespace gpucompute::server::cuda

@@ -101,12 +101,20 @@ inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
 // worker, not on a gRPC thread.
 inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
+struct ComputeEngineOptions {
+  // A new bucket's calibration, for a request whose matrices all travel in
+  // the call, times its candidates as that request is served
+  // (ProfileJob::time_as_served_from_host) instead of kernels alone.
+  bool calibrate_as_served = false;
+};
+
 class ComputeEngine {
  public:
   // All four must outlive the engine; without `tensors`, calls that name
   // or keep a tensor get FAILED_PRECONDITION.
   ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler, VariantSelector& selector,
-                kernels::Backend backend, TensorStore* tensors = nullptr);
+                kernels::Backend backend, TensorStore* tensors = nullptr,
+                ComputeEngineOptions options = ComputeEngineOptions());
 
   kernels::Backend backend() const { return backend_; }
   const kernels::Registry& registry() const { return registry_; }
@@ -143,6 +151,7 @@ class ComputeEngine {
   VariantSelector& selector_;
   const kernels::Backend backend_;
   TensorStore* const tensors_;
+  const ComputeEngineOptions options_;
 };
 
 }  // namespace gpucompute::server

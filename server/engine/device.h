@@ -129,6 +129,13 @@ struct ProfileJob {
   // After every variant is timed, replay each correct one under the
   // device's hardware-counter profiler (never during the timed runs).
   bool read_counters = false;
+  // Time each variant the way a small request with its inputs and result
+  // in host memory is served, where the device serves such requests apart
+  // (CUDA: a variant that reads and writes pinned host memory does so, any
+  // other pays its copies up and down), instead of the kernel alone on
+  // device memory. How much a kernel reads is free on device memory and
+  // costs a bus transfer from host memory.
+  bool time_as_served_from_host = false;
 };
 
 struct VariantMeasurement {
@@ -137,6 +144,9 @@ struct VariantMeasurement {
   std::string error;
   double max_rel_error = 0;
   std::vector<double> times_us;  // one per repetition, when ok
+  // Timed as served (ProfileJob::time_as_served_from_host, where the device
+  // serves such requests apart): the times hold the copies, if any.
+  bool timed_as_served = false;
   // With ProfileJob::read_counters: what the profiler read, and why some or
   // all counters are missing (empty when none are).
   std::vector<CounterValue> counters;

@@ -198,8 +198,9 @@ void VariantSelector::Record(const kernels::Problem& p,
       if (faster(m, best)) best = &m;
       if (m.variant->zero_copy && faster(m, best_zero_copy)) best_zero_copy = &m;
     }
-    if (best_zero_copy != nullptr && common::Median(best_zero_copy->times_us) <=
-                                         common::Median(best->times_us) + kZeroCopyMarginUs) {
+    if (best_zero_copy != nullptr && !best->timed_as_served &&
+        common::Median(best_zero_copy->times_us) <=
+            common::Median(best->times_us) + kZeroCopyMarginUs) {
       best = best_zero_copy;
     }
     if (best != nullptr) {

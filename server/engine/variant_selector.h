@@ -58,9 +58,11 @@ class VariantSelector {
   Choice Choose(const kernels::Problem& p, bool allow_reduced_precision);
   // Gives up a calibration claim (the measurement failed) so a later request retries.
   void AbandonCalibration(const kernels::Problem& p);
-  // Remembers the fastest correct variants measured for this problem's bucket;
-  // a zero-copy variant within 2 us of the fastest wins (it saves a small
-  // request its copies, which a kernel's time does not show).
+  // Remembers the fastest correct variants measured for this problem's bucket.
+  // Timed as kernels alone, a zero-copy variant within 2 us of the fastest
+  // wins (it saves a small request its copies, which a kernel's time does
+  // not show); timed as served (VariantMeasurement::timed_as_served), the
+  // times hold the copies and the fastest wins.
   void Record(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured);
 
   // Stable text key of the problem's bucket, e.g. "matmul/float32/m1024/n1024/k1024".

@@ -159,6 +159,15 @@ TEST_F(SelectTest, AZeroCopyVariantWinsWhenWithinTwoMicrosecondsOfTheFastest) {
   wrong[1].ok = false;
   selector.Record(problem_, wrong);
   EXPECT_EQ(selector.Select(problem_, false)->name, "copies");
+  // Timed as served, the copies are in the times: the fastest wins, by any
+  // margin.
+  for (auto [copies, in_place, chosen] :
+       {std::tuple{3.0, 4.5, "copies"}, {100.0, 100.5, "copies"}, {5.0, 4.9, "in_place"}}) {
+    auto as_served = measured(copies, in_place);
+    for (VariantMeasurement& m : as_served) m.timed_as_served = true;
+    selector.Record(problem_, as_served);
+    EXPECT_EQ(selector.Select(problem_, false)->name, chosen) << copies << " vs " << in_place;
+  }
 }
 
 // A request that names a variant: null for "auto" and no name; refusals
