@@ -385,7 +385,9 @@ void Scheduler::WorkerLoop(Lane& lane) {
           SpinForWork(lane);
           continue;
         }
+        ++lane.parked;
         lane.ready.Wait(&lane.mu);
+        --lane.parked;
       }
       if (lane.queue.empty()) return;  // stopping and drained
       lane.spin_wanted = false;        // this worker takes the task a poller was wanted for
@@ -453,6 +455,15 @@ int64_t Scheduler::queued() const {
   for (const auto& lane : lanes_) {
     absl::MutexLock lock(&lane->mu);
     total += int64_t(lane->queue.size());
+  }
+  return total;
+}
+
+int64_t Scheduler::parked_workers() const {
+  int64_t total = 0;
+  for (const auto& lane : lanes_) {
+    absl::MutexLock lock(&lane->mu);
+    total += lane->parked;
   }
   return total;
 }

@@ -88,6 +88,8 @@ class Scheduler {
   const BatchingOptions& batching() const { return batching_; }
   int64_t queued() const;
   int64_t running() const;
+  // Workers asleep, waiting to be woken for work (not polling, not running).
+  int64_t parked_workers() const;
 
  private:
   struct Entry {
@@ -117,6 +119,7 @@ class Scheduler {
     // Threads running this device's work: workers with a task or a batch,
     // and submitters running a small task. At most the device's concurrency.
     int busy ABSL_GUARDED_BY(mu) = 0;
+    int parked ABSL_GUARDED_BY(mu) = 0;  // workers in ready.Wait
     // Of those, the submitters: while one runs, a small task that queues
     // wakes no worker, as that submitter takes it when its own task ends.
     int inline_busy ABSL_GUARDED_BY(mu) = 0;

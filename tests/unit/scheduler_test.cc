@@ -388,12 +388,18 @@ TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
   EXPECT_EQ(seen.back().answered_on, seen.back().ran_on);
 }
 
+// Returned once every worker sleeps: a worker still starting would take
+// what queues past the limit (it may: it is awake), where these tests want
+// the thread running a small task to take it.
 std::unique_ptr<Scheduler> MakeInlineScheduler(int concurrency, int inline_threads,
                                                BatchingOptions batching = {}) {
   std::vector<std::unique_ptr<Device>> devices;
   devices.push_back(std::make_unique<FakeDevice>(concurrency));
-  return std::make_unique<Scheduler>(std::move(devices), 64, batching, absl::ZeroDuration(),
-                                     /*answer_threads=*/0, inline_threads);
+  auto scheduler =
+      std::make_unique<Scheduler>(std::move(devices), 64, batching, absl::ZeroDuration(),
+                                  /*answer_threads=*/0, inline_threads);
+  while (scheduler->parked_workers() < concurrency) std::this_thread::yield();
+  return scheduler;
 }
 
 // Past the inline limit a small task queues, although workers are free, and
