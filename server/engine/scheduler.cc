@@ -450,31 +450,26 @@ void Scheduler::Shutdown() {
   }
 }
 
-int64_t Scheduler::queued() const {
+template <typename Count>
+int64_t Scheduler::SumOverLanes(Count count) const {
   int64_t total = 0;
   for (const auto& lane : lanes_) {
     absl::MutexLock lock(&lane->mu);
-    total += int64_t(lane->queue.size());
+    total += int64_t(count(*lane));
   }
   return total;
+}
+
+int64_t Scheduler::queued() const {
+  return SumOverLanes([](const Lane& lane) { return lane.queue.size(); });
 }
 
 int64_t Scheduler::parked_workers() const {
-  int64_t total = 0;
-  for (const auto& lane : lanes_) {
-    absl::MutexLock lock(&lane->mu);
-    total += lane->parked;
-  }
-  return total;
+  return SumOverLanes([](const Lane& lane) { return lane.parked; });
 }
 
 int64_t Scheduler::running() const {
-  int64_t total = 0;
-  for (const auto& lane : lanes_) {
-    absl::MutexLock lock(&lane->mu);
-    total += lane->running;
-  }
-  return total;
+  return SumOverLanes([](const Lane& lane) { return lane.running; });
 }
 
 }  // namespace gpucompute::server

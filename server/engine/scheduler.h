@@ -162,6 +162,9 @@ class Scheduler {
   void RunBatch(Lane& lane, std::vector<Entry>& batch);
   // Submitting threads that may run small tasks on `lane` at once.
   int InlineLimit(const Lane& lane) const;
+  // `count(lane)` added up over the lanes, each read under its lock.
+  template <typename Count>
+  int64_t SumOverLanes(Count count) const;
   // Moves the queue's first task into `batch` if it may run on a submitting
   // thread, with its batch mates when batching is on (`sharers`: the threads
   // the queue is shared among); false, and nothing taken, otherwise.
