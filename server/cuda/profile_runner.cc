@@ -18,6 +18,7 @@
 #include "server/cuda/fill.h"
 #include "server/cuda/profile_counters.h"
 #include "server/cuda/reference_gemm.h"
+#include "server/cuda/request_plan.h"
 
 namespace gpucompute::server::cuda {
 
@@ -180,15 +181,8 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
 
   const kernels::Buffers buffers{*a, *b, *out, *ws, size_t(ws_bytes)};
   const kernels::LaunchContext ctx = slot.launch_context();
-  // Served from host memory as a small request only when it would be one:
-  // its buffers fit the slot's scratch, a workspace up to the slot's own
-  // aside (CudaDevice::Execute, PlanOf).
   const int64_t host_bytes = (nb > 0 ? AlignedBytes(na * es) + nb * es : na * es) +
                              kernels::OutputBytes(p);  // as ExecuteSmall counts them
-  const int64_t scratch_bytes = AlignedBytes(na * es) + AlignedBytes(nb * es) +
-                                AlignedBytes(kernels::OutputBytes(p)) +
-                                (ws_bytes <= Slot::kWorkspaceBytes ? 0 : AlignedBytes(ws_bytes));
-  const bool as_served = job.time_as_served_from_host && scratch_bytes <= Slot::kScratchBytes;
   std::vector<VariantMeasurement> results;
   for (const kernels::Variant* v : job.variants) {
     if (stop()) return absl::CancelledError("profile abandoned: the client went away");
@@ -216,6 +210,13 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
     m.error = check.message;
     m.max_rel_error = check.max_rel_error;
     if (m.ok) {
+      // Served from host memory as a small request only when it would be
+      // one: its plan fits the slot's scratch (CudaDevice::Execute).
+      ComputeJob served;
+      served.problem = p;
+      served.variant = v;
+      const bool as_served = job.time_as_served_from_host &&
+                             PlanOf(served, /*ordinal=*/0).Total() <= Slot::kScratchBytes;
       auto times = as_served ? TimeAsServedFromHost(*v, p, host_a.data(), host_b.data(), *ws,
                                                     size_t(ws_bytes),
                                                     v->zero_copy && host_bytes <= zero_copy_bytes,
