@@ -74,6 +74,11 @@ testing::OpAnswer SendOp(v1::Compute::Stub& stub, v1::Op op, const v1::Matrix& a
   return testing::SendOp(stub, r, ctx);
 }
 
+// Whether the server says it ran the request by replaying a CUDA graph.
+bool ReplayedFromGraph(const v1::ExecutionReport& report) {
+  return report.device().find("replayed from a CUDA graph") != std::string::npos;
+}
+
 // The CPU reference for SendOp's request on these bytes.
 std::vector<double> ReferenceOf(v1::Op op, const v1::Matrix& a, const v1::Matrix& b) {
   if (op == v1::OP_MATMUL) {
@@ -283,7 +288,7 @@ TEST_F(GpuServerTest, RepeatedSmallRequestsReplayFromAGraphBitForBit) {
       for (int i = 0; i < 8; ++i) {
         const auto [s, out, report] = SendOp(*stub_, v.op(), a, b, v.name());
         ASSERT_TRUE(s.ok()) << "send " << i << ": " << s.error_message();
-        const bool graph = report.device().find("replayed from a CUDA graph") != std::string::npos;
+        const bool graph = ReplayedFromGraph(report);
         if (i == 0) {
           EXPECT_LE(MaxError(out, ref), tol);
           first = out.data();
@@ -334,7 +339,7 @@ TEST_F(GpuServerTest, ConcurrentSmallRequestsMatchBitForBitGraphedOrNot) {
         first = out.data();
       }
       EXPECT_TRUE(out.data() == first) << "alone, send " << i;
-      graphed += report.device().find("replayed from a CUDA graph") != std::string::npos;
+      graphed += ReplayedFromGraph(report);
     }
     constexpr int kThreads = 12, kSends = 16;
     std::vector<std::vector<testing::OpAnswer>> answers(kThreads);
@@ -351,7 +356,7 @@ TEST_F(GpuServerTest, ConcurrentSmallRequestsMatchBitForBitGraphedOrNot) {
       for (const auto& [s, out, report] : thread_answers) {
         ASSERT_TRUE(s.ok()) << s.error_message();
         differing += out.data() != first;
-        const bool graph = report.device().find("replayed from a CUDA graph") != std::string::npos;
+        const bool graph = ReplayedFromGraph(report);
         graphed += graph;
         called += !graph;
       }
