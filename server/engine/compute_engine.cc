@@ -44,6 +44,15 @@ TensorShape OutputShape(const kernels::Problem& p) {
   return {kernels::OutputDType(p), kernels::OutputRows(p), kernels::OutputCols(p)};
 }
 
+// Which of `auto`'s choices a request takes: with --calibrate_as_served,
+// one whose matrices all travel in the call (no tensor, no region, no kept
+// result) takes those timed as served from host memory.
+ServedFrom ServedFromOf(const ComputeCall& c, bool calibrate_as_served) {
+  const bool all_in_call =
+      !c.a_tensor && !c.b_tensor && !c.keep_output && !c.a_region && !c.b_region && !c.out_region;
+  return calibrate_as_served && all_in_call ? ServedFrom::kHostMemory : ServedFrom::kDeviceMemory;
+}
+
 }  // namespace
 
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
@@ -60,11 +69,12 @@ void ComputeEngine::Compute(ComputeCall call,
                             std::function<void(absl::Status, ComputeOutcome&)> done) {
   ComputeOutcome refused;
   const kernels::Problem problem = call.problem;
+  const ServedFrom served_from = ServedFromOf(call, options_.calibrate_as_served);
   VariantSelector::Choice choice;
   if (call.variant != nullptr) {
     choice.variant = call.variant;
   } else {
-    choice = selector_.Choose(problem, call.allow_reduced_precision);
+    choice = selector_.Choose(problem, call.allow_reduced_precision, served_from);
   }
   if (choice.variant == nullptr) {
     done(absl::InvalidArgumentError(
@@ -113,7 +123,7 @@ void ComputeEngine::Compute(ComputeCall call,
     if (created.ok()) kept_ahead = std::move(*created);
   }
   const bool nothing_waits = !shared_call->keep_output || kept_ahead != nullptr;
-  task.run = [this, shared_call, outcome, choice, memory, a_pinned, b_pinned,
+  task.run = [this, shared_call, outcome, choice, served_from, memory, a_pinned, b_pinned,
               kept_ahead = std::move(kept_ahead)](Device& device) mutable -> absl::Status {
     const ComputeCall& c = *shared_call;
     const StopRequested stop = StopOf(c.lifetime);
@@ -130,25 +140,23 @@ void ComputeEngine::Compute(ComputeCall call,
                              3,
                              std::random_device{}(),
                              /*flush_cache=*/false};
-      // With --calibrate_as_served, a request whose bytes are all in the
-      // call is timed as it is served: on an H200 host, 64^3 MatMuls
-      // reading their operands across the bus ran 48k/s through `tiled16`
-      // (the fastest kernel on device memory) and 60-63k/s through
-      // `tiled32_padded` or `register_tiled` at c=64.
-      calibration.time_as_served_from_host = options_.calibrate_as_served && !c.a_tensor &&
-                                             !c.b_tensor && !c.keep_output && !a_pinned &&
-                                             !b_pinned;
+      // Served from host memory, the candidates are timed as such a request
+      // is served: on an H200 host, 64^3 MatMuls reading their operands
+      // across the bus ran 48k/s through `tiled16` (the fastest kernel on
+      // device memory) and 60-63k/s through `tiled32_padded` or
+      // `register_tiled` at c=64.
+      calibration.time_as_served_from_host = served_from == ServedFrom::kHostMemory;
       if (calibration.time_as_served_from_host) calibration.repetitions = 9;
       auto measured = device.Measure(calibration, stop);
       if (measured.ok()) {
-        selector_.Record(job.problem, *measured);
+        selector_.Record(job.problem, *measured, served_from);
         if (const kernels::Variant* best =
-                selector_.Select(job.problem, c.allow_reduced_precision)) {
+                selector_.Select(job.problem, c.allow_reduced_precision, served_from)) {
           job.variant = best;
         }
         LogCalibration(job.problem, job.variant, *measured);
       } else {
-        selector_.AbandonCalibration(job.problem);
+        selector_.AbandonCalibration(job.problem, served_from);
       }
     }
     outcome->variant = job.variant;

@@ -17,8 +17,16 @@ namespace {
 // Smallest power of two >= v: shapes in one bucket behave alike.
 int64_t Bucket(int64_t v) { return int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(v, 1)))); }
 
-std::string Slot(const std::string& bucket, bool reduced) {
-  return bucket + (reduced ? "|reduced" : "|exact");
+// The choices of device-memory requests keep the key they always had, so
+// a choice cache file written before the two were told apart still
+// answers them.
+std::string WithServedFrom(std::string key, ServedFrom served_from) {
+  if (served_from == ServedFrom::kHostMemory) key += "|served_from_host";
+  return key;
+}
+
+std::string Slot(const std::string& bucket, bool reduced, ServedFrom served_from) {
+  return WithServedFrom(bucket + (reduced ? "|reduced" : "|exact"), served_from);
 }
 
 // A calibration times kernels alone. A small request run by a variant that
@@ -110,20 +118,22 @@ std::optional<const kernels::Variant*> VariantSelector::ChosenLocked(const std::
 }
 
 const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
-                                                bool allow_reduced_precision) const {
+                                                bool allow_reduced_precision,
+                                                ServedFrom served_from) const {
   {
     absl::ReaderMutexLock lock(&mu_);
-    const std::string slot = Slot(BucketKey(p), allow_reduced_precision);
+    const std::string slot = Slot(BucketKey(p), allow_reduced_precision, served_from);
     if (auto v = ChosenLocked(slot, p, allow_reduced_precision)) return *v;
   }
   return Preferred(p, allow_reduced_precision);
 }
 
 VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
-                                                bool allow_reduced_precision) {
+                                                bool allow_reduced_precision,
+                                                ServedFrom served_from) {
   Choice choice;
   const std::string bucket = BucketKey(p);
-  const std::string slot = Slot(bucket, allow_reduced_precision);
+  const std::string slot = Slot(bucket, allow_reduced_precision, served_from);
   // A chosen bucket answers every later call: they share the lock to read
   // it (each auto call of every thread comes here).
   {
@@ -143,15 +153,16 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
       if (v->Supports(p.dtype) && v->TakesShape(p)) choice.candidates.push_back(v);
     }
     // One caller measures a new bucket; a single candidate needs no measuring.
-    choice.calibrate = choice.candidates.size() > 1 && calibrating_.insert(bucket).second;
+    choice.calibrate = choice.candidates.size() > 1 &&
+                       calibrating_.insert(WithServedFrom(bucket, served_from)).second;
   }
   choice.variant = Preferred(p, allow_reduced_precision);
   return choice;
 }
 
-void VariantSelector::AbandonCalibration(const kernels::Problem& p) {
+void VariantSelector::AbandonCalibration(const kernels::Problem& p, ServedFrom served_from) {
   absl::MutexLock lock(&mu_);
-  calibrating_.erase(BucketKey(p));
+  calibrating_.erase(WithServedFrom(BucketKey(p), served_from));
 }
 
 absl::Status VariantSelector::UseCacheFile(const std::string& path) {
@@ -185,7 +196,8 @@ void VariantSelector::SaveLocked() {
 }
 
 void VariantSelector::Record(const kernels::Problem& p,
-                             const std::vector<VariantMeasurement>& measured) {
+                             const std::vector<VariantMeasurement>& measured,
+                             ServedFrom served_from) {
   const std::string bucket = BucketKey(p);
   for (bool reduced : {false, true}) {
     const VariantMeasurement* best = nullptr;
@@ -205,11 +217,11 @@ void VariantSelector::Record(const kernels::Problem& p,
     }
     if (best != nullptr) {
       absl::MutexLock lock(&mu_);
-      chosen_[Slot(bucket, reduced)] = best->variant;
+      chosen_[Slot(bucket, reduced, served_from)] = best->variant;
     }
   }
   absl::MutexLock lock(&mu_);
-  calibrating_.erase(bucket);
+  calibrating_.erase(WithServedFrom(bucket, served_from));
   SaveLocked();
 }
 

@@ -6,7 +6,7 @@
 // else the variant the ladder ranks first (fallback_rank); never a
 // reduced-precision variant unless the request allows it, never one that
 // cannot take the shape. Choices are kept per (op, dtype, reduce op and
-// axis, power-of-two shape bucket).
+// axis, power-of-two shape bucket, where the request is served from).
 #pragma once
 
 #include <map>
@@ -28,6 +28,18 @@ namespace gpucompute::server {
 // The name that asks the server to choose (as does no name).
 inline constexpr std::string_view kAutoVariant = "auto";
 
+// Where a request's matrices are while its kernel runs, as far as `auto`
+// tells its choices apart. On an H200 the fastest 64^3 MatMul kernel on
+// device memory (`tiled16`) serves 0.77 of the rate of the fastest one
+// reading its operands across the bus (`register_tiled`), so a server that
+// calibrates as served (--calibrate_as_served) keeps the two apart, and a
+// Profile (kernels timed alone) never overrides a choice timed as served.
+// Otherwise every request counts as kDeviceMemory: one choice per bucket.
+enum class ServedFrom {
+  kDeviceMemory,  // operands held as tensors or copied up; timed as kernels alone
+  kHostMemory,    // every matrix travels in the call; timed as served from host memory
+};
+
 class VariantSelector {
  public:
   VariantSelector(const kernels::Registry& registry, kernels::Backend backend);
@@ -46,7 +58,8 @@ class VariantSelector {
   // measurement there. Unknown variant names in the file are ignored.
   absl::Status UseCacheFile(const std::string& path);
 
-  const kernels::Variant* Select(const kernels::Problem& p, bool allow_reduced_precision) const;
+  const kernels::Variant* Select(const kernels::Problem& p, bool allow_reduced_precision,
+                                 ServedFrom served_from = ServedFrom::kDeviceMemory) const;
 
   struct Choice {
     const kernels::Variant* variant = nullptr;
@@ -55,15 +68,20 @@ class VariantSelector {
     bool calibrate = false;
     std::vector<const kernels::Variant*> candidates;
   };
-  Choice Choose(const kernels::Problem& p, bool allow_reduced_precision);
+  // Claims and choices are kept apart by `served_from`.
+  Choice Choose(const kernels::Problem& p, bool allow_reduced_precision,
+                ServedFrom served_from = ServedFrom::kDeviceMemory);
   // Gives up a calibration claim (the measurement failed) so a later request retries.
-  void AbandonCalibration(const kernels::Problem& p);
-  // Remembers the fastest correct variants measured for this problem's bucket.
-  // Timed as kernels alone, a zero-copy variant within 2 us of the fastest
-  // wins (it saves a small request its copies, which a kernel's time does
-  // not show); timed as served (VariantMeasurement::timed_as_served), the
-  // times hold the copies and the fastest wins.
-  void Record(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured);
+  void AbandonCalibration(const kernels::Problem& p,
+                          ServedFrom served_from = ServedFrom::kDeviceMemory);
+  // Remembers the fastest correct variants measured for this problem's
+  // bucket, for requests served from `served_from`. Timed as kernels alone, a
+  // zero-copy variant within 2 us of the fastest wins (it saves a small
+  // request its copies, which a kernel's time does not show); timed as
+  // served (VariantMeasurement::timed_as_served), the times hold the copies
+  // and the fastest wins.
+  void Record(const kernels::Problem& p, const std::vector<VariantMeasurement>& measured,
+              ServedFrom served_from = ServedFrom::kDeviceMemory);
 
   // Stable text key of the problem's bucket, e.g. "matmul/float32/m1024/n1024/k1024".
   static std::string BucketKey(const kernels::Problem& p);
@@ -91,9 +109,9 @@ class VariantSelector {
                                                       bool allow_reduced) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // bucket key + ("exact" | "reduced") -> variant
+  // bucket key + ("exact" | "reduced") + served from -> variant
   std::map<std::string, const kernels::Variant*> chosen_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> calibrating_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> calibrating_ ABSL_GUARDED_BY(mu_);  // bucket key + served from
   std::string cache_path_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -63,22 +63,24 @@ class ProbeDevice final : public testing::HostDevice {
   std::vector<absl::Time> deadlines_ ABSL_GUARDED_BY(mu_);
 };
 
+// A scheduler's one device, made here; `*made` points at it.
+template <typename D>
+std::vector<std::unique_ptr<Device>> OneDevice(D** made) {
+  auto device = std::make_unique<D>();
+  *made = device.get();
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::move(device));
+  return devices;
+}
+
 class EngineInline : public ::testing::Test {
  protected:
   EngineInline()
       : registry_(kernels::DefaultRegistry()),
-        scheduler_(Devices(), /*max_queue_depth=*/16),
+        scheduler_(OneDevice(&device_), /*max_queue_depth=*/16),
         selector_(registry_, kernels::Backend::kCpu),
         store_(TensorStoreOptions{int64_t{1} << 30, absl::Minutes(10), "test"}),
         engine_(registry_, scheduler_, selector_, kernels::Backend::kCpu, &store_) {}
-
-  std::vector<std::unique_ptr<Device>> Devices() {
-    auto device = std::make_unique<ProbeDevice>();
-    device_ = device.get();
-    std::vector<std::unique_ptr<Device>> devices;
-    devices.push_back(std::move(device));
-    return devices;
-  }
 
   // A square FP32 tensor of `side` held on the device.
   std::shared_ptr<Tensor> Held(int64_t side) {
@@ -147,6 +149,136 @@ TEST_F(EngineInline, ALargeKeptResultAlwaysRunsOnAWorker) {
   bool before_return = true;
   KeptMatMul(128, absl::InfiniteFuture(), &before_return);  // 192 KiB in all
   EXPECT_NE(device_->ran_on(), std::this_thread::get_id());
+}
+
+// With --calibrate_as_served, `auto` keeps the choices of requests whose
+// matrices travel in the call apart from those of requests on tensors: each
+// kind calibrates once, the way it runs, and a Profile (kernels alone) sets
+// only the tensors' choice.
+class MeasuringDevice final : public testing::HostDevice {
+ public:
+  MeasuringDevice() : HostDevice("measuring") {}
+  // Timed alone, "near" wins; timed as served from host memory, "far".
+  absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
+                                                          const StopRequested&) override {
+    absl::MutexLock lock(&mu_);
+    measured_as_served_.push_back(job.time_as_served_from_host);
+    std::vector<VariantMeasurement> out;
+    for (const kernels::Variant* v : job.variants) {
+      VariantMeasurement m;
+      m.variant = v;
+      m.ok = true;
+      const bool wins = (v->name == "far") == job.time_as_served_from_host;
+      m.times_us.assign(3, wins ? 10.0 : 30.0);
+      m.timed_as_served = job.time_as_served_from_host;
+      out.push_back(m);
+    }
+    return out;
+  }
+  absl::StatusOr<StageTimes> Execute(const ComputeJob& job, const StopRequested&) override {
+    absl::MutexLock lock(&mu_);
+    ran_.push_back(job.variant->name);
+    return StageTimes{};
+  }
+  std::vector<bool> measured_as_served() const {
+    absl::MutexLock lock(&mu_);
+    return measured_as_served_;
+  }
+  std::string last_ran() const {
+    absl::MutexLock lock(&mu_);
+    return ran_.empty() ? "" : ran_.back();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<bool> measured_as_served_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> ran_ ABSL_GUARDED_BY(mu_);
+};
+
+class EngineAutoServedFrom : public ::testing::Test {
+ protected:
+  EngineAutoServedFrom()
+      : registry_(Ladder()),
+        scheduler_(OneDevice(&device_), /*max_queue_depth=*/16),
+        selector_(registry_, kernels::Backend::kCpu),
+        store_(TensorStoreOptions{int64_t{1} << 30, absl::Minutes(10), "test"}),
+        engine_(registry_, scheduler_, selector_, kernels::Backend::kCpu, &store_,
+                {.calibrate_as_served = true}) {}
+
+  static kernels::Registry Ladder() {
+    kernels::Registry ladder;
+    for (const char* name : {"near", "far"}) {
+      kernels::Variant v;
+      v.name = name;
+      v.op = kernels::Op::kMatMul;
+      v.backend = kernels::Backend::kCpu;
+      v.dtypes = {kernels::DType::kFloat32};
+      v.launch = [](auto&, auto&, auto&) { return absl::OkStatus(); };
+      EXPECT_TRUE(ladder.Add(v).ok());
+    }
+    return ladder;
+  }
+
+  // An "auto" 8^3 MatMul, its operands in the call or held as tensors;
+  // returns the variant that ran.
+  std::string Run(bool on_tensors) {
+    constexpr int64_t kSide = 8;
+    ComputeCall call;
+    call.problem = {kernels::Op::kMatMul, kernels::DType::kFloat32, kSide, kSide, kSide};
+    const std::string operand(kSide * kSide * sizeof(float), '\1');
+    if (on_tensors) {
+      for (std::shared_ptr<Tensor>* t : {&call.a_tensor, &call.b_tensor}) {
+        auto held = store_.Create(*device_, {kernels::DType::kFloat32, kSide, kSide},
+                                  absl::InfiniteFuture());
+        EXPECT_TRUE(held.ok()) << held.status();
+        *t = *held;
+      }
+    } else {
+      call.a = {absl::MakeConstSpan(operand)};
+      call.b = {absl::MakeConstSpan(operand)};
+    }
+    absl::Notification done;
+    absl::Status status;
+    std::string ran;
+    engine_.Compute(std::move(call), [&](absl::Status s, ComputeOutcome& outcome) {
+      status = s;
+      ran = outcome.variant != nullptr ? outcome.variant->name : "";
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(ran, device_->last_ran());
+    return ran;
+  }
+
+  kernels::Registry registry_;
+  MeasuringDevice* device_ = nullptr;
+  Scheduler scheduler_;
+  VariantSelector selector_;
+  TensorStore store_;
+  ComputeEngine engine_;
+};
+
+TEST_F(EngineAutoServedFrom, RequestsServedFromHostAndOnTensorsCalibrateApart) {
+  EXPECT_EQ(Run(/*on_tensors=*/false), "far");
+  EXPECT_EQ(Run(/*on_tensors=*/true), "near");
+  EXPECT_EQ(Run(/*on_tensors=*/false), "far");
+  EXPECT_EQ(Run(/*on_tensors=*/true), "near");
+  EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false}));
+
+  // A Profile times kernels alone; it leaves the served choice as it was.
+  ProfileCall profile;
+  profile.job.problem = {kernels::Op::kMatMul, kernels::DType::kFloat32, 8, 8, 8};
+  absl::Notification profiled;
+  engine_.Profile(std::move(profile), [&](absl::Status s, const ProfileOutcome& outcome) {
+    EXPECT_TRUE(s.ok()) << s;
+    ASSERT_NE(outcome.selected, nullptr);
+    EXPECT_EQ(outcome.selected->name, "near");
+    profiled.Notify();
+  });
+  profiled.WaitForNotification();
+  EXPECT_EQ(Run(/*on_tensors=*/false), "far");
+  EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false, false}));
 }
 
 }  // namespace

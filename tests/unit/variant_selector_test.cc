@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -99,6 +101,54 @@ TEST_F(SelectTest, CacheFileRoundTrip) {
   EXPECT_EQ(restarted.Select(problem_, false)->name, "slow");
   EXPECT_EQ(restarted.Select(problem_, true)->name, "tf32");
   EXPECT_FALSE(restarted.Choose(problem_, false).calibrate);
+  std::remove(path.c_str());
+}
+
+// Requests served from host memory keep their own claims and choices: a
+// Profile or a tensor request's calibration (kernels alone, on device
+// memory) never overrides what was timed as served, and the reverse; both
+// survive a restart, and a device-memory choice keeps the key it had.
+TEST_F(SelectTest, ChoicesServedFromHostAreKeptApartFromDeviceMemoryOnes) {
+  const std::string path =
+      ::testing::TempDir() + "/autotune_placed_" + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  constexpr ServedFrom kHost = ServedFrom::kHostMemory;
+  {
+    VariantSelector selector(registry_, kernels::Backend::kCuda);
+    ASSERT_TRUE(selector.UseCacheFile(path).ok());
+    EXPECT_TRUE(selector.Choose(problem_, false, kHost).calibrate);
+    EXPECT_FALSE(selector.Choose(problem_, false, kHost).calibrate);
+    EXPECT_TRUE(selector.Choose(problem_, false).calibrate);  // device memory's own claim
+
+    auto as_served = Measured(/*slow=*/90, /*fast=*/10, /*tf32=*/40);
+    for (VariantMeasurement& m : as_served) m.timed_as_served = true;
+    selector.Record(problem_, as_served, kHost);
+    EXPECT_EQ(selector.Select(problem_, false, kHost)->name, "fast");
+    EXPECT_EQ(selector.Select(problem_, false)->name, "slow");  // still the ladder's first
+    // The device-memory claim above still holds: the host's record released only its own.
+    EXPECT_FALSE(selector.Choose(problem_, true).calibrate);
+
+    // A Profile, or a tensor request's calibration.
+    selector.Record(problem_, Measured(/*slow=*/20, /*fast=*/50, /*tf32=*/5));
+    EXPECT_EQ(selector.Select(problem_, false)->name, "slow");
+    EXPECT_EQ(selector.Select(problem_, true)->name, "tf32");
+    EXPECT_EQ(selector.Select(problem_, false, kHost)->name, "fast");
+    EXPECT_EQ(selector.Choose(problem_, false, kHost).variant->name, "fast");
+    EXPECT_EQ(selector.Select(problem_, true, kHost)->name, "fast");
+  }
+  VariantSelector restarted(registry_, kernels::Backend::kCuda);
+  ASSERT_TRUE(restarted.UseCacheFile(path).ok());
+  EXPECT_EQ(restarted.Select(problem_, true)->name, "tf32");
+  EXPECT_EQ(restarted.Select(problem_, false, kHost)->name, "fast");
+  EXPECT_FALSE(restarted.Choose(problem_, false, kHost).calibrate);
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_NE(text.str().find("matmul/float32/m1024/n1024/k1024|exact\tslow\n"), std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("matmul/float32/m1024/n1024/k1024|exact|served_from_host\tfast\n"),
+            std::string::npos)
+      << text.str();
   std::remove(path.c_str());
 }
 
