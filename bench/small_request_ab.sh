@@ -6,7 +6,9 @@
 # connections: the 1x1 Transpose at c=64 beside the health Check, the 64^3
 # MatMul at c=1, 8 and 64 inline beside a gRPC echo of its bytes, and with
 # resident operands and a kept output. Logs go to OUT_DIR; the medians over
-# the rounds of each row and ratio are printed last.
+# the rounds of each row and ratio are printed, then what `auto` chose for
+# each bucket on each server (its calibration log lines, counted over the
+# rounds).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
 # BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
 set -u
@@ -85,3 +87,13 @@ for title, fmt in tables:
         cells = [values(label, num, den) for label in labels]
         print(f"{name:42s}" + "".join(f"{fmt(v, den) if v else '-':>16s}" for v in cells))
 PY
+
+# What `auto` chose, per server: "auto for <bucket>: <variant> (<how timed>".
+echo
+for spec in "$@"; do
+  label=${spec%%=*}
+  echo "auto's choices on $label, counted over the rounds:"
+  chosen=$(grep -h "auto for " "$out/${label}"_*.server.log 2>/dev/null |
+    sed 's/^.*auto for //; s/: \([^ ]*\) (\([^:]*\):.*/: \1 (\2)/' | sort | uniq -c)
+  echo "${chosen:-      none logged (a single candidate is never calibrated)}"
+done
