@@ -54,12 +54,12 @@ ABSL_FLAG(std::string, ceilings, "",
 ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
 ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
 ABSL_FLAG(bool, calibrate_as_served, false,
-          "auto: the first request of a shape bucket whose matrices all travel in the call times "
-          "the candidates the way it is served (CUDA: a small request's zero-copy kernels reading "
-          "and writing pinned host memory, other variants with their copies up and down, by the "
-          "host's clock) instead of kernels alone on device memory; such requests keep choices "
-          "of their own, apart from those of requests on tensors (which Profile also sets); "
-          "the choice and its times are logged");
+          "auto: the first small request (64 KiB or less) of a shape bucket whose matrices all "
+          "travel in the call times the candidates the way it is served (CUDA: zero-copy kernels "
+          "reading and writing pinned host memory, other variants with their copies up and "
+          "down, by the host's clock) instead of kernels alone on device memory; such requests "
+          "keep choices of their own, apart from those of requests on tensors (which Profile "
+          "also sets); the choice and its times are logged");
 ABSL_FLAG(std::string, autotune_cache, "",
           "file where \"auto\" keeps its measured choices across restarts (empty: memory only)");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,

@@ -44,13 +44,17 @@ TensorShape OutputShape(const kernels::Problem& p) {
   return {kernels::OutputDType(p), kernels::OutputRows(p), kernels::OutputCols(p)};
 }
 
-// Which of `auto`'s choices a request takes: with --calibrate_as_served,
-// one whose matrices all travel in the call (no tensor, no region, no kept
-// result) takes those timed as served from host memory.
+// Which of `auto`'s choices a request takes: with --calibrate_as_served, a
+// small one whose matrices all travel in the call (no tensor, no region, no
+// kept result) takes those timed as served from host memory. A larger one
+// is copied up and run on device memory like any other, where kernels
+// alone rank the variants.
 ServedFrom ServedFromOf(const ComputeCall& c, bool calibrate_as_served) {
   const bool all_in_call =
       !c.a_tensor && !c.b_tensor && !c.keep_output && !c.a_region && !c.b_region && !c.out_region;
-  return calibrate_as_served && all_in_call ? ServedFrom::kHostMemory : ServedFrom::kDeviceMemory;
+  return calibrate_as_served && all_in_call && RequestBytes(c.problem) <= kInlineRequestBytes
+             ? ServedFrom::kHostMemory
+             : ServedFrom::kDeviceMemory;
 }
 
 }  // namespace

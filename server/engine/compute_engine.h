@@ -102,8 +102,8 @@ inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
 inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
 struct ComputeEngineOptions {
-  // Requests whose matrices all travel in the call (no tensor, no
-  // shared-memory region, no kept result) get `auto` choices of their own
+  // Small requests (kInlineRequestBytes) whose matrices all travel in the
+  // call (no tensor, no shared-memory region, no kept result) get `auto` choices of their own
   // (ServedFrom::kHostMemory): a new bucket's calibration times its
   // candidates as such a request is served
   // (ProfileJob::time_as_served_from_host) instead of kernels alone.

@@ -219,17 +219,16 @@ class EngineAutoServedFrom : public ::testing::Test {
     return ladder;
   }
 
-  // An "auto" 8^3 MatMul, its operands in the call or held as tensors;
-  // returns the variant that ran.
-  std::string Run(bool on_tensors) {
-    constexpr int64_t kSide = 8;
+  // An "auto" MatMul of side x side matrices, its operands in the call or
+  // held as tensors; returns the variant that ran.
+  std::string Run(bool on_tensors, int64_t side = 8) {
     ComputeCall call;
-    call.problem = {kernels::Op::kMatMul, kernels::DType::kFloat32, kSide, kSide, kSide};
-    const std::string operand(kSide * kSide * sizeof(float), '\1');
+    call.problem = {kernels::Op::kMatMul, kernels::DType::kFloat32, side, side, side};
+    const std::string operand(side * side * sizeof(float), '\1');
     if (on_tensors) {
       for (std::shared_ptr<Tensor>* t : {&call.a_tensor, &call.b_tensor}) {
-        auto held = store_.Create(*device_, {kernels::DType::kFloat32, kSide, kSide},
-                                  absl::InfiniteFuture());
+        auto held =
+            store_.Create(*device_, {kernels::DType::kFloat32, side, side}, absl::InfiniteFuture());
         EXPECT_TRUE(held.ok()) << held.status();
         *t = *held;
       }
@@ -279,6 +278,12 @@ TEST_F(EngineAutoServedFrom, RequestsServedFromHostAndOnTensorsCalibrateApart) {
   profiled.WaitForNotification();
   EXPECT_EQ(Run(/*on_tensors=*/false), "far");
   EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false, false}));
+
+  // Past the small-request bound (128^3: 192 KiB in all), matrices in the
+  // call are copied up: such a request calibrates kernels alone.
+  EXPECT_EQ(Run(/*on_tensors=*/false, 128), "near");
+  EXPECT_EQ(Run(/*on_tensors=*/true, 128), "near");
+  EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false, false, false}));
 }
 
 }  // namespace
