@@ -129,9 +129,8 @@ class CudaDevice final : public Device {
       return health_.TakeOutOfService("cudaSetDevice failed");
     SlotPool::Lease slot = slots_->Acquire();
     const RequestPlan plan = PlanOf(job, ordinal_);
-    auto times = plan.Total() <= Slot::kScratchBytes && !plan.peer() && !plan.pinned()
-                     ? ExecuteSmall(job, stop, *slot, plan)
-                     : ExecuteLarge(job, stop, *slot, plan);
+    auto times = ServedAsSmall(plan) ? ExecuteSmall(job, stop, *slot, plan)
+                                     : ExecuteLarge(job, stop, *slot, plan);
     if (!times.ok()) return health_.AfterError(times.status());
     return times;
   }
@@ -229,7 +228,12 @@ class CudaDevice final : public Device {
     if (cudaSetDevice(ordinal_) != cudaSuccess)
       return health_.TakeOutOfService("cudaSetDevice failed");
     SlotPool::Lease slot = slots_->Acquire();
-    auto results = RunProfile(job, stop, *slot, *memory_, copier_, health_, zero_copy_bytes_);
+    // A calibration timed as served runs what Execute runs for a small
+    // request, on this slot.
+    const ServeSmall serve_small = [&](const ComputeJob& served) {
+      return ExecuteSmall(served, stop, *slot, PlanOf(served, ordinal_));
+    };
+    auto results = RunProfile(job, stop, *slot, *memory_, copier_, health_, serve_small);
     if (!results.ok()) return health_.AfterError(results.status());
     return results;
   }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "gpucompute/kernels/check.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "gpucompute/kernels/cuda_timer.h"
@@ -55,58 +56,26 @@ absl::StatusOr<std::vector<double>> TimeVariant(const kernels::Variant& v,
   return us;
 }
 
-// `repetitions` runs of `v` as CudaDevice::ExecuteSmall serves a request
-// whose inputs `host_a` and `host_b` and result are in host memory, on the
-// slot's staging and scratch at the same offsets: a zero-copy variant reads
-// and writes the pinned staging, any other copies up, runs and copies down.
-// Each run is timed on the host, from its first launch to the end of its
-// wait, as a request's thread pays it: device events around a zero-copy
-// kernel do not show all of its bus traffic (on an H200 host a 64^3
-// `tiled16` MatMul's events read 13 us against `tiled32`'s 11, and its
-// requests took 55 us against 45 us of server time).
-absl::StatusOr<std::vector<double>> TimeAsServedFromHost(
-    const kernels::Variant& v, const kernels::Problem& p, const char* host_a, const char* host_b,
-    void* workspace, size_t workspace_bytes, bool zero_copy, Slot& slot, int warmup,
-    int repetitions, const StopRequested& stop) {
-  const int64_t es = kernels::ElementSize(p.dtype);
-  const size_t a_bytes = size_t(kernels::InputAElements(p) * es);
-  const size_t b_bytes = size_t(kernels::InputBElements(p) * es);
-  const size_t out_bytes = size_t(kernels::OutputBytes(p));
-  const size_t b_at = size_t(AlignedBytes(int64_t(a_bytes)));
-  const size_t out_at = b_at + size_t(AlignedBytes(int64_t(b_bytes)));
-  const size_t up_bytes = b_bytes > 0 ? b_at + b_bytes : a_bytes;
-  if (auto s = slot.staging().WaitIdle(); !s.ok()) return s;
-  char* up = slot.staging().chunk(0);
-  char* down = slot.staging().chunk(1);
-  char* dev = slot.scratch();
-  std::memcpy(up, host_a, a_bytes);
-  if (b_bytes > 0) std::memcpy(up + b_at, host_b, b_bytes);
-  const char* in = zero_copy ? up : dev;
-  const kernels::Buffers buffers{in, b_bytes > 0 ? in + b_at : nullptr,
-                                 zero_copy ? down : dev + out_at, workspace, workspace_bytes};
-  const kernels::LaunchContext ctx = slot.launch_context();
-  const cudaStream_t stream = slot.stream();
-  auto serve_once = [&]() -> absl::Status {
-    if (!zero_copy) {
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-          cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, stream), "upload");
-    }
-    if (auto s = v.launch(p, buffers, ctx); !s.ok()) return s;
-    if (!zero_copy) {
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-          cudaMemcpyAsync(down, dev + out_at, out_bytes, cudaMemcpyDeviceToHost, stream),
-          "download");
-    }
-    return CudaStatus(cudaStreamSynchronize(stream), "as-served wait");
-  };
+// `repetitions` runs of `served` (a small request whose matrices are in
+// host memory) through `serve_small`, the path such requests take, after
+// `warmup` untimed ones; fewer when `stop` turns true. The staging, the
+// zero-copy rule and graph replay are the served request's own. Each run is
+// timed on the host, from its first launch to the end of its wait, as a
+// request's thread pays it: device events around a zero-copy kernel do not
+// show all of its bus traffic (on an H200 host a 64^3 `tiled16` MatMul's
+// events read 13 us against `tiled32`'s 11, and its requests took 55 us
+// against 45 us of server time).
+absl::StatusOr<std::vector<double>> TimeAsServed(const ServeSmall& serve_small,
+                                                 const ComputeJob& served, int warmup,
+                                                 int repetitions, const StopRequested& stop) {
   for (int i = 0; i < warmup; ++i) {
-    if (auto s = serve_once(); !s.ok()) return s;
+    if (auto t = serve_small(served); !t.ok()) return t.status();
   }
   std::vector<double> us;
   us.reserve(size_t(repetitions));
   for (int i = 0; i < repetitions && !(stop && stop()); ++i) {
     const auto start = std::chrono::steady_clock::now();
-    if (auto s = serve_once(); !s.ok()) return s;
+    if (auto t = serve_small(served); !t.ok()) return t.status();
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
                      .count());
   }
@@ -129,7 +98,7 @@ int64_t L2FlushBytes() {
 
 absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
     const ProfileJob& job, const StopRequested& stop, Slot& slot, DeviceMemory& memory,
-    HostCopyPool& copier, DeviceHealth& health, int64_t zero_copy_bytes) {
+    HostCopyPool& copier, DeviceHealth& health, const ServeSmall& serve_small) {
   const kernels::Problem& p = job.problem;
   const cudaStream_t stream = slot.stream();
   const int64_t es = kernels::ElementSize(p.dtype);
@@ -181,8 +150,6 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
 
   const kernels::Buffers buffers{*a, *b, *out, *ws, size_t(ws_bytes)};
   const kernels::LaunchContext ctx = slot.launch_context();
-  const int64_t host_bytes = (nb > 0 ? AlignedBytes(na * es) + nb * es : na * es) +
-                             kernels::OutputBytes(p);  // as ExecuteSmall counts them
   std::vector<VariantMeasurement> results;
   for (const kernels::Variant* v : job.variants) {
     if (stop()) return absl::CancelledError("profile abandoned: the client went away");
@@ -210,22 +177,32 @@ absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
     m.error = check.message;
     m.max_rel_error = check.max_rel_error;
     if (m.ok) {
-      // Served from host memory as a small request only when it would be
-      // one: its plan fits the slot's scratch (CudaDevice::Execute).
+      // The request these inputs make when they travel in the call, timed
+      // as served only when it is served as a small request.
       ComputeJob served;
       served.problem = p;
       served.variant = v;
-      const bool as_served = job.time_as_served_from_host &&
-                             PlanOf(served, /*ordinal=*/0).Total() <= Slot::kScratchBytes;
-      auto times = as_served ? TimeAsServedFromHost(*v, p, host_a.data(), host_b.data(), *ws,
-                                                    size_t(ws_bytes),
-                                                    v->zero_copy && host_bytes <= zero_copy_bytes,
-                                                    slot, job.warmup, job.repetitions, stop)
+      served.a = {absl::MakeConstSpan(host_a)};
+      if (nb) served.b = {absl::MakeConstSpan(host_b)};
+      served.out = host_out.data();
+      const bool as_served = job.time_as_served_from_host && serve_small &&
+                             ServedAsSmall(PlanOf(served, /*ordinal=*/0));
+      // All-ones bytes again: what the check below reads is what serving wrote.
+      if (as_served) std::memset(host_out.data(), 0xff, host_out.size());
+      auto times = as_served ? TimeAsServed(serve_small, served, job.warmup, job.repetitions, stop)
                              : TimeVariant(*v, p, buffers, slot, job.warmup, job.repetitions, stop,
                                            *flush, flush_bytes);
       if (!times.ok()) return times.status();
       m.times_us = std::move(*times);
       m.timed_as_served = as_served;
+      if (as_served) {
+        const kernels::CheckResult served_check = kernels::CheckAgainstReference(
+            p, v->reduced_precision, host_a.data(), host_out.data(), reference);
+        if (!served_check.ok) {
+          m.ok = false;
+          m.error = "served from host memory: " + served_check.message;
+        }
+      }
     }
     results.push_back(std::move(m));
   }

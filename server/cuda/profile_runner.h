@@ -2,6 +2,7 @@
 // inputs, is checked against a float64 reference, and when correct is timed.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -13,13 +14,19 @@
 
 namespace gpucompute::server::cuda {
 
+// Serves `job`, whose matrices are in host memory, as the device serves
+// such a small request (CudaDevice::ExecuteSmall), on the slot RunProfile
+// was given.
+using ServeSmall = std::function<absl::StatusOr<StageTimes>(const ComputeJob& job)>;
+
 // On `slot` (of the current device), with memory reserved from `memory`. A
 // variant that fails to run is reported in its row, unless its error took
 // the device out of service (`health`). An error returned here has not been
-// through health.AfterError yet. `zero_copy_bytes` is the device's
-// CudaDeviceOptions::zero_copy_bytes, for ProfileJob::time_as_served_from_host.
+// through health.AfterError yet. For ProfileJob::time_as_served_from_host,
+// a correct variant is timed through `serve_small` and its served result
+// checked again.
 absl::StatusOr<std::vector<VariantMeasurement>> RunProfile(
     const ProfileJob& job, const StopRequested& stop, Slot& slot, DeviceMemory& memory,
-    HostCopyPool& copier, DeviceHealth& health, int64_t zero_copy_bytes);
+    HostCopyPool& copier, DeviceHealth& health, const ServeSmall& serve_small);
 
 }  // namespace gpucompute::server::cuda

@@ -41,4 +41,8 @@ RequestPlan PlanOf(const ComputeJob& job, int ordinal) {
   return plan;
 }
 
+bool ServedAsSmall(const RequestPlan& plan) {
+  return plan.Total() <= Slot::kScratchBytes && !plan.peer() && !plan.pinned();
+}
+
 }  // namespace gpucompute::server::cuda

@@ -61,4 +61,9 @@ std::string LaunchKey(const ComputeJob& job);
 // The plan of `job` on the GPU numbered `ordinal`.
 RequestPlan PlanOf(const ComputeJob& job, int ordinal);
 
+// Whether CudaDevice::Execute serves the plan as a small request: its own
+// buffers fit a slot's scratch, and nothing comes from another GPU or
+// through pinned host memory.
+bool ServedAsSmall(const RequestPlan& plan);
+
 }  // namespace gpucompute::server::cuda

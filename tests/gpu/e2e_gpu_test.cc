@@ -853,6 +853,60 @@ TEST(GpuServerLimits, OversizeRequestRefusedWhileOthersSucceed) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// With --calibrate_as_served, the first small auto request whose matrices
+// travel in the call times each candidate served as that request is (and
+// checks what serving returned); its choice stays its own. A Profile of the
+// same shape (kernels alone) sets the choice of requests on tensors, not
+// of these. The server's log shows both calibrations.
+TEST(GpuServerCalibratedAsServed, SmallInlineRequestsKeepTheirChoiceThroughAProfile) {
+  SKIP_WITHOUT_GPU();
+  ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                       {"--backend=cuda", "--devices=0", "--calibrate_as_served"});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t m = 61, k = 47, n = 53;  // 34 KiB in all: small, zero-copy
+  const v1::Matrix a = RandomMatrix<float>(m, k, rng), b = RandomMatrix<float>(k, n, rng);
+  const std::vector<double> ref = ReferenceOf(v1::OP_MATMUL, a, b);
+  auto send_inline = [&] {
+    const auto [s, out, report] = SendOp(*stub, v1::OP_MATMUL, a, b, "auto");
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(MaxError(out, ref), 1e-4) << report.variant();
+    return report.variant();
+  };
+  const std::string inline_choice = send_inline();
+  ASSERT_FALSE(inline_choice.empty());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(send_inline(), inline_choice);
+
+  v1::ProfileRequest profile;
+  profile.set_op(v1::OP_MATMUL);
+  profile.set_dtype(v1::DTYPE_FLOAT32);
+  profile.set_m(m);
+  profile.set_n(n);
+  profile.set_k(k);
+  v1::ProfileResponse profiled;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub->Profile(&ctx, profile, &profiled);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_FALSE(profiled.selected().empty());
+  std::printf("served from host memory: %s; kernels alone (Profile): %s\n", inline_choice.c_str(),
+              profiled.selected().c_str());
+
+  EXPECT_EQ(send_inline(), inline_choice);
+  v1::TensorInfo ta, tb;
+  ASSERT_TRUE(testing::UploadBytes(*stub, a.dtype(), m, k, BytesOf(a), {1 << 20}, &ta).ok());
+  ASSERT_TRUE(testing::UploadBytes(*stub, b.dtype(), k, n, BytesOf(b), {1 << 20}, &tb).ok());
+  const auto [ts, tout, treport] = SendOp(*stub, v1::OP_MATMUL, testing::TensorMatrix(ta.id()),
+                                          testing::TensorMatrix(tb.id()), "auto");
+  ASSERT_TRUE(ts.ok()) << ts.error_message();
+  EXPECT_LE(MaxError(tout, ref), 1e-4);
+  EXPECT_EQ(treport.variant(), profiled.selected());
+  testing::ReleaseTensors(*stub, {ta.id(), tb.id()});
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(GpuServerMultiDevice, EveryGpuReceivesWork) {
   if (GpuCount() < 2) GTEST_SKIP() << "needs two GPUs, found " << GpuCount();
   ServerProcess server(GPUCOMPUTE_SERVER_PATH, {"--backend=cuda", "--devices=all"});
