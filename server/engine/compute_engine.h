@@ -103,9 +103,9 @@ inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
 struct ComputeEngineOptions {
   // Small requests (kInlineRequestBytes) whose matrices all travel in the
-  // call (no tensor, no shared-memory region, no kept result) get `auto` choices of their own
-  // (ServedFrom::kHostMemory): a new bucket's calibration times its
-  // candidates as such a request is served
+  // call (no tensor, no shared-memory region, no kept result) get `auto`
+  // choices of their own (ServedFrom::kHostMemory): a new bucket's
+  // calibration times its candidates as such a request is served
   // (ProfileJob::time_as_served_from_host) instead of kernels alone.
   // Requests on tensors keep the kernels-alone choices Profile also records.
   bool calibrate_as_served = false;
