@@ -13,7 +13,7 @@ namespace gpucompute::server {
 namespace {
 
 // One line per calibrated bucket: what `auto` chose and each candidate's
-// median, so an operator sees why.
+// median (or why it failed), so an operator sees why.
 void LogCalibration(const kernels::Problem& p, const kernels::Variant* chosen,
                     const std::vector<VariantMeasurement>& measured) {
   std::string times;
@@ -23,7 +23,8 @@ void LogCalibration(const kernels::Problem& p, const kernels::Variant* chosen,
     absl::StrAppend(&times, times.empty() ? "" : ", ", m.variant->name, " ",
                     m.ok && !m.times_us.empty()
                         ? absl::StrFormat("%.1f us", common::Median(m.times_us))
-                        : std::string("failed"));
+                    : m.error.empty() ? std::string("failed")
+                                      : absl::StrCat("failed [", m.error, "]"));
   }
   LogInfo(absl::StrCat("auto for ", VariantSelector::BucketKey(p), ": ",
                        chosen != nullptr ? chosen->name : std::string("none"), " (",

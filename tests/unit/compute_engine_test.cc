@@ -159,6 +159,7 @@ class MeasuringDevice final : public testing::HostDevice {
  public:
   MeasuringDevice() : HostDevice("measuring") {}
   // Timed alone, "near" wins; timed as served from host memory, "far".
+  // "broken" fails its check, and so is never timed.
   absl::StatusOr<std::vector<VariantMeasurement>> Measure(const ProfileJob& job,
                                                           const StopRequested&) override {
     absl::MutexLock lock(&mu_);
@@ -167,9 +168,10 @@ class MeasuringDevice final : public testing::HostDevice {
     for (const kernels::Variant* v : job.variants) {
       VariantMeasurement m;
       m.variant = v;
-      m.ok = true;
+      m.ok = v->name != "broken";
+      if (!m.ok) m.error = "max error 1.0 against the reference";
       const bool wins = (v->name == "far") == job.time_as_served_from_host;
-      m.times_us.assign(3, wins ? 10.0 : 30.0);
+      if (m.ok) m.times_us.assign(3, wins ? 10.0 : 30.0);
       m.timed_as_served = job.time_as_served_from_host;
       out.push_back(m);
     }
@@ -207,7 +209,7 @@ class EngineAutoServedFrom : public ::testing::Test {
 
   static kernels::Registry Ladder() {
     kernels::Registry ladder;
-    for (const char* name : {"near", "far"}) {
+    for (const char* name : {"near", "far", "broken"}) {
       kernels::Variant v;
       v.name = name;
       v.op = kernels::Op::kMatMul;
