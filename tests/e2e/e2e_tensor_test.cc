@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -921,15 +922,19 @@ TEST_F(SmallTensorServerTest, IdleTensorsExpireWithNoTrafficAndUseRenewsThem) {
   grpc::Status s;
   const v1::TensorInfo idle = Upload(4096, &s);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const v1::TensorInfo used = Upload(4096, &s, 2);  // its own two seconds
+  // Its own three seconds, used every half second: a call may stall for
+  // 2.5 s before the tensor lapses (one call of an ASan build on a loaded
+  // 2-core machine once took 1.5 s).
+  const auto uploaded = std::chrono::steady_clock::now();
+  const v1::TensorInfo used = Upload(4096, &s, 3);
   ASSERT_TRUE(s.ok()) << s.error_message();
   // No gRPC call for 1.5 s: only the expiry thread can drop `idle`. The
   // metrics endpoint is read over plain HTTP, not through the service.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(Metric("gpucompute_tensor_expiries_total"), 1);
   EXPECT_EQ(Metric("gpucompute_tensor_held_bytes"), 4096);
-  // `used` lives on while it is used more often than its lifetime.
-  for (int i = 0; i < 6; ++i) {
+  // `used` lives on past its lifetime while it is used more often.
+  for (int i = 0; i < 8; ++i) {
     v1::ReduceRequest req;
     *req.mutable_input() = TensorMatrix(used.id());
     grpc::ClientContext ctx;
@@ -937,9 +942,15 @@ TEST_F(SmallTensorServerTest, IdleTensorsExpireWithNoTrafficAndUseRenewsThem) {
     EXPECT_TRUE(stub_->Reduce(&ctx, req, &resp).ok()) << "use " << i;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  EXPECT_GT(std::chrono::steady_clock::now() - uploaded, std::chrono::seconds(5));
   std::string bytes;
   EXPECT_CODE(DownloadBytes(*stub_, idle.id(), &bytes), NOT_FOUND, idle.id());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Unused, it lapses three seconds on: read over HTTP until it has.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Metric("gpucompute_tensor_expiries_total") < 2 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   EXPECT_EQ(Metric("gpucompute_tensor_expiries_total"), 2);
   EXPECT_EQ(Metric("gpucompute_tensor_held_bytes"), 0);
   EXPECT_CODE(DownloadBytes(*stub_, used.id(), &bytes), NOT_FOUND, "expired");
