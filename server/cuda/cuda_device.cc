@@ -76,9 +76,13 @@ class CudaDevice final : public Device {
 
     std::vector<std::unique_ptr<Slot>> slots;
     for (int i = 0; i < slot_count_; ++i) {
-      auto slot = Slot::Create(device_malloc_calls_, host_alloc_calls_,
-                               options.batch_graphs_per_stream, options.request_graphs_per_stream,
-                               &batch_graph_counts_, &request_graph_counts_);
+      SlotOptions slot_options;
+      slot_options.batch_graphs = options.batch_graphs_per_stream;
+      slot_options.request_graphs = options.request_graphs_per_stream;
+      slot_options.batch_branches = options.batch_branches;
+      slot_options.batch_counts = &batch_graph_counts_;
+      slot_options.request_counts = &request_graph_counts_;
+      auto slot = Slot::Create(device_malloc_calls_, host_alloc_calls_, slot_options);
       if (!slot.ok()) return slot.status();
       slots.push_back(std::move(*slot));
     }
@@ -87,6 +91,7 @@ class CudaDevice final : public Device {
     if (!tensor_stream.ok()) return tensor_stream.status();
     tensor_stream_ = std::move(*tensor_stream);
     zero_copy_bytes_ = options.zero_copy_bytes;
+    batch_branches_ = options.batch_branches;
     tensor_blocks_ = std::make_unique<TensorBlocks>(
         std::min(options.tensor_block_cache_bytes, cap / TensorBlocks::kBlocksPerCapacity),
         tensor_stream_.get());
@@ -136,18 +141,18 @@ class CudaDevice final : public Device {
   }
 
   // Small jobs that fit one slot together go up in one copy, run a kernel
-  // each and come down in one copy, with one host wait; larger ones run one
-  // by one.
+  // each (side by side, when replayed from a graph) and come down in one
+  // copy, with one host wait; larger ones run one by one.
   std::vector<absl::StatusOr<StageTimes>> ExecuteBatch(
       absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) override {
-    const int capacity = jobs.empty() ? 0 : SmallBatchCapacity(jobs.front());
+    const int capacity = jobs.empty() ? 0 : SmallBatchCapacity(jobs.front(), batch_branches_);
     if (jobs.size() < 2 || capacity < 2) return Device::ExecuteBatch(jobs, stops);
     if (cudaSetDevice(ordinal_) != cudaSuccess) {
       const absl::Status s = health_.TakeOutOfService("cudaSetDevice failed");
       return std::vector<absl::StatusOr<StageTimes>>(jobs.size(), s);
     }
     SlotPool::Lease slot = slots_->Acquire();
-    return ExecuteSmallBatches(jobs, stops, capacity, *slot, copier_, health_);
+    return ExecuteSmallBatches(jobs, stops, capacity, *slot, copier_, zero_copy_bytes_, health_);
   }
 
   int64_t memory_budget_bytes() const override { return memory_->limit_bytes(); }
@@ -441,6 +446,7 @@ class CudaDevice final : public Device {
   const int slot_count_;
   const DeviceDescription description_;
   int64_t zero_copy_bytes_ = 0;  // CudaDeviceOptions::zero_copy_bytes
+  int batch_branches_ = 1;       // CudaDeviceOptions::batch_branches
   DeviceHealth health_;
   HostCopyPool copier_{6};
   std::atomic<int64_t> device_malloc_calls_{0};

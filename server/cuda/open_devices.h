@@ -18,6 +18,9 @@ struct CudaDeviceOptions {
   // Graphs of small batches each stream keeps for replay (0: launch each
   // member's kernels one by one).
   int batch_graphs_per_stream = 64;
+  // Streams a small batch's graph fans its members out over, so that their
+  // kernels run side by side on the GPU (1: one after another).
+  int batch_branches = 8;
   // Graphs of small requests each stream keeps (per variant, shape and
   // buffers, captured when seen a second time), replayed with one launch
   // (0: queue each request's copies, kernels and marks one by one).

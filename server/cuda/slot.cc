@@ -10,9 +10,7 @@ using kernels::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_malloc_calls,
                                                    std::atomic<int64_t>& host_alloc_calls,
-                                                   int batch_graphs, int request_graphs,
-                                                   GraphCounts* batch_counts,
-                                                   GraphCounts* request_counts) {
+                                                   const SlotOptions& options) {
   auto stream = CreateStream();
   if (!stream.ok()) return stream.status();
   std::array<UniqueEvent, 4> marks;
@@ -33,14 +31,12 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   if (!staging.ok()) return staging.status();
   return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
                                         std::move(*workspace), std::move(*timer),
-                                        std::move(*cublas), std::move(*staging), batch_graphs,
-                                        request_graphs, batch_counts, request_counts));
+                                        std::move(*cublas), std::move(*staging), options));
 }
 
 Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
            UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-           std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs,
-           GraphCounts* batch_counts, GraphCounts* request_counts)
+           std::unique_ptr<StagingBuffers> staging, const SlotOptions& options)
     : stream_(std::move(stream)),
       marks_(std::move(marks)),
       scratch_(std::move(scratch)),
@@ -48,9 +44,11 @@ Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMe
       timer_(std::move(timer)),
       cublas_(std::move(cublas)),
       staging_(std::move(staging)),
-      batch_graphs_(std::make_unique<GraphCache>(batch_graphs, /*sightings=*/1, batch_counts)),
-      request_graphs_(
-          std::make_unique<GraphCache>(request_graphs, /*sightings=*/2, request_counts)) {}
+      batch_branches_(options.batch_branches),
+      batch_graphs_(std::make_unique<GraphCache>(options.batch_graphs, /*sightings=*/1,
+                                                 options.batch_counts)),
+      request_graphs_(std::make_unique<GraphCache>(options.request_graphs, /*sightings=*/2,
+                                                   options.request_counts)) {}
 
 absl::Status Slot::Record(Mark mark, bool in_graph) {
   return CudaStatus(

@@ -16,11 +16,24 @@
 #include "absl/status/statusor.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/variant.h"
+#include "server/cuda/branches.h"
 #include "server/cuda/cuda_handles.h"
 #include "server/cuda/graph_cache.h"
 #include "server/cuda/staging.h"
 
 namespace gpucompute::server::cuda {
+
+// What a slot keeps besides its fixed buffers.
+struct SlotOptions {
+  int batch_graphs = 0;    // graphs of small batches kept (0: none)
+  int request_graphs = 0;  // graphs of small requests kept (0: none)
+  // Streams a captured batch's members run side by side on (1: one after
+  // another on the slot's stream).
+  int batch_branches = 1;
+  // The device's counts of captures and replays, when given.
+  GraphCounts* batch_counts = nullptr;
+  GraphCounts* request_counts = nullptr;
+};
 
 class Slot {
  public:
@@ -38,14 +51,9 @@ class Slot {
   enum class Mark { kUploadBegin, kKernelStart, kKernelEnd, kDownloaded };
 
   // On the current device; counts its cudaMalloc and cudaHostAlloc calls.
-  // Keeps up to `batch_graphs` graphs of small batches and `request_graphs`
-  // of small requests (0: none), counting their captures and replays in
-  // the device's `batch_counts` and `request_counts` when given.
   static absl::StatusOr<std::unique_ptr<Slot>> Create(std::atomic<int64_t>& device_malloc_calls,
                                                       std::atomic<int64_t>& host_alloc_calls,
-                                                      int batch_graphs = 0, int request_graphs = 0,
-                                                      GraphCounts* batch_counts = nullptr,
-                                                      GraphCounts* request_counts = nullptr);
+                                                      const SlotOptions& options = {});
 
   cudaStream_t stream() const { return stream_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
@@ -56,6 +64,8 @@ class Slot {
   void* workspace() const { return workspace_.get(); }                  // kWorkspaceBytes
   StagingBuffers& staging() { return *staging_; }
   GraphCache& batch_graphs() { return *batch_graphs_; }
+  // The side streams a batch's graph fans its members out over.
+  Branches& batch_branches() { return batch_branches_; }
   // A request's graph is captured at its second sighting: a graph names the
   // pointers of the tensors a request reads, and the next request may name
   // others. (Requests keeping their output are never graphed.)
@@ -78,8 +88,7 @@ class Slot {
  private:
   Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
        UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
-       std::unique_ptr<StagingBuffers> staging, int batch_graphs, int request_graphs,
-       GraphCounts* batch_counts, GraphCounts* request_counts);
+       std::unique_ptr<StagingBuffers> staging, const SlotOptions& options);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
 
@@ -91,6 +100,7 @@ class Slot {
   kernels::cuda::EventTimer timer_;
   UniqueCublas cublas_;
   std::unique_ptr<StagingBuffers> staging_;
+  Branches batch_branches_;
   // Destroyed before the stream and the memory their graphs name.
   std::unique_ptr<GraphCache> batch_graphs_;
   std::unique_ptr<GraphCache> request_graphs_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpucompute/kernels/cuda_status.h"
+#include "server/cuda/branches.h"
 #include "server/cuda/device_memory.h"
 #include "server/cuda/request_plan.h"
 
@@ -16,12 +17,15 @@ namespace {
 using Mark = Slot::Mark;
 
 // Where each job's buffers lie: inputs of job i at i * in_stride (b after
-// a), all results after the inputs at i * out_stride, and one workspace the
-// kernels share (they run one after another on the slot's stream).
+// a), all results after the inputs at i * out_stride, and a workspace per
+// branch (the members of one branch run one after another and share it).
+// Staging holds inputs and results at the same strides from its chunks'
+// starts.
 struct Layout {
   int64_t a = 0, b = 0, out = 0, workspace = 0;  // bytes of one job
   int64_t in_stride = 0, out_stride = 0;
-  explicit Layout(const ComputeJob& job) {
+  int branches = 1;  // at most this many run side by side
+  Layout(const ComputeJob& job, int max_branches) {
     const kernels::Problem& p = job.problem;
     a = kernels::InputABytes(p);
     b = kernels::InputBBytes(p);
@@ -29,13 +33,24 @@ struct Layout {
     workspace = int64_t(job.variant->WorkspaceBytes(p));
     in_stride = AlignedBytes(a) + AlignedBytes(b);
     out_stride = AlignedBytes(out);
+    branches = std::max(1, max_branches);
+    // Workspaces take at most half the scratch: fewer branches, not fewer
+    // members, for a variant that needs much.
+    if (workspace > 0) {
+      branches =
+          int(std::clamp<int64_t>(Slot::kScratchBytes / 2 / AlignedBytes(workspace), 1, branches));
+    }
   }
   int64_t outputs_at(int n) const { return n * in_stride; }
-  int64_t workspace_at(int n) const { return n * (in_stride + out_stride); }
+  int64_t workspace_at(int n, int branch) const {
+    return n * (in_stride + out_stride) + branch * AlignedBytes(workspace);
+  }
+  int64_t workspaces() const { return branches * AlignedBytes(workspace); }
 };
 
-// What a batch's launches depend on besides the slot: the variant, the
-// problem and how many members run.
+// What a batch's work depends on besides the slot: the variant, the
+// problem and how many members run (their buffers, whether they are read
+// in place, and the branches they take follow from these).
 std::string BatchKey(const ComputeJob& job, int members) {
   return absl::StrCat(LaunchKey(job), " x", members);
 }
@@ -47,10 +62,10 @@ bool HostOnly(const ComputeJob& job) {
 
 }  // namespace
 
-int SmallBatchCapacity(const ComputeJob& job) {
+int SmallBatchCapacity(const ComputeJob& job, int max_branches) {
   if (!HostOnly(job) || job.variant == nullptr) return 0;
-  const Layout l(job);
-  const int64_t room = Slot::kScratchBytes - AlignedBytes(l.workspace);
+  const Layout l(job, max_branches);
+  const int64_t room = Slot::kScratchBytes - l.workspaces();
   if (room <= 0) return 0;
   int64_t n = room / (l.in_stride + l.out_stride);
   if (l.in_stride > 0) n = std::min<int64_t>(n, StagingBuffers::kChunkBytes / l.in_stride);
@@ -60,14 +75,16 @@ int SmallBatchCapacity(const ComputeJob& job) {
 
 absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, Slot& slot,
-    HostCopyPool& copier) {
+    HostCopyPool& copier, int64_t zero_copy_bytes) {
   const int n = int(jobs.size());
   if (n == 0) return std::vector<absl::StatusOr<StageTimes>>{};
-  if (n > SmallBatchCapacity(jobs.front())) {
-    return absl::InternalError(absl::StrCat("a batch of ", n, " does not fit one slot (holds ",
-                                            SmallBatchCapacity(jobs.front()), ")"));
+  Branches& branches = slot.batch_branches();
+  const int capacity = SmallBatchCapacity(jobs.front(), branches.count());
+  if (n > capacity) {
+    return absl::InternalError(
+        absl::StrCat("a batch of ", n, " does not fit one slot (holds ", capacity, ")"));
   }
-  const Layout l(jobs.front());
+  const Layout l(jobs.front(), branches.count());
   StagingBuffers& staging = slot.staging();
   if (auto s = staging.WaitIdle(); !s.ok()) return s;
   char* up = staging.chunk(0);
@@ -77,8 +94,8 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   std::vector<absl::StatusOr<StageTimes>> results(
       size_t(n), absl::CancelledError("request abandoned before its kernel ran"));
   // The members still wanted, packed: member j's buffers are the j-th, so a
-  // batch's launches depend only on how many run, and a graph of them
-  // serves every later batch of that size.
+  // batch's work depends only on how many run, and a graph of it serves
+  // every later batch of that size.
   std::vector<int> members;
   members.reserve(size_t(n));
   for (int i = 0; i < n; ++i) {
@@ -90,49 +107,84 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   }
   const int live = int(members.size());
   if (live == 0) return results;
-  if (auto s = slot.Record(Mark::kUploadBegin); !s.ok()) return s;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(dev, up, size_t(live * l.in_stride), cudaMemcpyHostToDevice, slot.stream()),
-      "batch upload cudaMemcpyAsync");
-  if (auto s = slot.Record(Mark::kKernelStart); !s.ok()) return s;
-  char* outputs = dev + l.outputs_at(live);
-  void* workspace = l.workspace > 0 ? dev + l.workspace_at(live) : nullptr;
-  auto launch = [&](int j) {
+
+  // As a request alone: a variant of plain loads and stores reads its
+  // inputs where they were gathered and writes its result into staging
+  // (the same kernel on the same bytes, so the same bits), and the batch
+  // skips both copies.
+  const int64_t member_bytes = l.in_stride + l.out;
+  const bool zero_copy = jobs.front().variant->zero_copy && member_bytes <= zero_copy_bytes;
+  const char* inputs = zero_copy ? up : dev;
+  char* outputs = zero_copy ? down : dev + l.outputs_at(live);
+  auto launch = [&](int j, int branch, cudaStream_t stream) {
     const ComputeJob& job = jobs[size_t(members[size_t(j)])];
-    char* in = dev + j * l.in_stride;
+    const char* in = inputs + j * l.in_stride;
+    void* workspace = l.workspace > 0 ? dev + l.workspace_at(live, branch) : nullptr;
     const kernels::Buffers buffers{in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
                                    outputs + j * l.out_stride, workspace, size_t(l.workspace)};
-    return job.variant->launch(job.problem, buffers, slot.launch_context());
+    return job.variant->launch(job.problem, buffers, kernels::LaunchContext{stream, slot.cublas()});
   };
-  const bool replayed =
-      slot.batch_graphs().Launch(BatchKey(jobs.front(), live), slot.stream(), [&] {
-        for (int j = 0; j < live; ++j) {
-          if (auto s = launch(j); !s.ok()) return s;
+  // The batch's stream work from its first mark to its last. In a graph
+  // the members fan out over the slot's branches and run side by side, and
+  // any failure fails the capture; queued one by one they run in turn on
+  // the slot's stream, and a launch that fails fails its member alone.
+  std::vector<bool> ran(size_t(live), false);
+  auto enqueue = [&](bool in_graph) -> absl::Status {
+    if (!zero_copy) {
+      if (auto s = slot.Record(Mark::kUploadBegin, in_graph); !s.ok()) return s;
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, up, size_t(live * l.in_stride),
+                                                      cudaMemcpyHostToDevice, slot.stream()),
+                                      "batch upload cudaMemcpyAsync");
+    }
+    if (auto s = slot.Record(Mark::kKernelStart, in_graph); !s.ok()) return s;
+    if (in_graph) {
+      if (auto s = branches.FanOut(slot.stream(), live, l.branches, launch); !s.ok()) return s;
+    } else {
+      for (int j = 0; j < live; ++j) {
+        if (auto s = launch(j, 0, slot.stream()); !s.ok()) {
+          results[size_t(members[size_t(j)])] = s;
+        } else {
+          ran[size_t(j)] = true;
         }
-        return absl::OkStatus();
-      });
-  std::vector<bool> ran(size_t(live), replayed);
-  if (!replayed) {
-    // No graph (turned off, or the launches could not be captured): each
-    // member's kernels on their own, a launch that fails failing its member.
-    for (int j = 0; j < live; ++j) {
-      if (auto s = launch(j); !s.ok()) {
-        results[size_t(members[size_t(j)])] = s;
-      } else {
-        ran[size_t(j)] = true;
       }
     }
+    if (auto s = slot.Record(Mark::kKernelEnd, in_graph); !s.ok()) return s;
+    if (!zero_copy) {
+      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, outputs, size_t(live * l.out_stride),
+                                                      cudaMemcpyDeviceToHost, slot.stream()),
+                                      "batch download cudaMemcpyAsync");
+      if (auto s = slot.Record(Mark::kDownloaded, in_graph); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  // The streams are made outside any capture; without them (or with replay
+  // off) the members run one after another.
+  if (slot.batch_graphs().enabled()) branches.Prepare().IgnoreError();
+  const bool replayed = slot.batch_graphs().Launch(BatchKey(jobs.front(), live), slot.stream(),
+                                                   [&] { return enqueue(true); });
+  if (replayed) {
+    ran.assign(size_t(live), true);
+  } else if (auto s = enqueue(false); !s.ok()) {
+    // Nothing may still read the staging when the next batch fills it.
+    cudaStreamSynchronize(slot.stream());
+    return s;
   }
-  if (auto s = slot.Record(Mark::kKernelEnd); !s.ok()) return s;
-  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, outputs, size_t(live * l.out_stride),
-                                                  cudaMemcpyDeviceToHost, slot.stream()),
-                                  "batch download cudaMemcpyAsync");
-  if (auto s = slot.Record(Mark::kDownloaded); !s.ok()) return s;
-  if (auto s = slot.WaitFor(Mark::kDownloaded, "batch download wait"); !s.ok()) return s;
+  if (auto s = zero_copy ? slot.WaitFor(Mark::kKernelEnd, "batch kernel wait")
+                         : slot.WaitFor(Mark::kDownloaded, "batch download wait");
+      !s.ok()) {
+    return s;
+  }
 
   // Each member reports the batch's stages: the time it spent in them.
-  auto times = slot.Stages();
+  auto times = slot.Stages(!zero_copy, !zero_copy);
   if (!times.ok()) return times.status();
+  if (zero_copy) times->note = "zero-copy: the kernels read and wrote host memory";
+  if (replayed) {
+    const int side_by_side = branches.Used(live, l.branches);
+    times->note = absl::StrCat(
+        times->note, times->note.empty() ? "" : ", ", "the batch replayed from a CUDA graph on ",
+        side_by_side > 1 ? absl::StrCat(side_by_side, " streams") : "one stream");
+  }
   for (int j = 0; j < live; ++j) {
     if (!ran[size_t(j)]) continue;
     const int i = members[size_t(j)];
@@ -142,16 +194,15 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   return results;
 }
 
-std::vector<absl::StatusOr<StageTimes>> ExecuteSmallBatches(absl::Span<const ComputeJob> jobs,
-                                                            absl::Span<const StopRequested> stops,
-                                                            int capacity, Slot& slot,
-                                                            HostCopyPool& copier,
-                                                            DeviceHealth& health) {
+std::vector<absl::StatusOr<StageTimes>> ExecuteSmallBatches(
+    absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, int capacity,
+    Slot& slot, HostCopyPool& copier, int64_t zero_copy_bytes, DeviceHealth& health) {
   std::vector<absl::StatusOr<StageTimes>> results;
   results.reserve(jobs.size());
   for (size_t start = 0; start < jobs.size(); start += size_t(capacity)) {
     const size_t n = std::min(jobs.size() - start, size_t(capacity));
-    auto group = ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), slot, copier);
+    auto group = ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), slot, copier,
+                                   zero_copy_bytes);
     if (!group.ok()) {
       const absl::Status s = health.AfterError(group.status());
       for (size_t i = 0; i < n; ++i) results.push_back(s);

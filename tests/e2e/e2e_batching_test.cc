@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -85,6 +86,16 @@ Request RandomRequestOf(v1::DType dtype, kernels::Op op, std::mt19937_64& rng) {
   r.a = testing::RandomMatrixOf(dtype, 37, 19, rng);
   if (op == kernels::Op::kMatMul) r.b = testing::RandomMatrixOf(dtype, 19, 23, rng);
   return r;
+}
+
+// How many streams the server says a batch's members ran side by side on
+// ("... replayed from a CUDA graph on N streams"); 0 when it does not say.
+int StreamsSideBySide(const v1::ExecutionReport& report) {
+  const std::string& device = report.device();
+  const std::string said = "replayed from a CUDA graph on ";
+  const size_t at = device.find(said);
+  if (at == std::string::npos) return 0;
+  return std::atoi(device.c_str() + at + said.size());
 }
 
 std::vector<double> Reference(const Request& r) {
@@ -180,6 +191,18 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
           largest = std::max(largest, batched[i].report.batch_size());
         }
         EXPECT_GT(largest, 1) << "no request of the group ran in a batch";
+        // On a GPU a batch's graph runs its members side by side. (cuBLAS
+        // may refuse to be captured on side streams; its batches then run
+        // one after another, as the note would say.)
+        if (testing::TestBackend() == "cuda") {
+          int widest = 0;
+          for (const Answer& a : batched) widest = std::max(widest, StreamsSideBySide(a.report));
+          std::printf("%s %s: %s\n", variant.name().c_str(), v1::DType_Name(dtype).c_str(),
+                      batched.front().report.device().c_str());
+          if (variant.name().rfind("cublas", 0) != 0) {
+            EXPECT_GT(widest, 1) << batched.front().report.device();
+          }
+        }
         ++combinations;
       }
     }
