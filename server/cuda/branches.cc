@@ -51,7 +51,8 @@ absl::Status Branches::FanOut(
     cudaStream_t stream = streams_[size_t(b)].get();
     // A branch that could not wait for the fork never joined: nothing to
     // rejoin, and nothing of it may run.
-    if (auto s = CudaStatus(cudaStreamWaitEvent(stream, fork_.get(), 0), "fork cudaStreamWaitEvent");
+    if (auto s =
+            CudaStatus(cudaStreamWaitEvent(stream, fork_.get(), 0), "fork cudaStreamWaitEvent");
         !s.ok()) {
       first_error.Update(s);
       continue;

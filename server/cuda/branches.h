@@ -40,9 +40,9 @@ class Branches {
   // after them. Every branch rejoins `origin` even when a launch fails (a capture
   // ends only with its streams joined); the first error is returned and no
   // member is launched after it.
-  absl::Status FanOut(cudaStream_t origin, int members, int limit,
-                      const std::function<absl::Status(int member, int branch,
-                                                       cudaStream_t stream)>& launch);
+  absl::Status FanOut(
+      cudaStream_t origin, int members, int limit,
+      const std::function<absl::Status(int member, int branch, cudaStream_t stream)>& launch);
 
  private:
   const int count_;

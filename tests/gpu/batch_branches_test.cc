@@ -103,9 +103,8 @@ TEST_F(BatchBranchesTest, CapturedMembersRunOnTheirBranchesAndReplay) {
   GraphCounts counts;
   GraphCache graphs(4, /*sightings=*/1, &counts);
   auto fan_out = [&] {
-    return branches.FanOut(origin_.get(), kMembers, 8, [this](int j, int b, cudaStream_t s) {
-      return Fill(j, b, s);
-    });
+    return branches.FanOut(origin_.get(), kMembers, 8,
+                           [this](int j, int b, cudaStream_t s) { return Fill(j, b, s); });
   };
   bool launched = false;
   EXPECT_EQ(RunAndRead([&] { launched = graphs.Launch("fill x7", origin_.get(), fan_out); }),
@@ -149,8 +148,9 @@ TEST_F(BatchBranchesTest, AFailingMemberFailsTheCaptureAndLeavesNoStreamCapturin
   // The same branches, outside any capture, still run every member.
   absl::Status plain;
   EXPECT_EQ(RunAndRead([&] {
-              plain = branches.FanOut(origin_.get(), kMembers, 8,
-                                      [this](int j, int b, cudaStream_t s) { return Fill(j, b, s); });
+              plain =
+                  branches.FanOut(origin_.get(), kMembers, 8,
+                                  [this](int j, int b, cudaStream_t s) { return Fill(j, b, s); });
             }),
             Filled());
   EXPECT_TRUE(plain.ok()) << plain;
