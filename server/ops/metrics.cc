@@ -1,5 +1,6 @@
 #include "server/ops/metrics.h"
 
+#include <atomic>
 #include <exception>
 #include <tuple>
 #include <utility>
@@ -261,24 +262,27 @@ class Metrics::AttachedCollector final : public prometheus::Collectable {
   std::shared_ptr<const prometheus::Collectable> source_ ABSL_GUARDED_BY(mu_);
 };
 
+namespace {
+// Numbers each Metrics, so that a thread's cached series (SeriesFor) is
+// never taken for another's, even one made later at the same address.
+std::atomic<uint64_t> metrics_made{0};
+}  // namespace
+
 Metrics::Metrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
-      requests_(prometheus::BuildCounter()
-                    .Name("gpucompute_requests_total")
-                    .Help("Finished requests by op, variant, dtype, device and gRPC status code "
-                          "(\"none\" where the request got no further than validation).")
-                    .Register(*registry_)),
+    : id_(metrics_made.fetch_add(1, std::memory_order_relaxed) + 1),
+      registry_(std::make_shared<prometheus::Registry>()),
+      requests_(std::make_shared<CounterFamily>(
+          "gpucompute_requests_total",
+          "Finished requests by op, variant, dtype, device and gRPC status code (\"none\" where "
+          "the request got no further than validation).")),
       latency_(std::make_shared<HistogramFamily>(
           "gpucompute_request_duration_seconds",
           "Latency of successful requests by stage: queue (waiting for a device), upload, "
           "compute, download, and total (received to answered); by op, variant, dtype and "
           "device.")),
-      in_flight_(
-          prometheus::BuildGauge()
-              .Name("gpucompute_requests_in_flight")
-              .Help("Requests received and not yet answered (queued, running, or being validated).")
-              .Register(*registry_)
-              .Add({})),
+      in_flight_(std::make_shared<InFlightGauge>(
+          "gpucompute_requests_in_flight",
+          "Requests received and not yet answered (queued, running, or being validated).")),
       queue_capacity_(prometheus::BuildGauge()
                           .Name("gpucompute_queue_capacity")
                           .Help("The most requests the admission queues hold: --max_queue_depth "
@@ -302,7 +306,7 @@ Metrics::Metrics()
     bytes_[int(op)] = &request_bytes_->Add({{"op", kernels::OpName(op)}}, ByteBuckets());
   }
   collectable_ = std::make_shared<Combined>(
-      registry_,
+      std::make_shared<Combined>(registry_, std::make_shared<Combined>(requests_, in_flight_)),
       std::make_shared<Combined>(
           std::make_shared<Combined>(latency_,
                                      std::make_shared<Combined>(batch_sizes_, request_bytes_)),
@@ -312,11 +316,11 @@ Metrics::Metrics()
                   tensor_collector_, std::make_shared<Combined>(shm_collector_, gpu_collector_)))));
 }
 
-void Metrics::RequestStarted() { in_flight_.Increment(); }
+void Metrics::RequestStarted() { in_flight_->Begin(); }
 
 void Metrics::RequestFinished(RpcOp op, RequestLabels labels, absl::StatusCode code,
                               const StageLatencies& latencies) {
-  in_flight_.Decrement();
+  in_flight_->End();
   const bool ok = code == absl::StatusCode::kOk;
   int c = static_cast<int>(code);
   if (c < 0 || c >= kStatusCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
@@ -327,7 +331,7 @@ void Metrics::RequestFinished(RpcOp op, RequestLabels labels, absl::StatusCode c
   const Series series = SeriesFor(SeriesKey{op.label, std::move(labels.variant),
                                             std::move(labels.dtype), std::move(labels.device)},
                                   c, observed);
-  series.by_code[c]->Increment();
+  series.by_code[c]->Add();
   if (!ok) return;
   for (int stage = 0; stage < kStages; ++stage) {
     if (observed[stage]) series.latency[stage]->Observe(double(stages[stage]) * 1e-6);
@@ -348,18 +352,32 @@ Metrics::Series Metrics::SeriesFor(SeriesKey key, int code,
     }
     return true;
   };
+  // A thread serving one kind of call again finds its series here, and
+  // takes no lock: even a shared one is a write to the lock's cache line,
+  // which every thread serving calls would take turns on.
+  thread_local LastSeries last;
+  if (last.metrics == id_ && last.key == key && complete(last.series)) return last.series;
+  Series found;
+  bool made = false;
   {
-    // Every call looks its series up; only a new combination (or a stage
-    // seen first) adds to it: readers share the lock instead of queueing.
+    // Only a new combination (or a stage seen first) adds to the series:
+    // readers share the lock instead of queueing.
     absl::ReaderMutexLock lock(&series_mu_);
     if (auto it = series_.find(key); it != series_.end() && complete(it->second)) {
-      return it->second;
+      found = it->second;
+      made = true;
     }
   }
-  absl::MutexLock lock(&series_mu_);
-  Series& s = series_[key];
-  MakeSeries(key, s, code, stages);
-  return s;
+  if (!made) {
+    absl::MutexLock lock(&series_mu_);
+    Series& s = series_[key];
+    MakeSeries(key, s, code, stages);
+    found = s;
+  }
+  last.metrics = id_;
+  last.key = std::move(key);
+  last.series = found;
+  return found;
 }
 
 void Metrics::MakeSeries(const SeriesKey& key, Series& series, int code,
@@ -368,11 +386,11 @@ void Metrics::MakeSeries(const SeriesKey& key, Series& series, int code,
   const std::string op_label(op);
   if (series.by_code[code] == nullptr) {
     series.by_code[code] =
-        &requests_.Add({{"op", op_label},
-                        {"variant", NoneIfEmpty(variant)},
-                        {"dtype", NoneIfEmpty(dtype)},
-                        {"device", NoneIfEmpty(device)},
-                        {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+        &requests_->Add({{"op", op_label},
+                         {"variant", NoneIfEmpty(variant)},
+                         {"dtype", NoneIfEmpty(dtype)},
+                         {"device", NoneIfEmpty(device)},
+                         {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
   }
   for (int stage = 0; stage < kStages; ++stage) {
     if (!stages[stage] || series.latency[stage] != nullptr) continue;

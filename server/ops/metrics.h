@@ -26,6 +26,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/ops/metrics_http.h"
+#include "server/ops/striped_counter.h"
 #include "server/ops/striped_histogram.h"
 
 namespace gpucompute::server {
@@ -122,26 +123,34 @@ class Metrics {
   // The series of one (op, variant, dtype, device), each made on first use
   // and kept: looking one up in its family builds and hashes a label map.
   struct Series {
-    std::array<prometheus::Counter*, kStatusCodes> by_code{};
+    std::array<StripedCounter*, kStatusCodes> by_code{};
     // Each stage's, made when a successful request first has that stage.
     std::array<StripedHistogram*, kStages> latency{};
   };
   // (op label, variant, dtype, device)
   using SeriesKey = std::tuple<absl::string_view, std::string, std::string, std::string>;
+  // The series a thread used last, and whose (Metrics::id_) they are.
+  struct LastSeries {
+    uint64_t metrics = 0;
+    SeriesKey key;
+    Series series;
+  };
   // The series of `key` with its counter of `code` and the histograms of
-  // `stages` (the stages observed) made: a copy of the pointers, read under
-  // the lock; one shared lock for a series seen before.
+  // `stages` (the stages observed) made: a copy of the pointers, from the
+  // thread's last series when it is the same, else read under the lock
+  // (shared for a series seen before).
   Series SeriesFor(SeriesKey key, int code, const std::array<bool, kStages>& stages);
   void MakeSeries(const SeriesKey& key, Series& series, int code,
                   const std::array<bool, kStages>& stages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(series_mu_);
 
+  const uint64_t id_;
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Counter>& requests_;
+  std::shared_ptr<CounterFamily> requests_;
   std::shared_ptr<HistogramFamily> latency_;
   absl::Mutex series_mu_;
   absl::flat_hash_map<SeriesKey, Series> series_ ABSL_GUARDED_BY(series_mu_);
-  prometheus::Gauge& in_flight_;
+  std::shared_ptr<InFlightGauge> in_flight_;
   prometheus::Gauge& queue_capacity_;
   // [kernels::Op]: the batch size each successful compute request ran in,
   // and its bytes; made up front, so recording them takes no lock.

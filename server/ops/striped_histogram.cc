@@ -5,16 +5,6 @@
 #include <utility>
 
 namespace gpucompute::server {
-namespace {
-
-// This thread's stripe: threads take stripes in turn as they first observe.
-int StripeOfThisThread(int stripes) {
-  static std::atomic<int> next{0};
-  thread_local const int mine = next.fetch_add(1, std::memory_order_relaxed);
-  return mine % stripes;
-}
-
-}  // namespace
 
 StripedHistogram::StripedHistogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
   for (Stripe& s : stripes_) {
@@ -27,7 +17,7 @@ void StripedHistogram::Observe(double value) {
   // The first bucket whose upper bound holds the value (bounds are "le").
   const size_t bucket =
       size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
-  Stripe& s = stripes_[StripeOfThisThread(kStripes)];
+  Stripe& s = stripes_[StripeOfThisThread()];
   s.counts[bucket].fetch_add(1, std::memory_order_relaxed);
   double sum = s.sum.load(std::memory_order_relaxed);
   while (!s.sum.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {

@@ -2,7 +2,8 @@
 // Histogram takes a mutex on each Observe; the request histograms are shared
 // by all the calls of one op and variant, so on a loaded server every call
 // queued on the same few mutexes (seven per compute call). Here each thread
-// counts into its own stripe of atomics, and a scrape adds the stripes up.
+// counts into its own stripe of atomics (stripes.h), and a scrape adds the
+// stripes up.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "server/ops/stripes.h"
 
 namespace gpucompute::server {
 
@@ -33,13 +35,12 @@ class StripedHistogram {
   prometheus::ClientMetric::Histogram Read() const;
 
  private:
-  static constexpr int kStripes = 16;
   struct alignas(64) Stripe {
     std::unique_ptr<std::atomic<uint64_t>[]> counts;  // one per bucket, +Inf last
     std::atomic<double> sum{0};
   };
   const std::vector<double> bounds_;
-  Stripe stripes_[kStripes];
+  Stripe stripes_[kMetricStripes];
 };
 
 // One histogram metric family: its series, by label set, made on first use

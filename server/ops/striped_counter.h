@@ -1,0 +1,75 @@
+// Counters that every request adds to, without a shared cache line.
+// prometheus-cpp's Counter adds by compare-and-swap on one double per
+// series, and every call of one op and variant counts into the same series
+// (and into the one in-flight gauge), so on a loaded server all of gRPC's
+// threads took turns on a few cache lines per call. Here each thread adds
+// into its own stripe (stripes.h), and a scrape adds them up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "server/ops/stripes.h"
+
+namespace gpucompute::server {
+
+class StripedCounter {
+ public:
+  StripedCounter() = default;
+  StripedCounter(const StripedCounter&) = delete;
+  StripedCounter& operator=(const StripedCounter&) = delete;
+
+  void Add(int64_t n = 1) {
+    stripes_[StripeOfThisThread()].value.fetch_add(n, std::memory_order_relaxed);
+  }
+  // The sum over the stripes; an Add made during the read may be missed.
+  int64_t Value() const;
+
+ private:
+  struct alignas(64) Stripe {
+    std::atomic<int64_t> value{0};
+  };
+  Stripe stripes_[kMetricStripes];
+};
+
+// One counter metric family: its series, by label set, made on first use
+// and kept (the pointers stay valid), collected at each scrape.
+class CounterFamily final : public prometheus::Collectable {
+ public:
+  CounterFamily(std::string name, std::string help);
+  StripedCounter& Add(const std::map<std::string, std::string>& labels);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const std::string name_;
+  const std::string help_;
+  mutable absl::Mutex mu_;
+  std::map<std::map<std::string, std::string>, std::unique_ptr<StripedCounter>> series_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// A gauge of things begun and not yet ended (requests in flight), as two
+// striped counts: Begin and End touch only this thread's stripes.
+class InFlightGauge final : public prometheus::Collectable {
+ public:
+  InFlightGauge(std::string name, std::string help);
+  void Begin() { begun_.Add(); }
+  void End() { ended_.Add(); }
+  int64_t Value() const;
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const std::string name_;
+  const std::string help_;
+  StripedCounter begun_;
+  StripedCounter ended_;
+};
+
+}  // namespace gpucompute::server
