@@ -39,10 +39,22 @@ std::string Slot(const std::string& bucket, bool reduced, ServedFrom served_from
 // of the fastest is chosen instead; on a large problem the margin is noise.
 constexpr double kZeroCopyMarginUs = 2.0;
 
+// Every field: what Choose answers may turn on any of them.
+static_assert(sizeof(kernels::Problem) == 48, "a field added to Problem must be compared here");
+bool SameProblem(const kernels::Problem& a, const kernels::Problem& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.m == b.m && a.n == b.n && a.k == b.k &&
+         a.reduce_op == b.reduce_op && a.reduce_axis == b.reduce_axis &&
+         a.float32_output == b.float32_output;
+}
+
+std::atomic<uint64_t> selectors_made{0};
+
 }  // namespace
 
 VariantSelector::VariantSelector(const kernels::Registry& registry, kernels::Backend backend)
-    : registry_(registry), backend_(backend) {}
+    : registry_(registry),
+      backend_(backend),
+      id_(selectors_made.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
 absl::StatusOr<const kernels::Variant*> VariantSelector::Requested(const kernels::Problem& p,
                                                                    std::string_view name,
@@ -131,11 +143,35 @@ const kernels::Variant* VariantSelector::Select(const kernels::Problem& p,
 VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
                                                 bool allow_reduced_precision,
                                                 ServedFrom served_from) {
+  // Each auto call of every thread comes here, and a thread serving one
+  // kind of request asks the same again and again: its last answer stands
+  // until a choice is made or a claim given up anywhere. Even a shared lock
+  // is a write to the lock's cache line, which every thread takes turns on;
+  // and a bucket with one candidate (every op on the CPU backend) is never
+  // chosen, so each of its calls took the lock exclusively.
+  thread_local LastChoice last;
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (last.selector == id_ && last.generation == generation &&
+      last.allow_reduced == allow_reduced_precision && last.served_from == served_from &&
+      SameProblem(last.problem, p)) {
+    Choice choice;
+    choice.variant = last.variant;
+    return choice;
+  }
+  Choice choice = ChooseFromTable(p, allow_reduced_precision, served_from);
+  if (!choice.calibrate) {
+    last = LastChoice{id_, generation, p, allow_reduced_precision, served_from, choice.variant};
+  }
+  return choice;
+}
+
+VariantSelector::Choice VariantSelector::ChooseFromTable(const kernels::Problem& p,
+                                                         bool allow_reduced_precision,
+                                                         ServedFrom served_from) {
   Choice choice;
   const std::string bucket = BucketKey(p);
   const std::string slot = Slot(bucket, allow_reduced_precision, served_from);
-  // A chosen bucket answers every later call: they share the lock to read
-  // it (each auto call of every thread comes here).
+  // A chosen bucket answers every later call: they share the lock to read it.
   {
     absl::ReaderMutexLock lock(&mu_);
     if (auto v = ChosenLocked(slot, p, allow_reduced_precision)) {
@@ -163,6 +199,7 @@ VariantSelector::Choice VariantSelector::Choose(const kernels::Problem& p,
 void VariantSelector::AbandonCalibration(const kernels::Problem& p, ServedFrom served_from) {
   absl::MutexLock lock(&mu_);
   calibrating_.erase(WithServedFrom(BucketKey(p), served_from));
+  ChoicesChangedLocked();
 }
 
 absl::Status VariantSelector::UseCacheFile(const std::string& path) {
@@ -181,6 +218,7 @@ absl::Status VariantSelector::UseCacheFile(const std::string& path) {
       if (const kernels::Variant* v = registry_.Find(op, backend_, name)) chosen_[slot] = v;
     }
   }
+  ChoicesChangedLocked();
   return absl::OkStatus();
 }
 
@@ -222,6 +260,7 @@ void VariantSelector::Record(const kernels::Problem& p,
   }
   absl::MutexLock lock(&mu_);
   calibrating_.erase(WithServedFrom(bucket, served_from));
+  ChoicesChangedLocked();
   SaveLocked();
 }
 

@@ -9,6 +9,8 @@
 // axis, power-of-two shape bucket, where the request is served from).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -95,10 +97,33 @@ class VariantSelector {
   static kernels::Problem CalibrationProblem(const kernels::Problem& p);
 
  private:
+  // What a thread's last Choose answered without a claim, and for what:
+  // answered again, while nothing has changed (generation_), with no lock.
+  struct LastChoice {
+    uint64_t selector = 0;  // id_
+    uint64_t generation = 0;
+    kernels::Problem problem;
+    bool allow_reduced = false;
+    ServedFrom served_from = ServedFrom::kDeviceMemory;
+    const kernels::Variant* variant = nullptr;
+  };
+
   const kernels::Variant* Preferred(const kernels::Problem& p, bool allow_reduced) const;
+  // Choose's answer from the choices and claims (taking mu_).
+  Choice ChooseFromTable(const kernels::Problem& p, bool allow_reduced_precision,
+                         ServedFrom served_from);
+  // Under mu_, after anything that can change what Choose answers: a choice
+  // made or loaded, a claim given up.
+  void ChoicesChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    generation_.fetch_add(1, std::memory_order_release);
+  }
 
   const kernels::Registry& registry_;
   const kernels::Backend backend_;
+  // Numbers this selector, so that a thread's LastChoice is never taken for
+  // another's, even one made later at the same address.
+  const uint64_t id_;
+  std::atomic<uint64_t> generation_{0};
   mutable absl::Mutex mu_;
   void SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a bucket's choice (`slot`: its key and precision) answers for `p`:

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "server/engine/variant_selector.h"
@@ -58,6 +59,46 @@ TEST_F(SelectTest, CalibrationIsClaimedOncePerBucket) {
   EXPECT_FALSE(selector.Choose(problem_, false).calibrate);
   selector.AbandonCalibration(problem_);
   EXPECT_TRUE(selector.Choose(problem_, false).calibrate);
+}
+
+// A thread asking the same again is answered from its last answer, which
+// stands only until a choice is made, loaded or given up anywhere, and is
+// never another selector's.
+TEST_F(SelectTest, ALastAnswerStandsOnlyUntilAChoiceChanges) {
+  const std::string path =
+      ::testing::TempDir() + "/autotune_last_" + std::to_string(getpid()) + ".tsv";
+  std::remove(path.c_str());
+  VariantSelector selector(registry_, kernels::Backend::kCuda);
+  EXPECT_TRUE(selector.Choose(problem_, false).calibrate);
+  // Asked again while the claim is held: the ladder's first, twice.
+  const auto meanwhile = selector.Choose(problem_, false);
+  EXPECT_FALSE(meanwhile.calibrate);
+  EXPECT_EQ(meanwhile.variant->name, "slow");
+  EXPECT_EQ(selector.Choose(problem_, false).variant, meanwhile.variant);
+  selector.Record(problem_, Measured(90, 50, 10));
+  EXPECT_EQ(selector.Choose(problem_, false).variant->name, "fast");
+  EXPECT_EQ(selector.Choose(problem_, true).variant->name, "tf32");
+  EXPECT_EQ(selector.Choose(problem_, false).variant->name, "fast");
+  // Recorded on another thread: seen by this one's next call.
+  std::thread([&] { selector.Record(problem_, Measured(10, 50, 5)); }).join();
+  EXPECT_EQ(selector.Choose(problem_, false).variant->name, "slow");
+  // Loaded from a file that another selector wrote: the same.
+  {
+    VariantSelector writer(registry_, kernels::Backend::kCuda);
+    ASSERT_TRUE(writer.UseCacheFile(path).ok());
+    writer.Record(problem_, Measured(90, 50, 10));
+    // Another selector on this thread never answers from the first one's.
+    EXPECT_EQ(writer.Choose(problem_, false).variant->name, "fast");
+  }
+  ASSERT_TRUE(selector.UseCacheFile(path).ok());
+  EXPECT_EQ(selector.Choose(problem_, false).variant->name, "fast");
+  VariantSelector fresh(registry_, kernels::Backend::kCuda);
+  EXPECT_TRUE(fresh.Choose(problem_, false).calibrate);
+  // Any field of the problem makes it another question.
+  kernels::Problem other_bucket = problem_;
+  other_bucket.k = 3000;
+  EXPECT_TRUE(selector.Choose(other_bucket, false).calibrate);
+  std::remove(path.c_str());
 }
 
 TEST_F(SelectTest, FastestCorrectExactVariantUnlessReducedAllowed) {
