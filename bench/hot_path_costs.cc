@@ -1,0 +1,153 @@
+// gpucompute-hot-path-costs: what two steps every call takes cost it, in
+// nanoseconds, when 1 to N threads take them at once (as gRPC's threads do
+// on a loaded server), all on the same series and bucket:
+//   metrics  RequestStarted, then RequestFinished of a successful 64^3
+//            MatMul with its five stage latencies, batch size and bytes;
+//   auto     VariantSelector::Choose for a bucket already chosen (a MatMul
+//            on a ladder of three), and for one with a single candidate
+//            (every op on the CPU backend), which is never chosen.
+// Rounds alternate over the thread counts; the median round of each is
+// printed. A cost that grows with the threads is a cache line they take
+// turns on.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "gpucompute/common/stats.h"
+#include "gpucompute/kernels/registry.h"
+#include "server/engine/variant_selector.h"
+#include "server/ops/metrics.h"
+
+ABSL_FLAG(std::string, threads, "1,2,4,8,16", "thread counts to time, comma-separated");
+ABSL_FLAG(int32_t, calls, 500000, "calls each thread makes per round");
+ABSL_FLAG(int32_t, rounds, 5, "rounds over the thread counts");
+
+namespace {
+
+using gpucompute::kernels::Backend;
+using gpucompute::kernels::Op;
+using gpucompute::kernels::Problem;
+using gpucompute::server::ComputeRpcOp;
+using gpucompute::server::Metrics;
+using gpucompute::server::StageLatencies;
+using gpucompute::server::VariantMeasurement;
+using gpucompute::server::VariantSelector;
+
+// Nanoseconds per call per thread, `threads` making `calls` each at once.
+double NanosPerCall(int threads, int calls, const std::function<void()>& call) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < calls; ++i) call();
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds * 1e9 / calls;
+}
+
+gpucompute::kernels::Variant Variant(Op op, const std::string& name) {
+  gpucompute::kernels::Variant v;
+  v.op = op;
+  v.name = name;
+  v.backend = Backend::kCuda;
+  v.dtypes = {gpucompute::kernels::DType::kFloat32};
+  v.launch = [](auto&, auto&, auto&) { return absl::OkStatus(); };
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::vector<int> counts;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(part, &n) || n < 1) {
+      std::fprintf(stderr, "--threads: \"%s\" is not a positive count\n",
+                   std::string(part).c_str());
+      return 2;
+    }
+    counts.push_back(n);
+  }
+  const int calls = std::max(1, absl::GetFlag(FLAGS_calls));
+
+  Metrics metrics;
+  StageLatencies done;
+  done.queue_us = 1;
+  done.upload_us = 4;
+  done.compute_us = 12;
+  done.download_us = 3;
+  done.total_us = 30;
+  done.batch_size = 1;
+  auto record = [&] {
+    metrics.RequestStarted();
+    metrics.RequestFinished(ComputeRpcOp(Op::kMatMul), {"tiled16", "float32", "cuda:0", 49152},
+                            absl::StatusCode::kOk, done);
+  };
+
+  gpucompute::kernels::Registry registry;
+  for (const char* name : {"naive", "tiled16", "register_tiled"}) {
+    if (!registry.Add(Variant(Op::kMatMul, name)).ok()) return 1;
+  }
+  if (!registry.Add(Variant(Op::kTranspose, "shared")).ok()) return 1;
+  VariantSelector selector(registry, Backend::kCuda);
+  Problem matmul{Op::kMatMul, gpucompute::kernels::DType::kFloat32, 64, 64, 64};
+  std::vector<VariantMeasurement> measured;
+  for (const auto* v : registry.List(Op::kMatMul, Backend::kCuda)) {
+    VariantMeasurement m;
+    m.variant = v;
+    m.ok = true;
+    m.times_us = {v->name == "tiled16" ? 9.0 : 12.0};
+    measured.push_back(m);
+  }
+  selector.Record(matmul, measured);
+  Problem transpose{Op::kTranspose, gpucompute::kernels::DType::kFloat32, 1, 1};
+  auto chosen = [&] { selector.Choose(matmul, false); };
+  auto single = [&] { selector.Choose(transpose, false); };
+
+  struct Row {
+    const char* name;
+    std::function<void()> call;
+    std::vector<std::vector<double>> rounds;
+  };
+  std::vector<Row> rows = {{"metrics", record, {}},
+                           {"auto, chosen bucket", chosen, {}},
+                           {"auto, one candidate", single, {}}};
+  for (Row& row : rows) {
+    row.call();  // the series made, the code warm
+    row.rounds.resize(counts.size());
+  }
+  for (int r = 0; r < std::max(1, absl::GetFlag(FLAGS_rounds)); ++r) {
+    for (Row& row : rows) {
+      for (size_t i = 0; i < counts.size(); ++i) {
+        row.rounds[i].push_back(NanosPerCall(counts[i], calls, row.call));
+      }
+    }
+  }
+  std::printf("ns per call, each thread: median round (lowest-highest)\n\n| step |");
+  for (int n : counts) std::printf(" %d thread%s |", n, n == 1 ? "" : "s");
+  std::printf("\n|---|");
+  for (size_t i = 0; i < counts.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (const Row& row : rows) {
+    std::printf("| %s |", row.name);
+    for (const auto& rounds : row.rounds) {
+      const auto [low, high] = std::minmax_element(rounds.begin(), rounds.end());
+      std::printf(" %.0f (%.0f-%.0f) |", gpucompute::common::Median(rounds), *low, *high);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
