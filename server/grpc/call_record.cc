@@ -18,8 +18,7 @@ CallRecord::CallRecord(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp
                        CallCounts& counts)
     : ctx_(ctx), metrics_(metrics), op_(op), deadline_(DeadlineOf(ctx)), counts_(counts) {
   metrics_.RequestStarted();
-  counts_.started.fetch_add(1, std::memory_order_relaxed);
-  counts_.in_flight.fetch_add(1, std::memory_order_relaxed);
+  counts_.started.Add();
 }
 
 absl::Status CallRecord::AsTheClientSawIt(absl::Time now) const {
@@ -53,8 +52,7 @@ CallRecord::~CallRecord() {
   // The access log reads the variant after the metrics took the labels.
   const std::string variant = AccessLogEnabled() ? labels_.variant : std::string();
   metrics_.RequestFinished(op_, std::move(labels_), status.code(), latencies_);
-  (cancelled ? counts_.cancelled : counts_.answered).fetch_add(1, std::memory_order_relaxed);
-  counts_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  (cancelled ? counts_.cancelled : counts_.answered).Add();
   if (!status.ok() && status.code() != absl::StatusCode::kCancelled &&
       status.code() != absl::StatusCode::kDeadlineExceeded) {
     LogWarning(absl::StrCat(op_.label, " from ", ctx_->peer(), ": ",

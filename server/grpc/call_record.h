@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -14,18 +15,25 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/ops/metrics.h"
+#include "server/ops/striped_counter.h"
 
 namespace gpucompute::server {
 
-// The service's tally of its calls, kept by every CallRecord.
+// The service's tally of its calls, kept by every CallRecord. Striped, as
+// the metrics are: every call adds to it on its way in and out.
 struct CallCounts {
-  std::atomic<int64_t> started{0};
-  std::atomic<int64_t> in_flight{0};
+  StripedCounter started;
   // Calls done whose answer gRPC sent in full, and calls done without it:
   // cancelled by the client, past their deadline, cut off by the server's
   // shutdown, or on a connection that broke.
-  std::atomic<int64_t> answered{0};
-  std::atomic<int64_t> cancelled{0};
+  StripedCounter answered;
+  StripedCounter cancelled;
+  // Started and not yet done. The ends are read first: a call that ends
+  // during the read still counts, and none counts below 0.
+  int64_t in_flight() const {
+    const int64_t done = answered.Value() + cancelled.Value();
+    return std::max<int64_t>(0, started.Value() - done);
+  }
 };
 
 class CallRecord {

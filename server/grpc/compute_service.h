@@ -62,11 +62,11 @@ class ComputeService final : public RawComputeService {
 
   // Calls begun so far, and calls not yet finished: the server is idle while
   // the first stays the same and the second is 0.
-  int64_t calls_started() const { return calls_.started.load(std::memory_order_relaxed); }
-  int64_t calls_in_flight() const { return calls_.in_flight.load(std::memory_order_relaxed); }
+  int64_t calls_started() const { return calls_.started.Value(); }
+  int64_t calls_in_flight() const { return calls_.in_flight(); }
   // Calls done so far: answered in full, and cancelled (see CallCounts).
-  int64_t calls_answered() const { return calls_.answered.load(std::memory_order_relaxed); }
-  int64_t calls_cancelled() const { return calls_.cancelled.load(std::memory_order_relaxed); }
+  int64_t calls_answered() const { return calls_.answered.Value(); }
+  int64_t calls_cancelled() const { return calls_.cancelled.Value(); }
   // Shutdown: from now on every new call is refused with UNAVAILABLE, while
   // the calls already in flight go on.
   void StopAdmitting() { draining_.store(true, std::memory_order_release); }

@@ -9,7 +9,7 @@ namespace gpucompute::server {
 
 int64_t StripedCounter::Value() const {
   int64_t sum = 0;
-  for (const Stripe& s : stripes_) sum += s.value.load(std::memory_order_relaxed);
+  for (const Stripe& s : stripes_) sum += s.value.load(std::memory_order_acquire);
   return sum;
 }
 
@@ -39,10 +39,8 @@ std::vector<prometheus::MetricFamily> CounterFamily::Collect() const {
 InFlightGauge::InFlightGauge(std::string name, std::string help)
     : name_(std::move(name)), help_(std::move(help)) {}
 
-int64_t InFlightGauge::Value() const {
-  // The stripes are read one after another while calls go on: ended first,
-  // so that a call ending meanwhile is rarely counted ended and not begun,
-  // and never below 0.
+int64_t StripedInFlight::Value() const {
+  // Ended first: an end seen is seen with its beginning (StripedCounter).
   const int64_t ended = ended_.Value();
   const int64_t begun = begun_.Value();
   return std::max<int64_t>(0, begun - ended);

@@ -26,8 +26,11 @@ class StripedCounter {
   StripedCounter(const StripedCounter&) = delete;
   StripedCounter& operator=(const StripedCounter&) = delete;
 
+  // Release and acquire (free on x86): a reader that sees an Add sees all
+  // that happened before it, so a count of ends read before a count of
+  // beginnings never shows an end without its beginning.
   void Add(int64_t n = 1) {
-    stripes_[StripeOfThisThread()].value.fetch_add(n, std::memory_order_relaxed);
+    stripes_[StripeOfThisThread()].value.fetch_add(n, std::memory_order_release);
   }
   // The sum over the stripes; an Add made during the read may be missed.
   int64_t Value() const;
@@ -55,21 +58,33 @@ class CounterFamily final : public prometheus::Collectable {
       ABSL_GUARDED_BY(mu_);
 };
 
-// A gauge of things begun and not yet ended (requests in flight), as two
-// striped counts: Begin and End touch only this thread's stripes.
+// Things begun and not yet ended (calls in flight), as two striped counts:
+// Begin and End touch only this thread's stripes.
+class StripedInFlight {
+ public:
+  void Begin() { begun_.Add(); }
+  void End() { ended_.Add(); }
+  // Begun less ended, never below 0.
+  int64_t Value() const;
+
+ private:
+  StripedCounter begun_;
+  StripedCounter ended_;
+};
+
+// The same, collected as a gauge.
 class InFlightGauge final : public prometheus::Collectable {
  public:
   InFlightGauge(std::string name, std::string help);
-  void Begin() { begun_.Add(); }
-  void End() { ended_.Add(); }
-  int64_t Value() const;
+  void Begin() { in_flight_.Begin(); }
+  void End() { in_flight_.End(); }
+  int64_t Value() const { return in_flight_.Value(); }
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const std::string name_;
   const std::string help_;
-  StripedCounter begun_;
-  StripedCounter ended_;
+  StripedInFlight in_flight_;
 };
 
 }  // namespace gpucompute::server
