@@ -93,15 +93,15 @@ int main(int argc, char** argv) {
   done.batch_size = 1;
   auto record = [&] {
     metrics.RequestStarted();
-    metrics.RequestFinished(ComputeRpcOp(Op::kMatMul), {"tiled16", "float32", "cuda:0", 49152},
+    metrics.RequestFinished(ComputeRpcOp(Op::kMatMul), {"fastest", "float32", "cuda:0", 49152},
                             absl::StatusCode::kOk, done);
   };
 
   gpucompute::kernels::Registry registry;
-  for (const char* name : {"naive", "tiled16", "register_tiled"}) {
+  for (const char* name : {"slowest", "fastest", "middle"}) {
     if (!registry.Add(Variant(Op::kMatMul, name)).ok()) return 1;
   }
-  if (!registry.Add(Variant(Op::kTranspose, "shared")).ok()) return 1;
+  if (!registry.Add(Variant(Op::kTranspose, "only")).ok()) return 1;
   VariantSelector selector(registry, Backend::kCuda);
   Problem matmul{Op::kMatMul, gpucompute::kernels::DType::kFloat32, 64, 64, 64};
   std::vector<VariantMeasurement> measured;
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     VariantMeasurement m;
     m.variant = v;
     m.ok = true;
-    m.times_us = {v->name == "tiled16" ? 9.0 : 12.0};
+    m.times_us = {v->name == "fastest" ? 9.0 : 12.0};
     measured.push_back(m);
   }
   selector.Record(matmul, measured);
