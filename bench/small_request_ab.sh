@@ -25,11 +25,21 @@ rows=$out/rows.tsv
 : > "$rows"
 
 # "label round row req/s" for each row of a load-test log, the row named by
-# `prefix`, variant, load and placement.
+# `prefix`, variant, load and placement; and "label round row_batch N" with
+# the row's mean batch (the field before `transport`: the tenth past the
+# first "|", whose stages are each a number and a unit), where it has one.
 collect() {
   awk -v label="$1" -v round="$2" -v prefix="$3" '
-    $2 ~ /^c=/ && $3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { print label, round, prefix ":" $1 "_" $2, $4 }
-    $2 == "[tensor]" && $3 ~ /^c=/ && $4 ~ /^[0-9]+$/ && $5 ~ /^[0-9.]+$/ { print label, round, prefix ":" $1 "_tensor_" $3, $5 }
+    function batch(name,   i) {
+      for (i = 1; i <= NF; ++i) if ($i == "|") break
+      if ($(i + 11) ~ /^[0-9.]+$/) print label, round, name "_batch", $(i + 11)
+    }
+    $2 ~ /^c=/ && $3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ {
+      print label, round, prefix ":" $1 "_" $2, $4; batch(prefix ":" $1 "_" $2)
+    }
+    $2 == "[tensor]" && $3 ~ /^c=/ && $4 ~ /^[0-9]+$/ && $5 ~ /^[0-9.]+$/ {
+      print label, round, prefix ":" $1 "_tensor_" $3, $5; batch(prefix ":" $1 "_tensor_" $3)
+    }
   ' "$4" >> "$rows"
 }
 
@@ -86,6 +96,17 @@ for title, fmt in tables:
     for name, num, den in figures:
         cells = [values(label, num, den) for label in labels]
         print(f"{name:42s}" + "".join(f"{fmt(v, den) if v else '-':>16s}" for v in cells))
+
+# How many requests ran together with each, where batching is on: a rate
+# that moves with batching means little unless batches formed.
+print(f"{'mean batch, median over rounds':42s}" + "".join(f"{l:>16s}" for l in labels))
+for name, num in [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=8", "M:auto_c=8"),
+                  ("64^3 MatMul inline c=64", "M:auto_c=64"),
+                  ("64^3 MatMul resident kept c=64", "M:auto_tensor_c=64")]:
+    cells = [[r[num + "_batch"] for (l, rnd), r in sorted(runs.items())
+              if l == label and num + "_batch" in r] for label in labels]
+    print(f"{name:42s}" + "".join(
+        f"{statistics.median(v):>16.2f}" if v else f"{'-':>16s}" for v in cells))
 PY
 
 # What `auto` chose, per server: "auto for <bucket>: <variant> (<how timed>".
