@@ -6,9 +6,9 @@
 # connections: the 1x1 Transpose at c=64 beside the health Check, the 64^3
 # MatMul at c=1, 8 and 64 inline beside a gRPC echo of its bytes, and with
 # resident operands and a kept output. Logs go to OUT_DIR; the medians over
-# the rounds of each row and ratio are printed, then what `auto` chose for
-# each bucket on each server (its calibration log lines, counted over the
-# rounds).
+# the rounds of each row and ratio are printed, with each server's mean
+# batch per row, then what `auto` chose for each bucket on each server (its
+# calibration log lines, counted over the rounds).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
 # BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
 set -u
