@@ -43,10 +43,12 @@ ABSL_FLAG(int32_t, answer_threads, 4,
           "nothing waiting answers its own (no hand-off at low load). 0: workers always answer "
           "their own (0 to 64)");
 ABSL_FLAG(int32_t, inline_threads, 0,
-          "gRPC threads that may run small requests (1 MiB or less) on one device at once; past "
-          "it a small request queues and its thread goes back to gRPC, and a thread running "
-          "small requests takes what queued when its own ends, as batches when batching is on. "
-          "0: as many as the device runs at once (--streams_per_device)");
+          "with batching on: gRPC threads that may run small requests (1 MiB or less) on one "
+          "device at once while another request that may batch arrives; past it that request "
+          "queues and its thread goes back to gRPC, and a thread running small requests takes "
+          "what queued, as one batch, when its own ends. Requests that never batch (tensors "
+          "read or kept, shared memory) run on their gRPC thread while the device has a stream "
+          "free. 0: as many as the device runs at once (--streams_per_device)");
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "

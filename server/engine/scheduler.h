@@ -70,9 +70,11 @@ class Scheduler {
   // `answer_threads`: threads that answer finished tasks for workers that
   // have more work waiting (0: workers answer their own).
   // `inline_threads`: submitting threads that may run small tasks on one
-  // device at once (0: as many as the device's concurrency). Past it a
-  // small task queues and its thread returns; the threads running small
-  // tasks take what queued when theirs ends (see Submit).
+  // device at once while another small task that may join a batch arrives
+  // (0: as many as the device's concurrency). Past it such a task queues
+  // and its thread returns; the threads running small tasks take what
+  // queued, as batches, when theirs ends (see Submit). Small tasks that
+  // never batch run on their submitter while the device has a turn free.
   Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue_depth,
             BatchingOptions batching = {}, absl::Duration worker_spin = absl::ZeroDuration(),
             int answer_threads = 0, int inline_threads = 0);

@@ -315,6 +315,7 @@ struct BatchProbe {
   absl::Status status = absl::UnknownError("not done");
   int batch_size = 0;
   bool ran_alone = false;
+  std::thread::id ran_on;  // when it ran alone
   absl::Notification done;
 };
 
@@ -322,6 +323,7 @@ Task BatchTask(BatchProbe& probe, const std::string& key, int64_t rows = 1) {
   Task task;
   task.run = [&probe](Device&) {
     probe.ran_alone = true;
+    probe.ran_on = std::this_thread::get_id();
     return absl::OkStatus();
   };
   task.done = [&probe](absl::Status status, Device*, int64_t) {
@@ -402,28 +404,50 @@ std::unique_ptr<Scheduler> MakeInlineScheduler(int concurrency, int inline_threa
   return scheduler;
 }
 
-// Past the inline limit a small task queues, although workers are free, and
-// the thread running a small task takes it when its own ends.
+// Past the inline limit a small task that may batch queues, although
+// workers are free, and the thread running a small task takes it when its
+// own ends.
 TEST(SchedulerInline, PastTheLimitTheThreadRunningASmallTaskTakesTheNext) {
-  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1);
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
   absl::Notification release;
-  Probe first, second;
+  Probe first;
+  BatchProbe second;
   std::thread::id runner;
   std::thread submitter([&] {
     runner = std::this_thread::get_id();
     scheduler->Submit(SmallTask(first, &release));
   });
   while (scheduler->running() == 0) std::this_thread::yield();
-  scheduler->Submit(SmallTask(second));
+  Task task = BatchTask(second, "k");
+  task.may_run_inline = true;
+  scheduler->Submit(std::move(task));
   EXPECT_FALSE(second.done.HasBeenNotified());
   EXPECT_EQ(scheduler->queued(), 1);
   release.Notify();
   submitter.join();
   ASSERT_TRUE(second.done.HasBeenNotified());  // before the runner returned
   EXPECT_TRUE(first.status.ok() && second.status.ok());
+  EXPECT_TRUE(second.ran_alone);
   EXPECT_EQ(second.ran_on, runner);
   EXPECT_EQ(scheduler->queued(), 0);
   EXPECT_EQ(scheduler->running(), 0);
+}
+
+// A small task that never batches gains nothing by queueing: past the
+// inline limit it still runs on its own thread while the device has a
+// turn free.
+TEST(SchedulerInline, ASmallTaskThatNeverBatchesIgnoresTheLimit) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
+  absl::Notification release;
+  Probe first, second;
+  std::thread submitter([&] { scheduler->Submit(SmallTask(first, &release)); });
+  while (scheduler->running() == 0) std::this_thread::yield();
+  scheduler->Submit(SmallTask(second));
+  ASSERT_TRUE(second.done.HasBeenNotified());  // ran before Submit returned
+  EXPECT_EQ(second.ran_on, std::this_thread::get_id());
+  release.Notify();
+  submitter.join();
+  EXPECT_TRUE(first.status.ok() && second.status.ok());
 }
 
 // With batching on, what queued behind the limit runs as one batch on that
