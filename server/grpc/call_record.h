@@ -28,12 +28,8 @@ struct CallCounts {
   // shutdown, or on a connection that broke.
   StripedCounter answered;
   StripedCounter cancelled;
-  // Started and not yet done. The ends are read first: a call that ends
-  // during the read still counts, and none counts below 0.
-  int64_t in_flight() const {
-    const int64_t done = answered.Value() + cancelled.Value();
-    return std::max<int64_t>(0, started.Value() - done);
-  }
+  // Started and not yet done.
+  int64_t in_flight() const { return BegunLessEnded(started, {&answered, &cancelled}); }
 };
 
 class CallRecord {

@@ -8,14 +8,14 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
-#include <memory>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "server/ops/series_family.h"
 #include "server/ops/stripes.h"
 
 namespace gpucompute::server {
@@ -35,6 +35,10 @@ class StripedCounter {
   // The sum over the stripes; an Add made during the read may be missed.
   int64_t Value() const;
 
+  // As a series of a SeriesFamily.
+  static constexpr prometheus::MetricType kType = prometheus::MetricType::Counter;
+  void Fill(prometheus::ClientMetric& metric) const { metric.counter.value = double(Value()); }
+
  private:
   struct alignas(64) Stripe {
     std::atomic<int64_t> value{0};
@@ -42,21 +46,13 @@ class StripedCounter {
   Stripe stripes_[kMetricStripes];
 };
 
-// One counter metric family: its series, by label set, made on first use
-// and kept (the pointers stay valid), collected at each scrape.
-class CounterFamily final : public prometheus::Collectable {
- public:
-  CounterFamily(std::string name, std::string help);
-  StripedCounter& Add(const std::map<std::string, std::string>& labels);
-  std::vector<prometheus::MetricFamily> Collect() const override;
+using CounterFamily = SeriesFamily<StripedCounter>;
 
- private:
-  const std::string name_;
-  const std::string help_;
-  mutable absl::Mutex mu_;
-  std::map<std::map<std::string, std::string>, std::unique_ptr<StripedCounter>> series_
-      ABSL_GUARDED_BY(mu_);
-};
+// Begun less ended, never below 0. The ends are read first: an end seen is
+// seen with its beginning (Add), so a thing that ends during the read still
+// counts, and none counts below 0.
+int64_t BegunLessEnded(const StripedCounter& begun,
+                       std::initializer_list<const StripedCounter*> ended);
 
 // Things begun and not yet ended (calls in flight), as two striped counts:
 // Begin and End touch only this thread's stripes.
@@ -65,7 +61,7 @@ class StripedInFlight {
   void Begin() { begun_.Add(); }
   void End() { ended_.Add(); }
   // Begun less ended, never below 0.
-  int64_t Value() const;
+  int64_t Value() const { return BegunLessEnded(begun_, {&ended_}); }
 
  private:
   StripedCounter begun_;

@@ -44,31 +44,4 @@ prometheus::ClientMetric::Histogram StripedHistogram::Read() const {
   return h;
 }
 
-HistogramFamily::HistogramFamily(std::string name, std::string help)
-    : name_(std::move(name)), help_(std::move(help)) {}
-
-StripedHistogram& HistogramFamily::Add(const std::map<std::string, std::string>& labels,
-                                       const std::vector<double>& bounds) {
-  absl::MutexLock lock(&mu_);
-  auto& series = series_[labels];
-  if (series == nullptr) series = std::make_unique<StripedHistogram>(bounds);
-  return *series;
-}
-
-std::vector<prometheus::MetricFamily> HistogramFamily::Collect() const {
-  absl::MutexLock lock(&mu_);
-  if (series_.empty()) return {};  // as prometheus-cpp's families: no series, no family
-  prometheus::MetricFamily family;
-  family.name = name_;
-  family.help = help_;
-  family.type = prometheus::MetricType::Histogram;
-  for (const auto& [labels, series] : series_) {
-    prometheus::ClientMetric metric;
-    for (const auto& [name, value] : labels) metric.label.push_back({name, value});
-    metric.histogram = series->Read();
-    family.metric.push_back(std::move(metric));
-  }
-  return {std::move(family)};
-}
-
 }  // namespace gpucompute::server

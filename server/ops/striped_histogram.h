@@ -8,15 +8,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "prometheus/client_metric.h"
-#include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "server/ops/series_family.h"
 #include "server/ops/stripes.h"
 
 namespace gpucompute::server {
@@ -34,6 +31,10 @@ class StripedHistogram {
   // read may be in the buckets and not yet in the sum.
   prometheus::ClientMetric::Histogram Read() const;
 
+  // As a series of a SeriesFamily.
+  static constexpr prometheus::MetricType kType = prometheus::MetricType::Histogram;
+  void Fill(prometheus::ClientMetric& metric) const { metric.histogram = Read(); }
+
  private:
   struct alignas(64) Stripe {
     std::unique_ptr<std::atomic<uint64_t>[]> counts;  // one per bucket, +Inf last
@@ -43,22 +44,6 @@ class StripedHistogram {
   Stripe stripes_[kMetricStripes];
 };
 
-// One histogram metric family: its series, by label set, made on first use
-// and kept (the pointers stay valid), collected at each scrape.
-class HistogramFamily final : public prometheus::Collectable {
- public:
-  HistogramFamily(std::string name, std::string help);
-  // The series of `labels`, made with `bounds` the first time.
-  StripedHistogram& Add(const std::map<std::string, std::string>& labels,
-                        const std::vector<double>& bounds);
-  std::vector<prometheus::MetricFamily> Collect() const override;
-
- private:
-  const std::string name_;
-  const std::string help_;
-  mutable absl::Mutex mu_;
-  std::map<std::map<std::string, std::string>, std::unique_ptr<StripedHistogram>> series_
-      ABSL_GUARDED_BY(mu_);
-};
+using HistogramFamily = SeriesFamily<StripedHistogram>;
 
 }  // namespace gpucompute::server
