@@ -292,24 +292,10 @@ class CudaDevice final : public Device {
                                                : dev + ws_at;
     const kernels::Buffers buffers{a, b, out, workspace, size_t(plan.workspace)};
     // The request's stream work, from its first mark to its last.
-    auto enqueue = [&](bool in_graph) -> absl::Status {
-      if (uploads) {
-        if (auto s = slot.Record(Mark::kUploadBegin, in_graph); !s.ok()) return s;
-        GPUCOMPUTE_RETURN_IF_CUDA_ERROR(
-            cudaMemcpyAsync(dev, up, up_bytes, cudaMemcpyHostToDevice, slot.stream()),
-            "upload cudaMemcpyAsync");
-      }
-      if (auto s = slot.Record(Mark::kKernelStart, in_graph); !s.ok()) return s;
-      if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok())
-        return s;
-      if (auto s = slot.Record(Mark::kKernelEnd, in_graph); !s.ok()) return s;
-      if (copies_down) {
-        GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, dev + out_at, size_t(plan.out),
-                                                        cudaMemcpyDeviceToHost, slot.stream()),
-                                        "download cudaMemcpyAsync");
-        if (auto s = slot.Record(Mark::kDownloaded, in_graph); !s.ok()) return s;
-      }
-      return absl::OkStatus();
+    auto enqueue = [&](bool in_graph) {
+      return slot.EnqueueStages(
+          in_graph, uploads ? up_bytes : 0, dev + out_at, copies_down ? size_t(plan.out) : 0,
+          [&] { return job.variant->launch(job.problem, buffers, slot.launch_context()); });
     };
     // Seen again, the same work (the same variant, shape and pointers) is
     // one graph launch: the copies, the kernels and the marks in one driver

@@ -56,6 +56,32 @@ absl::Status Slot::Record(Mark mark, bool in_graph) {
       "cudaEventRecord");
 }
 
+absl::Status Slot::EnqueueStages(bool in_graph, size_t up_bytes, const void* down_from,
+                                 size_t down_bytes, absl::FunctionRef<absl::Status()> kernels) {
+  if (up_bytes > 0) {
+    if (auto s = Record(Mark::kUploadBegin, in_graph); !s.ok()) return s;
+    if (auto s = CudaStatus(cudaMemcpyAsync(scratch(), staging_->chunk(0), up_bytes,
+                                            cudaMemcpyHostToDevice, stream()),
+                            "upload cudaMemcpyAsync");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (auto s = Record(Mark::kKernelStart, in_graph); !s.ok()) return s;
+  if (auto s = kernels(); !s.ok()) return s;
+  if (auto s = Record(Mark::kKernelEnd, in_graph); !s.ok()) return s;
+  if (down_bytes > 0) {
+    if (auto s = CudaStatus(cudaMemcpyAsync(staging_->chunk(1), down_from, down_bytes,
+                                            cudaMemcpyDeviceToHost, stream()),
+                            "download cudaMemcpyAsync");
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = Record(Mark::kDownloaded, in_graph); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Slot::WaitFor(Mark mark, const char* what) {
   return CudaStatus(cudaEventSynchronize(event(mark)), what);
 }

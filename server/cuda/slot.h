@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "gpucompute/kernels/cuda_timer.h"
 #include "gpucompute/kernels/variant.h"
@@ -76,6 +77,13 @@ class Slot {
   // `in_graph`: while the stream is captured, as a node of the graph (an
   // external event record), so that each replay records the mark.
   absl::Status Record(Mark mark, bool in_graph = false);
+  // A small request's or batch's stream work, from its first mark to its
+  // last: `up_bytes` from staging chunk 0 to the scratch, then its mark
+  // (nothing when 0); `kernels` between the kernel marks; `down_bytes` from
+  // `down_from` to staging chunk 1, then its mark (nothing when 0). The
+  // first failure ends it. `in_graph` as for Record.
+  absl::Status EnqueueStages(bool in_graph, size_t up_bytes, const void* down_from,
+                             size_t down_bytes, absl::FunctionRef<absl::Status()> kernels);
   // Waits until `mark` has fired; `what` names the wait in an error.
   absl::Status WaitFor(Mark mark, const char* what);
   // Microseconds between two recorded marks that have fired.

@@ -130,32 +130,19 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   // the slot's stream, and a launch that fails fails its member alone.
   std::vector<bool> ran(size_t(live), false);
   auto enqueue = [&](bool in_graph) -> absl::Status {
-    if (!zero_copy) {
-      if (auto s = slot.Record(Mark::kUploadBegin, in_graph); !s.ok()) return s;
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, up, size_t(live * l.in_stride),
-                                                      cudaMemcpyHostToDevice, slot.stream()),
-                                      "batch upload cudaMemcpyAsync");
-    }
-    if (auto s = slot.Record(Mark::kKernelStart, in_graph); !s.ok()) return s;
-    if (in_graph) {
-      if (auto s = branches.FanOut(slot.stream(), live, l.branches, launch); !s.ok()) return s;
-    } else {
-      for (int j = 0; j < live; ++j) {
-        if (auto s = launch(j, 0, slot.stream()); !s.ok()) {
-          results[size_t(members[size_t(j)])] = s;
-        } else {
-          ran[size_t(j)] = true;
-        }
-      }
-    }
-    if (auto s = slot.Record(Mark::kKernelEnd, in_graph); !s.ok()) return s;
-    if (!zero_copy) {
-      GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(down, outputs, size_t(live * l.out_stride),
-                                                      cudaMemcpyDeviceToHost, slot.stream()),
-                                      "batch download cudaMemcpyAsync");
-      if (auto s = slot.Record(Mark::kDownloaded, in_graph); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+    return slot.EnqueueStages(in_graph, zero_copy ? 0 : size_t(live * l.in_stride), outputs,
+                              zero_copy ? 0 : size_t(live * l.out_stride), [&]() -> absl::Status {
+                                if (in_graph)
+                                  return branches.FanOut(slot.stream(), live, l.branches, launch);
+                                for (int j = 0; j < live; ++j) {
+                                  if (auto s = launch(j, 0, slot.stream()); !s.ok()) {
+                                    results[size_t(members[size_t(j)])] = s;
+                                  } else {
+                                    ran[size_t(j)] = true;
+                                  }
+                                }
+                                return absl::OkStatus();
+                              });
   };
   // The streams are made outside any capture; without them (or with replay
   // off) the members run one after another.
