@@ -181,7 +181,7 @@ void Scheduler::Submit(Task task) {
       {
         absl::MutexLock lock(&best->mu);
         best->running -= ran;
-        if (round == kMaxInlineRounds || !TakeSmallTasks(*best, batch, InlineLimit(*best))) {
+        if (round == kMaxInlineRounds || !TakeSmallTasks(*best, batch)) {
           --best->busy;
           --best->inline_busy;
           WantPollerIfIdle(*best);
@@ -329,14 +329,18 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
 
 int Scheduler::InlineLimit(const Lane& lane) const {
   const int concurrency = lane.device->concurrency();
-  return inline_threads_ > 0 ? std::min(inline_threads_, concurrency) : concurrency;
+  return inline_threads_ > 0 ? std::min(inline_threads_, concurrency)
+                             : std::max(1, concurrency / 2);
 }
 
-bool Scheduler::TakeSmallTasks(Lane& lane, std::vector<Entry>& batch, int sharers) {
+bool Scheduler::TakeSmallTasks(Lane& lane, std::vector<Entry>& batch) {
   if (lane.queue.empty() || !lane.queue.front().task.may_run_inline) return false;
-  // This thread's share of what waits, as a worker's (WorkerLoop).
-  const size_t share = std::min(size_t(batching_.max_batch_size),
-                                (lane.queue.size() + size_t(sharers) - 1) / size_t(sharers));
+  // Every batch mate that waits, up to a batch. Small tasks queue only past
+  // the inline limit, while the other inline threads are busy. Split over
+  // them as a worker's share (WorkerLoop), what queued at 8 requests in
+  // flight on an H200 host (4 inline threads) ran one by one (mean batch
+  // 1.00), and batching lost 7% of the rate.
+  const size_t share = size_t(batching_.max_batch_size);
   batch.push_back(std::move(lane.queue.front()));
   lane.queue.pop_front();
   lane.waiting.store(int64_t(lane.queue.size()), std::memory_order_relaxed);

@@ -71,7 +71,7 @@ class Scheduler {
   // have more work waiting (0: workers answer their own).
   // `inline_threads`: submitting threads that may run small tasks on one
   // device at once while another small task that may join a batch arrives
-  // (0: as many as the device's concurrency). Past it such a task queues
+  // (0: half the device's concurrency, at least 1). Past it such a task queues
   // and its thread returns; the threads running small tasks take what
   // queued, as batches, when theirs ends (see Submit). Small tasks that
   // never batch run on their submitter while the device has a turn free.
@@ -168,10 +168,9 @@ class Scheduler {
   template <typename Count>
   int64_t SumOverLanes(Count count) const;
   // Moves the queue's first task into `batch` if it may run on a submitting
-  // thread, with its batch mates when batching is on (`sharers`: the threads
-  // the queue is shared among); false, and nothing taken, otherwise.
-  bool TakeSmallTasks(Lane& lane, std::vector<Entry>& batch, int sharers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // thread, with its batch mates when batching is on; false, and nothing
+  // taken, otherwise.
+  bool TakeSmallTasks(Lane& lane, std::vector<Entry>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void RunEntry(Lane& lane, Entry& entry);
   // Answers a task run on `lane`'s worker: on this thread unless at least as
   // many tasks wait as the device has workers, else through an answer

@@ -433,6 +433,58 @@ TEST(SchedulerInline, PastTheLimitTheThreadRunningASmallTaskTakesTheNext) {
   EXPECT_EQ(scheduler->running(), 0);
 }
 
+// The first inline thread free takes every batch mate that waits, not a
+// share of them: the other inline threads are busy.
+TEST(SchedulerInline, TheFirstThreadFreeTakesEveryBatchMate) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/2, {8, absl::ZeroDuration()});
+  absl::Notification release_first, release_second;
+  Probe first, second;
+  std::thread one([&] { scheduler->Submit(SmallTask(first, &release_first)); });
+  std::thread two([&] { scheduler->Submit(SmallTask(second, &release_second)); });
+  while (scheduler->running() < 2) std::this_thread::yield();
+  std::vector<BatchProbe> probes(4);
+  for (auto& p : probes) {
+    Task task = BatchTask(p, "k");
+    task.may_run_inline = true;
+    scheduler->Submit(std::move(task));
+  }
+  EXPECT_EQ(scheduler->queued(), 4);
+  release_first.Notify();
+  one.join();
+  for (auto& p : probes) {
+    ASSERT_TRUE(p.done.HasBeenNotified());
+    EXPECT_TRUE(p.status.ok()) << p.status;
+    EXPECT_EQ(p.batch_size, 4);
+  }
+  EXPECT_FALSE(second.done.HasBeenNotified());
+  release_second.Notify();
+  two.join();
+  EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{4}));
+}
+
+// By default (0) half the device's concurrency may run small tasks on
+// their submitters while a task that may batch arrives: with 4, the third
+// such task queues.
+TEST(SchedulerInline, TheDefaultLimitIsHalfTheConcurrency) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/0, {8, absl::ZeroDuration()});
+  absl::Notification release;
+  Probe first, second;
+  std::thread one([&] { scheduler->Submit(SmallTask(first, &release)); });
+  std::thread two([&] { scheduler->Submit(SmallTask(second, &release)); });
+  while (scheduler->running() < 2) std::this_thread::yield();
+  BatchProbe third;
+  Task task = BatchTask(third, "k");
+  task.may_run_inline = true;
+  scheduler->Submit(std::move(task));
+  EXPECT_FALSE(third.done.HasBeenNotified());
+  EXPECT_EQ(scheduler->queued(), 1);
+  release.Notify();
+  one.join();
+  two.join();
+  ASSERT_TRUE(third.done.HasBeenNotified());
+  EXPECT_TRUE(first.status.ok() && second.status.ok() && third.status.ok());
+}
+
 // A small task that never batches gains nothing by queueing: past the
 // inline limit it still runs on its own thread while the device has a
 // turn free.
