@@ -69,7 +69,7 @@ absl::StatusOr<Backend> OpenDevices(const ServerOptions& options) {
 void LogBatching(const BatchingOptions& batching) {
   const int32_t delay_us = static_cast<int32_t>(absl::ToInt64Microseconds(batching.delay));
   LogInfo(batching.max_batch_size == 1
-              ? std::string("batching: off (--max_batch_size=1)")
+              ? std::string("batching: off")
               : absl::StrCat("batching: up to ", batching.max_batch_size, " small requests, ",
                              delay_us == 0
                                  ? std::string("only those already waiting (no delay)")
@@ -175,12 +175,13 @@ int Run() {
   if (!backend.ok()) return fail(backend.status().message());
   const kernels::Backend kind = backend->kind;
   const SchedulingOptions& scheduling = options.scheduling;
-  LogBatching(scheduling.batching);
+  const BatchingOptions batching = scheduling.BatchingOn(kind);
+  LogBatching(batching);
   // The CPU backend's workers never poll: their cores are the ones that compute.
   const absl::Duration worker_spin = kind == kernels::Backend::kCuda
                                          ? absl::Microseconds(scheduling.worker_spin_us)
                                          : absl::ZeroDuration();
-  Scheduler scheduler(std::move(backend->devices), scheduling.max_queue_depth, scheduling.batching,
+  Scheduler scheduler(std::move(backend->devices), scheduling.max_queue_depth, batching,
                       worker_spin, scheduling.answer_threads, scheduling.inline_threads);
   VariantSelector selector(kernels::DefaultRegistry(), kind);
   if (const std::string& cache = scheduling.autotune_cache; !cache.empty()) {

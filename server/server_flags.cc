@@ -23,10 +23,11 @@ ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
           "largest single matrix (input or result) accepted, in bytes");
 ABSL_FLAG(int32_t, max_queue_depth, 256,
           "requests waiting per device before new ones get RESOURCE_EXHAUSTED");
-ABSL_FLAG(int32_t, max_batch_size, 1,
+ABSL_FLAG(int32_t, max_batch_size, 0,
           "small requests (1 MiB or less) of one op, dtype, shape and variant that wait together "
-          "run as one batch of at most this many; 1 (the default: on an H200 batches of up to "
-          "16 cost 13-15% of 64x64 MatMul throughput) turns batching off");
+          "run as one batch of at most this many (one CUDA graph launch, the members side by "
+          "side); 1 turns batching off. 0 (the default): 16 on the CUDA backend, off on the CPU "
+          "backend (whose batches run their members one after another on one thread)");
 ABSL_FLAG(int32_t, batch_delay_us, 0,
           "how long the first request of a batch waits for company, in microseconds; 0 batches "
           "only requests already waiting and adds no delay");
@@ -48,7 +49,8 @@ ABSL_FLAG(int32_t, inline_threads, 0,
           "queues and its thread goes back to gRPC, and a thread running small requests takes "
           "what queued, as one batch, when its own ends. Requests that never batch (tensors "
           "read or kept, shared memory) run on their gRPC thread while the device has a stream "
-          "free. 0: as many as the device runs at once (--streams_per_device)");
+          "free. 0: half of what the device runs at once (--streams_per_device), so that half "
+          "of gRPC's threads hand such requests to the other half");
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
@@ -210,7 +212,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   SchedulingOptions& scheduling = options.scheduling;
   scheduling.max_queue_depth = absl::GetFlag(FLAGS_max_queue_depth);
   const int32_t max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
-  if (absl::Status s = CheckRange("max_batch_size", max_batch_size, 1, kMaxBatchSizeFlag);
+  if (absl::Status s = CheckRange("max_batch_size", max_batch_size, 0, kMaxBatchSizeFlag);
       !s.ok()) {
     return s;
   }
@@ -290,6 +292,14 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsFromFlags(const Met
   }
   LogInfo(absl::StrCat("metrics: http://", (*endpoint)->address(), "/metrics"));
   return endpoint;
+}
+
+BatchingOptions SchedulingOptions::BatchingOn(kernels::Backend backend) const {
+  BatchingOptions on = batching;
+  if (on.max_batch_size == 0) {
+    on.max_batch_size = backend == kernels::Backend::kCuda ? kCudaMaxBatchSize : 1;
+  }
+  return on;
 }
 
 }  // namespace gpucompute::server

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gpucompute/kernels/problem.h"
 #include "server/ceilings_file.h"
 #include "server/engine/scheduler.h"
 #include "server/grpc/auth.h"
@@ -43,10 +44,16 @@ struct SchedulingOptions {
   BatchingOptions batching;
   int32_t worker_spin_us = 0;  // CUDA backend only
   int32_t answer_threads = 0;
-  int32_t inline_threads = 0;        // per device; 0: its concurrency
+  int32_t inline_threads = 0;        // per device; 0: half its concurrency
   std::string autotune_cache;        // empty: choices kept in memory only
   bool calibrate_as_served = false;  // ComputeEngineOptions::calibrate_as_served
+  // The batching the server runs with on `backend`: --max_batch_size=0 (the
+  // default) is kCudaMaxBatchSize on the CUDA backend and 1 (off) on the
+  // CPU backend, whose batches run their members one after another on one
+  // thread and so only take cores from the rest.
+  BatchingOptions BatchingOn(kernels::Backend backend) const;
 };
+inline constexpr int kCudaMaxBatchSize = 16;
 
 // Tensors held between calls.
 struct TensorFlagOptions {

@@ -333,8 +333,22 @@ TEST(BatchingLoad, SixtyFourClientsWithMixedShapes) {
       << "64 clients and no request ever ran in a batch";
 }
 
+// Without --max_batch_size, a CUDA server batches (up to 16) and a CPU one
+// does not: its batches would run one after another on one thread.
+TEST(BatchingCommandLine, TheDefaultBatchesOnTheGpuOnly) {
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                {testing::BackendFlag(), "--metrics_listen="});
+  ASSERT_TRUE(server.started());
+  auto stub = v1::Compute::NewStub(Connect(server.target()));
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub->GetServerInfo(&ctx, v1::ServerInfoRequest(), &info).ok());
+  EXPECT_EQ(info.max_batch_size(), testing::TestBackend() == "cuda" ? 16 : 1);
+  EXPECT_EQ(info.batch_delay_us(), 0);
+}
+
 TEST(BatchingCommandLine, BadBatchFlagsStopStartUp) {
-  for (const std::string flag : {"--max_batch_size=0", "--max_batch_size=257",
+  for (const std::string flag : {"--max_batch_size=-1", "--max_batch_size=257",
                                  "--batch_delay_us=-1", "--batch_delay_us=2000000"}) {
     testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
                                   {"--backend=cpu", "--metrics_listen=", flag});
