@@ -390,6 +390,13 @@ TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
   EXPECT_EQ(seen.back().answered_on, seen.back().ran_on);
 }
 
+// A small task that may batch, of key "k".
+Task SmallBatchTask(BatchProbe& probe) {
+  Task task = BatchTask(probe, "k");
+  task.may_run_inline = true;
+  return task;
+}
+
 // Returned once every worker sleeps: a worker still starting would take
 // what queues past the limit (it may: it is awake), where these tests want
 // the thread running a small task to take it.
@@ -418,9 +425,7 @@ TEST(SchedulerInline, PastTheLimitTheThreadRunningASmallTaskTakesTheNext) {
     scheduler->Submit(SmallTask(first, &release));
   });
   while (scheduler->running() == 0) std::this_thread::yield();
-  Task task = BatchTask(second, "k");
-  task.may_run_inline = true;
-  scheduler->Submit(std::move(task));
+  scheduler->Submit(SmallBatchTask(second));
   EXPECT_FALSE(second.done.HasBeenNotified());
   EXPECT_EQ(scheduler->queued(), 1);
   release.Notify();
@@ -444,9 +449,7 @@ TEST(SchedulerInline, TheFirstThreadFreeTakesEveryBatchMate) {
   while (scheduler->running() < 2) std::this_thread::yield();
   std::vector<BatchProbe> probes(4);
   for (auto& p : probes) {
-    Task task = BatchTask(p, "k");
-    task.may_run_inline = true;
-    scheduler->Submit(std::move(task));
+    scheduler->Submit(SmallBatchTask(p));
   }
   EXPECT_EQ(scheduler->queued(), 4);
   release_first.Notify();
@@ -473,9 +476,7 @@ TEST(SchedulerInline, TheDefaultLimitIsHalfTheConcurrency) {
   std::thread two([&] { scheduler->Submit(SmallTask(second, &release)); });
   while (scheduler->running() < 2) std::this_thread::yield();
   BatchProbe third;
-  Task task = BatchTask(third, "k");
-  task.may_run_inline = true;
-  scheduler->Submit(std::move(task));
+  scheduler->Submit(SmallBatchTask(third));
   EXPECT_FALSE(third.done.HasBeenNotified());
   EXPECT_EQ(scheduler->queued(), 1);
   release.Notify();
@@ -512,9 +513,7 @@ TEST(SchedulerInline, WhatQueuedBehindTheLimitRunsAsOneBatch) {
   while (scheduler->running() == 0) std::this_thread::yield();
   std::vector<BatchProbe> probes(5);
   for (auto& p : probes) {
-    Task task = BatchTask(p, "k");
-    task.may_run_inline = true;
-    scheduler->Submit(std::move(task));
+    scheduler->Submit(SmallBatchTask(p));
   }
   EXPECT_EQ(scheduler->queued(), 5);
   release.Notify();
