@@ -10,8 +10,8 @@
 # Each server listens on a free loopback port, without a metrics port. Logs
 # and each run's JSON (delay<N>.json) go to OUT_DIR. Environment:
 #   DELAYS         --batch_delay_us values, microseconds (default "0 50 200")
-#   MAX_BATCH_SIZE the servers' --max_batch_size (default 16: batching is
-#                  off by default, and on here)
+#   MAX_BATCH_SIZE the servers' --max_batch_size (default 16, as a CUDA
+#                  server's default; the CPU backend's default is off)
 #   WARMUP WINDOW MAX_TIME STABLE_WINDOWS   the load test's --warmup,
 #                  --window, --max_time and --stable_windows per row
 #                  (default 0.5s, 0.5s, 10s, 3)

@@ -69,8 +69,10 @@ echo "bench rc=$?" >> "$summary"
 # Ceilings from the bench's idle-device measurement, when it wrote them.
 ceilings=()
 [ -s "$out/ceilings.json" ] && ceilings=(--ceilings="$out/ceilings.json")
-"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= "${ceilings[@]}" \
-  > "$out/server.log" 2>&1 &
+# Batching off here (on by default on CUDA): the small rows below run
+# unbatched first, then against a batching server.
+"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= --max_batch_size=1 \
+  "${ceilings[@]}" > "$out/server.log" 2>&1 &
 server=$!
 for _ in $(seq 1 120); do grep -q "listening on" "$out/server.log" && break; sleep 0.5; done
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s)
