@@ -63,14 +63,9 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue
 
 Scheduler::~Scheduler() { Shutdown(); }
 
-void Scheduler::Submit(Task task) {
-  if (!accepting_.load()) {
-    Answer(task, absl::UnavailableError("server shutting down: not accepting new work"), nullptr,
-           0);
-    return;
-  }
-  // Least loaded: fewest queued + running tasks. With one candidate (one
-  // GPU, or the task's tensor's), no lane's lock is taken to compare.
+Scheduler::Lane* Scheduler::LeastLoadedLane(const Task& task) const {
+  // Fewest queued + running tasks. With one candidate (one GPU, or the
+  // task's tensor's), no lane's lock is taken to compare.
   auto candidate = [&task](const Lane& lane) {
     return (task.device == nullptr || lane.device == task.device) && lane.device->healthy();
   };
@@ -81,19 +76,28 @@ void Scheduler::Submit(Task task) {
     ++candidates;
     best = lane.get();
   }
-  if (candidates > 1) {
-    best = nullptr;
-    int64_t best_load = 0;
-    for (const auto& lane : lanes_) {
-      if (!candidate(*lane)) continue;
-      absl::MutexLock lock(&lane->mu);
-      const int64_t load = int64_t(lane->queue.size()) + lane->running;
-      if (best == nullptr || load < best_load) {
-        best = lane.get();
-        best_load = load;
-      }
+  if (candidates <= 1) return best;
+  best = nullptr;
+  int64_t best_load = 0;
+  for (const auto& lane : lanes_) {
+    if (!candidate(*lane)) continue;
+    absl::MutexLock lock(&lane->mu);
+    const int64_t load = int64_t(lane->queue.size()) + lane->running;
+    if (best == nullptr || load < best_load) {
+      best = lane.get();
+      best_load = load;
     }
   }
+  return best;
+}
+
+void Scheduler::Submit(Task task) {
+  if (!accepting_.load()) {
+    Answer(task, absl::UnavailableError("server shutting down: not accepting new work"), nullptr,
+           0);
+    return;
+  }
+  Lane* best = LeastLoadedLane(task);
   if (best == nullptr && task.device != nullptr) {
     Answer(task,
            absl::UnavailableError(absl::StrCat(
@@ -170,30 +174,9 @@ void Scheduler::Submit(Task task) {
     }
   }
   if (run_here) {
-    int ran = 0;
-    if (!own_queued) {
-      Entry entry{std::move(task), absl::Now()};
-      RunEntry(*best, entry);
-      ran = 1;
-    }
-    for (int round = 0;; ++round) {
-      std::vector<Entry> batch;
-      {
-        absl::MutexLock lock(&best->mu);
-        best->running -= ran;
-        if (round == kMaxInlineRounds || !TakeSmallTasks(*best, batch)) {
-          --best->busy;
-          --best->inline_busy;
-          WantPollerIfIdle(*best);
-          // A worker held back by the count may go on, or one is wanted to
-          // poll; waking one otherwise would cost a futex call each way.
-          if (!best->queue.empty() || best->spin_wanted) best->ready.Signal();
-          return;
-        }
-      }
-      RunBatch(*best, batch);
-      ran = int(batch.size());
-    }
+    // Queued behind others, the task is taken from the queue in its turn.
+    RunSmallTasksHere(*best, own_queued ? std::nullopt : std::optional<Task>(std::move(task)));
+    return;
   }
   if (stopping) {
     Answer(task, absl::UnavailableError("server shutting down: not accepting new work"), nullptr,
@@ -205,6 +188,33 @@ void Scheduler::Submit(Task task) {
              "admission queue full: ", max_queue_depth_, " requests already queued on ",
              best->device->description().name, " (max_queue_depth ", max_queue_depth_, ")")),
          nullptr, 0);
+}
+
+void Scheduler::RunSmallTasksHere(Lane& lane, std::optional<Task> task) {
+  int ran = 0;
+  if (task) {
+    Entry entry{std::move(*task), absl::Now()};
+    RunEntry(lane, entry);
+    ran = 1;
+  }
+  for (int round = 0;; ++round) {
+    std::vector<Entry> batch;
+    {
+      absl::MutexLock lock(&lane.mu);
+      lane.running -= ran;
+      if (round == kMaxInlineRounds || !TakeSmallTasks(lane, batch)) {
+        --lane.busy;
+        --lane.inline_busy;
+        WantPollerIfIdle(lane);
+        // A worker held back by the count may go on, or one is wanted to
+        // poll; waking one otherwise would cost a futex call each way.
+        if (!lane.queue.empty() || lane.spin_wanted) lane.ready.Signal();
+        return;
+      }
+    }
+    RunBatch(lane, batch);
+    ran = int(batch.size());
+  }
 }
 
 void Scheduler::RunEntry(Lane& lane, Entry& entry) {

@@ -141,6 +141,14 @@ class Scheduler {
   };
 
   void WorkerLoop(Lane& lane);
+  // The healthy lane with the fewest queued and running tasks among those
+  // the task may run on (its tensor's device, or any); null if none.
+  Lane* LeastLoadedLane(const Task& task) const;
+  // On the submitting thread, which took a turn of `lane`: runs `task`
+  // (none when it queued behind others: it is taken in its turn), then
+  // what queued behind the inline limit, in up to kMaxInlineRounds batches,
+  // and gives the turn back.
+  void RunSmallTasksHere(Lane& lane, std::optional<Task> task);
   // Whether a small task should go to a polling worker (one polls, or is
   // about to) rather than run on the thread that submitted it.
   bool PollerFree(const Lane& lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
