@@ -6,10 +6,14 @@
 
 namespace gpucompute::server {
 
-StripedHistogram::StripedHistogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
-  for (Stripe& s : stripes_) {
-    s.counts = std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1);
-    for (size_t i = 0; i <= bounds_.size(); ++i) s.counts[i].store(0, std::memory_order_relaxed);
+StripedHistogram::StripedHistogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)),
+      lines_per_stripe_((bounds_.size() + 1 + 7) / 8),
+      counts_(std::make_unique<CountLine[]>(kMetricStripes * lines_per_stripe_)) {
+  for (int stripe = 0; stripe < kMetricStripes; ++stripe) {
+    for (size_t i = 0; i <= bounds_.size(); ++i) {
+      Count(stripe, i).store(0, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -17,8 +21,9 @@ void StripedHistogram::Observe(double value) {
   // The first bucket whose upper bound holds the value (bounds are "le").
   const size_t bucket =
       size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
-  Stripe& s = stripes_[StripeOfThisThread()];
-  s.counts[bucket].fetch_add(1, std::memory_order_relaxed);
+  const int stripe = StripeOfThisThread();
+  Count(stripe, bucket).fetch_add(1, std::memory_order_relaxed);
+  Stripe& s = stripes_[stripe];
   double sum = s.sum.load(std::memory_order_relaxed);
   while (!s.sum.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
   }
@@ -27,10 +32,11 @@ void StripedHistogram::Observe(double value) {
 prometheus::ClientMetric::Histogram StripedHistogram::Read() const {
   prometheus::ClientMetric::Histogram h;
   std::vector<uint64_t> counts(bounds_.size() + 1, 0);
-  for (const Stripe& s : stripes_) {
-    for (size_t i = 0; i < counts.size(); ++i)
-      counts[i] += s.counts[i].load(std::memory_order_relaxed);
-    h.sample_sum += s.sum.load(std::memory_order_relaxed);
+  for (int stripe = 0; stripe < kMetricStripes; ++stripe) {
+    for (size_t i = 0; i < counts.size(); ++i) {
+      counts[i] += Count(stripe, i).load(std::memory_order_relaxed);
+    }
+    h.sample_sum += stripes_[stripe].sum.load(std::memory_order_relaxed);
   }
   uint64_t cumulative = 0;
   for (size_t i = 0; i < counts.size(); ++i) {

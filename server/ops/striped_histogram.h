@@ -36,11 +36,24 @@ class StripedHistogram {
   void Fill(prometheus::ClientMetric& metric) const { metric.histogram = Read(); }
 
  private:
+  // A stripe's bucket counts fill whole cache lines of their own: each
+  // stripe's counts held in an allocation of its own shared the lines at
+  // its ends with its neighbours'.
+  struct alignas(64) CountLine {
+    std::atomic<uint64_t> count[8];
+  };
+  static_assert(sizeof(CountLine) == 64);
   struct alignas(64) Stripe {
-    std::unique_ptr<std::atomic<uint64_t>[]> counts;  // one per bucket, +Inf last
     std::atomic<double> sum{0};
   };
+  // Bucket `bucket`'s count in stripe `stripe` (+Inf is the last bucket).
+  std::atomic<uint64_t>& Count(int stripe, size_t bucket) const {
+    return counts_[size_t(stripe) * lines_per_stripe_ + bucket / 8].count[bucket % 8];
+  }
+
   const std::vector<double> bounds_;
+  const size_t lines_per_stripe_;
+  const std::unique_ptr<CountLine[]> counts_;  // kMetricStripes * lines_per_stripe_
   Stripe stripes_[kMetricStripes];
 };
 

@@ -22,15 +22,23 @@ namespace {
 
 const std::vector<double> kBounds = {1e-5, 1e-4, 1e-3, 0.01, 0.1, 1};
 
-TEST(StripedHistogram, TheTextFormatMatchesPrometheusCpp) {
+// More buckets than one cache line of counts holds (8), as the latency
+// histograms have.
+std::vector<double> ManyBounds() {
+  std::vector<double> bounds;
+  for (double b = 1e-6; b < 10; b *= 2) bounds.push_back(b);
+  return bounds;
+}
+
+void ExpectTheTextFormatOfPrometheusCpp(const std::vector<double>& bounds) {
   prometheus::Registry registry;
   auto& theirs = prometheus::BuildHistogram().Name("x_seconds").Help("h").Register(registry);
-  prometheus::Histogram& their_a = theirs.Add({{"op", "a"}, {"stage", "total"}}, kBounds);
-  prometheus::Histogram& their_b = theirs.Add({{"op", "b"}, {"stage", "total"}}, kBounds);
+  prometheus::Histogram& their_a = theirs.Add({{"op", "a"}, {"stage", "total"}}, bounds);
+  prometheus::Histogram& their_b = theirs.Add({{"op", "b"}, {"stage", "total"}}, bounds);
   HistogramFamily ours("x_seconds", "h");
-  StripedHistogram& our_a = ours.Add({{"stage", "total"}, {"op", "a"}}, kBounds);
-  StripedHistogram& our_b = ours.Add({{"op", "b"}, {"stage", "total"}}, kBounds);
-  EXPECT_EQ(&our_a, &ours.Add({{"op", "a"}, {"stage", "total"}}, kBounds));
+  StripedHistogram& our_a = ours.Add({{"stage", "total"}, {"op", "a"}}, bounds);
+  StripedHistogram& our_b = ours.Add({{"op", "b"}, {"stage", "total"}}, bounds);
+  EXPECT_EQ(&our_a, &ours.Add({{"op", "a"}, {"stage", "total"}}, bounds));
 
   // Values on the bounds themselves too: a bucket holds its upper bound.
   std::mt19937 rng(7);
@@ -51,6 +59,15 @@ TEST(StripedHistogram, TheTextFormatMatchesPrometheusCpp) {
   };
   const prometheus::TextSerializer text;
   EXPECT_EQ(text.Serialize(sorted(ours.Collect())), text.Serialize(sorted(registry.Collect())));
+}
+
+TEST(StripedHistogram, TheTextFormatMatchesPrometheusCpp) {
+  ExpectTheTextFormatOfPrometheusCpp(kBounds);
+}
+
+TEST(StripedHistogram, TheTextFormatMatchesPrometheusCppPastOneLineOfBuckets) {
+  ASSERT_GT(ManyBounds().size(), 16u);
+  ExpectTheTextFormatOfPrometheusCpp(ManyBounds());
 }
 
 TEST(StripedHistogram, AFamilyWithNoSeriesIsNotWritten) {
