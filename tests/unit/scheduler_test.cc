@@ -390,6 +390,15 @@ TEST(SchedulerTest, AnswerThreadsAnswerForAWorkerWithMoreWaiting) {
   EXPECT_EQ(seen.back().answered_on, seen.back().ran_on);
 }
 
+// Every probe already answered, OK, all in one batch of them all.
+void ExpectAnsweredAsOneBatch(const std::vector<BatchProbe>& probes) {
+  for (const auto& p : probes) {
+    ASSERT_TRUE(p.done.HasBeenNotified());
+    EXPECT_TRUE(p.status.ok()) << p.status;
+    EXPECT_EQ(p.batch_size, int(probes.size()));
+  }
+}
+
 // A small task that may batch, of key "k".
 Task SmallBatchTask(BatchProbe& probe) {
   Task task = BatchTask(probe, "k");
@@ -454,11 +463,7 @@ TEST(SchedulerInline, TheFirstThreadFreeTakesEveryBatchMate) {
   EXPECT_EQ(scheduler->queued(), 4);
   release_first.Notify();
   one.join();
-  for (auto& p : probes) {
-    ASSERT_TRUE(p.done.HasBeenNotified());
-    EXPECT_TRUE(p.status.ok()) << p.status;
-    EXPECT_EQ(p.batch_size, 4);
-  }
+  ExpectAnsweredAsOneBatch(probes);
   EXPECT_FALSE(second.done.HasBeenNotified());
   release_second.Notify();
   two.join();
@@ -518,11 +523,7 @@ TEST(SchedulerInline, WhatQueuedBehindTheLimitRunsAsOneBatch) {
   EXPECT_EQ(scheduler->queued(), 5);
   release.Notify();
   submitter.join();
-  for (auto& p : probes) {
-    ASSERT_TRUE(p.done.HasBeenNotified());
-    EXPECT_TRUE(p.status.ok()) << p.status;
-    EXPECT_EQ(p.batch_size, 5);
-  }
+  ExpectAnsweredAsOneBatch(probes);
   EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{5}));
 }
 
@@ -710,11 +711,7 @@ TEST(SchedulerBatching, ShutdownEndsAnOpenBatchAndRunsIt) {
   for (auto& p : probes) scheduler->Submit(BatchTask(p, "k"));
   while (scheduler->running() < 2) std::this_thread::yield();
   scheduler->Shutdown();
-  for (auto& p : probes) {
-    ASSERT_TRUE(p.done.HasBeenNotified());
-    EXPECT_TRUE(p.status.ok()) << p.status;
-    EXPECT_EQ(p.batch_size, 2);
-  }
+  ExpectAnsweredAsOneBatch(probes);
 }
 
 }  // namespace
