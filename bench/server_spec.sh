@@ -15,7 +15,7 @@ start_server() {
   "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" > "$log" 2>&1 &
   server=$!
   for _ in $(seq 1 120); do
-    grep -q "listening on" "$log" && break
+    grep -qs "listening on" "$log" && break
     sleep 0.5
   done
 }

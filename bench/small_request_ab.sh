@@ -3,9 +3,10 @@
 # alternating rounds (A B A B ...), so that a host's drift between servers
 # (the health floor alone moves 5-20% from one server start to the next)
 # falls on both sides. Each round starts each server afresh and runs, over 8
-# connections: the 1x1 Transpose at c=64 beside the health Check, the 64^3
-# MatMul at c=1, 8 and 64 inline beside a gRPC echo of its bytes, and with
-# resident operands and a kept output. Logs go to OUT_DIR; the medians over
+# connections: the 1x1 Transpose at c=64 beside the health Check and
+# ListTensors, the 64^3 MatMul at c=1, 8 and 64 inline beside a gRPC echo of
+# its bytes, and with resident operands and a kept output; and over 1
+# connection the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over
 # the rounds of each row and ratio are printed, with each server's mean
 # batch per row, then what `auto` chose for each bucket on each server (its
 # calibration log lines, counted over the rounds).
@@ -47,14 +48,17 @@ for round in $(seq 1 "$rounds"); do
   for spec in "$@"; do
     log=$out/${spec%%=*}_$round
     start_server "$spec" "$log.server.log"
-    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --baseline=grpc \
-      > "$log.transpose.log" 2>&1
+    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 \
+      --baseline=grpc,service > "$log.transpose.log" 2>&1
     "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
       --placement=inline,tensor --baseline=echo > "$log.matmul.log" 2>&1
+    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 --connections=1 \
+      --baseline=echo > "$log.matmul1.log" 2>&1
     kill -TERM "$server"
     wait "$server"
     collect "$label" "$round" T "$log.transpose.log"
     collect "$label" "$round" M "$log.matmul.log"
+    collect "$label" "$round" M1 "$log.matmul1.log"
   done
 done
 
@@ -70,6 +74,8 @@ figures = [
     ("1x1 Transpose c=64 / health", "T:auto_c=64", "T:grpc_health_c=64"),
     ("64^3 MatMul inline c=64 / echo", "M:auto_c=64", "M:grpc_echo_c=64"),
     ("64^3 MatMul resident kept c=64 / health", "M:auto_tensor_c=64", "T:grpc_health_c=64"),
+    ("ListTensors c=64 / health", "T:list_tensors_c=64", "T:grpc_health_c=64"),
+    ("the MatMul inline c=64, 1 connection / echo", "M1:auto_c=64", "M1:grpc_echo_c=64"),
     ("1x1 Transpose c=64, req/s", "T:auto_c=64", None),
     ("64^3 MatMul inline c=1, req/s", "M:auto_c=1", None),
     ("64^3 MatMul inline c=8, req/s", "M:auto_c=8", None),
