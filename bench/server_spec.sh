@@ -4,7 +4,9 @@
 # starts SERVER with FLAGS on 127.0.0.1:50051 (no metrics listener), its
 # output in LOG, waits until it listens (at most 60 s), and sets `label`,
 # `server_bin` and `flags` to LABEL, SERVER and FLAGS, and `server` to its
-# pid.
+# pid. With SERVER_CPUS set (a taskset list such as 0-7) the server runs on
+# those cores only, so that a load test kept to the others (CLIENT_CPUS,
+# where a script supports it) does not share cores with it.
 start_server() {
   local spec=$1 log=$2
   label=${spec%%=*}
@@ -12,7 +14,9 @@ start_server() {
   server_bin=${rest%%:*}
   flags=()
   [ "$rest" != "$server_bin" ] && read -r -a flags <<< "${rest#*:}"
-  "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" > "$log" 2>&1 &
+  local pin=()
+  [ -n "${SERVER_CPUS:-}" ] && pin=(taskset -c "$SERVER_CPUS")
+  "${pin[@]}" "$server_bin" --listen=127.0.0.1:50051 --metrics_listen= "${flags[@]}" > "$log" 2>&1 &
   server=$!
   for _ in $(seq 1 120); do
     grep -qs "listening on" "$log" && break

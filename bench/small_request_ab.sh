@@ -12,6 +12,9 @@
 # calibration log lines, counted over the rounds).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
 # BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
+# SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. 0-7 and 8-15) keep the
+# servers and the load test on cores of their own, where the host's
+# scheduler would otherwise mix them differently from one start to the next.
 set -u
 usage="usage: small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
@@ -20,7 +23,9 @@ rounds=${3:?$usage}
 shift 3
 mkdir -p "$out"
 . "$(dirname "$0")/server_spec.sh"
-lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
+lt=()
+[ -n "${CLIENT_CPUS:-}" ] && lt=(taskset -c "$CLIENT_CPUS")
+lt+=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
   --max_time=3s --connections=8)
 rows=$out/rows.tsv
 : > "$rows"
