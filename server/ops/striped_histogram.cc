@@ -8,7 +8,7 @@ namespace gpucompute::server {
 
 StripedHistogram::StripedHistogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)),
-      lines_per_stripe_((bounds_.size() + 1 + 7) / 8),
+      lines_per_stripe_((bounds_.size() + kCountsPerLine) / kCountsPerLine),
       counts_(std::make_unique<CountLine[]>(kMetricStripes * lines_per_stripe_)) {
   for (int stripe = 0; stripe < kMetricStripes; ++stripe) {
     for (size_t i = 0; i <= bounds_.size(); ++i) {

@@ -39,8 +39,9 @@ class StripedHistogram {
   // A stripe's bucket counts fill whole cache lines of their own: each
   // stripe's counts held in an allocation of its own shared the lines at
   // its ends with its neighbours'.
+  static constexpr size_t kCountsPerLine = 8;
   struct alignas(64) CountLine {
-    std::atomic<uint64_t> count[8];
+    std::atomic<uint64_t> count[kCountsPerLine];
   };
   static_assert(sizeof(CountLine) == 64);
   struct alignas(64) Stripe {
@@ -48,7 +49,8 @@ class StripedHistogram {
   };
   // Bucket `bucket`'s count in stripe `stripe` (+Inf is the last bucket).
   std::atomic<uint64_t>& Count(int stripe, size_t bucket) const {
-    return counts_[size_t(stripe) * lines_per_stripe_ + bucket / 8].count[bucket % 8];
+    return counts_[size_t(stripe) * lines_per_stripe_ + bucket / kCountsPerLine]
+        .count[bucket % kCountsPerLine];
   }
 
   const std::vector<double> bounds_;
