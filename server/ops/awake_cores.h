@@ -3,7 +3,7 @@
 // virtual machine an idle vCPU halts, and the host takes tens to hundreds of
 // microseconds to run it again when a packet or a wake-up reaches it; a call
 // that follows a long one, or comes after a pause, pays that at each hop
-// (bench/RESULTS.md, "After an idle gap"). One spinner thread per core of
+// (bench/results/small-requests.md, "After an idle gap"). One spinner thread per core of
 // the process's affinity mask, pinned there, of scheduling class SCHED_IDLE:
 // any other runnable thread of the system takes the core from it at once.
 // They rest while more calls are in flight than a quarter of the cores:

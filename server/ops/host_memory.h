@@ -2,7 +2,7 @@
 // jemalloc: with glibc's malloc in one arena, every thread's allocations
 // waited on one lock, the first cap on small requests per second, and
 // jemalloc gives back what idle connections held, where tcmalloc kept 8-10
-// MB of 500 closed connections (bench/RESULTS.md). Under glibc (sanitizer
+// MB of 500 closed connections (bench/results/small-requests.md). Under glibc (sanitizer
 // builds, GPUCOMPUTE_ALLOCATOR=glibc), which serves every allocation above
 // 32 MiB with a fresh mmap and returns it with munmap, each large request or
 // response would pay a page fault per 4 KiB page before a byte is copied:

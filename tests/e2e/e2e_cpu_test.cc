@@ -215,7 +215,7 @@ TEST_F(CpuServerTest, ProfileFractionsStayUnderTheCeilingOrSayWhy) {
 
 // Cold caches by default: the response says so, and warm_cache turns the
 // flush off. (What the flush costs a cache-sized problem is a benchmark's
-// question: bench/RESULTS.md.)
+// question: bench/results/profile.md.)
 TEST_F(CpuServerTest, ProfileFlushesTheCachesUnlessAskedForWarmRuns) {
   for (bool warm : {false, true}) {
     v1::ProfileRequest req;
