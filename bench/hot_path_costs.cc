@@ -1,11 +1,16 @@
-// gpucompute-hot-path-costs: what two steps every call takes cost it, in
+// gpucompute-hot-path-costs: what the steps every call takes cost it, in
 // nanoseconds, when 1 to N threads take them at once (as gRPC's threads do
-// on a loaded server), all on the same series and bucket:
-//   metrics  RequestStarted, then RequestFinished of a successful 64^3
-//            MatMul with its five stage latencies, batch size and bytes;
-//   auto     VariantSelector::Choose for a bucket already chosen (a MatMul
-//            on a ladder of three), and for one with a single candidate
-//            (every op on the CPU backend), which is never chosen.
+// on a loaded server), all on the same series, bucket and device:
+//   metrics    RequestStarted, then RequestFinished of a successful 64^3
+//              MatMul with its five stage latencies, batch size and bytes;
+//   auto       VariantSelector::Choose for a bucket already chosen (a MatMul
+//              on a ladder of three), and for one with a single candidate
+//              (every op on the CPU backend), which is never chosen;
+//   scheduler  Scheduler::Submit of a small task that does no work, on a
+//              device of --device_concurrency streams, until it is answered:
+//              one that never batches (a kept output), and one that may
+//              (its batch part built as the engine builds it, batches of up
+//              to 16), which runs alone unless others wait.
 // Rounds alternate over the thread counts; the median round of each is
 // printed. A cost that grows with the threads is a cache line they take
 // turns on.
@@ -14,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,24 +27,36 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "gpucompute/common/stats.h"
+#include "gpucompute/kernels/dtype.h"
 #include "gpucompute/kernels/registry.h"
+#include "server/engine/scheduler.h"
 #include "server/engine/variant_selector.h"
 #include "server/ops/metrics.h"
 
 ABSL_FLAG(std::string, threads, "1,2,4,8,16", "thread counts to time, comma-separated");
 ABSL_FLAG(int32_t, calls, 500000, "calls each thread makes per round");
 ABSL_FLAG(int32_t, rounds, 5, "rounds over the thread counts");
+ABSL_FLAG(int32_t, device_concurrency, 8,
+          "the scheduler rows' device: tasks it runs at once (a GPU's stream slots)");
 
 namespace {
 
 using gpucompute::kernels::Backend;
 using gpucompute::kernels::Op;
 using gpucompute::kernels::Problem;
+using gpucompute::server::BatchPart;
+using gpucompute::server::ComputeJob;
 using gpucompute::server::ComputeRpcOp;
+using gpucompute::server::Device;
 using gpucompute::server::Metrics;
+using gpucompute::server::Scheduler;
 using gpucompute::server::StageLatencies;
+using gpucompute::server::StageTimes;
+using gpucompute::server::Task;
 using gpucompute::server::VariantMeasurement;
 using gpucompute::server::VariantSelector;
 
@@ -65,6 +83,57 @@ gpucompute::kernels::Variant Variant(Op op, const std::string& name) {
   v.dtypes = {gpucompute::kernels::DType::kFloat32};
   v.launch = [](auto&, auto&, auto&) { return absl::OkStatus(); };
   return v;
+}
+
+// A device whose work takes no time: what is left is the scheduler's.
+class NullDevice final : public Device {
+ public:
+  explicit NullDevice(int concurrency) : concurrency_(concurrency) { description_.name = "null"; }
+  const gpucompute::server::DeviceDescription& description() const override { return description_; }
+  const gpucompute::server::Ceilings& ceilings() const override { return ceilings_; }
+  int concurrency() const override { return concurrency_; }
+  absl::StatusOr<StageTimes> Execute(const ComputeJob&,
+                                     const gpucompute::server::StopRequested&) override {
+    return StageTimes{};
+  }
+  absl::StatusOr<std::vector<VariantMeasurement>> Measure(
+      const gpucompute::server::ProfileJob&, const gpucompute::server::StopRequested&) override {
+    return std::vector<VariantMeasurement>{};
+  }
+
+ private:
+  const int concurrency_;
+  gpucompute::server::DeviceDescription description_;
+  gpucompute::server::Ceilings ceilings_;
+};
+
+// Submits one task that does no work and waits for its answer, as a gRPC
+// thread hands a call to the scheduler (a task that runs inline is answered
+// before Submit returns; one that queued, by whichever thread runs it).
+void SubmitAndWait(Scheduler& scheduler, bool batchable) {
+  absl::Notification answered;
+  Task task;
+  task.may_run_inline = true;
+  task.run = [](Device&) { return absl::OkStatus(); };
+  task.done = [&answered](absl::Status, Device*, int64_t) { answered.Notify(); };
+  if (batchable) {
+    // What ComputeEngine::BatchPartOf makes for a 64^3 MatMul.
+    const Problem p{Op::kMatMul, gpucompute::kernels::DType::kFloat32, 64, 64, 64};
+    BatchPart part;
+    part.key = absl::StrCat(gpucompute::kernels::OpName(p.op), " ",
+                            gpucompute::kernels::DTypeName(p.dtype), " ", p.m, "x", p.n, "x", p.k,
+                            " sum all fastest");
+    auto job = std::make_shared<ComputeJob>();
+    part.prepare = [job, p](Device&) -> absl::StatusOr<ComputeJob> {
+      ComputeJob out = *job;
+      out.problem = p;
+      return out;
+    };
+    part.finish = [job](absl::StatusOr<StageTimes> result, int) { return result.status(); };
+    task.batch = std::move(part);
+  }
+  scheduler.Submit(std::move(task));
+  answered.WaitForNotification();
 }
 
 }  // namespace
@@ -117,6 +186,15 @@ int main(int argc, char** argv) {
   auto chosen = [&] { selector.Choose(matmul, false); };
   auto single = [&] { selector.Choose(transpose, false); };
 
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(
+      std::make_unique<NullDevice>(std::max(1, absl::GetFlag(FLAGS_device_concurrency))));
+  gpucompute::server::BatchingOptions batching;
+  batching.max_batch_size = 16;
+  Scheduler scheduler(std::move(devices), /*max_queue_depth=*/1 << 20, batching);
+  auto never_batches = [&] { SubmitAndWait(scheduler, false); };
+  auto may_batch = [&] { SubmitAndWait(scheduler, true); };
+
   struct Row {
     const char* name;
     std::function<void()> call;
@@ -124,7 +202,9 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows = {{"metrics", record, {}},
                            {"auto, chosen bucket", chosen, {}},
-                           {"auto, one candidate", single, {}}};
+                           {"auto, one candidate", single, {}},
+                           {"scheduler, never batches", never_batches, {}},
+                           {"scheduler, may batch", may_batch, {}}};
   for (Row& row : rows) {
     row.call();  // the series made, the code warm
     row.rounds.resize(counts.size());
