@@ -5,17 +5,20 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/cpu/cpu_device.h"
 #include "server/cuda/open_devices.h"
 #include "server/ops/log.h"
 
 ABSL_FLAG(std::string, backend, "auto", "auto (CUDA when a GPU is usable, else CPU), cuda, or cpu");
-ABSL_FLAG(int32_t, cpu_workers, 0, "CPU backend: requests run at once (0: one per core)");
+ABSL_FLAG(int32_t, cpu_workers, 0,
+          "CPU backend: requests run at once, 0 to 4096 (0: one per core)");
 ABSL_FLAG(std::string, devices, "all", "CUDA backend: GPUs to use, \"all\" or a list like 0,1");
 ABSL_FLAG(int32_t, streams_per_device, 8,
           "CUDA backend: requests each GPU runs at once; 8 lets each of the threads gRPC runs "
-          "calls on (half the cores, 8 on a 16-core host) run its own small request");
+          "calls on (half the cores, 8 on a 16-core host) run its own small request (1 to 256)");
 ABSL_FLAG(int32_t, batch_graphs_per_stream, 64,
           "CUDA backend: CUDA graphs of small batches' kernels each stream keeps (one per "
           "variant, shape and batch size seen, least recently used dropped first), so a batch "
@@ -34,14 +37,15 @@ ABSL_FLAG(int64_t, tensor_block_cache_bytes, int64_t{256} << 20,
           "same size, so that an op keeping its output allocates and frees without a CUDA call; "
           "blocks over 1/64 of it fill at most half of it (so the default keeps a 4096x4096 "
           "float32 result), and it stays under 1/64 of the pool cap. 0: every tensor is "
-          "allocated from the pool and freed to it");
+          "allocated from the pool and freed to it (0 or more)");
 ABSL_FLAG(int64_t, zero_copy_bytes, int64_t{64} << 10,
           "CUDA backend: a small request whose inputs and result together are at most this many "
           "bytes runs without copies when its variant uses plain loads and stores (the "
           "project's own kernels, not cuBLAS or CUB): the kernel reads the inputs from pinned "
           "host memory and writes the result there. 0: always copy (up to 1048576)");
 ABSL_FLAG(double, device_memory_fraction, 0.9,
-          "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory");
+          "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory "
+          "(above 0, at most 1)");
 ABSL_FLAG(bool, profile_counters, true,
           "CUDA backend: read hardware counters (CUPTI's range profiler) when a Profile asks; "
           "false: its rows say counters are turned off here");
@@ -50,52 +54,115 @@ ABSL_FLAG(std::string, cupti_library, "libcupti.so.13",
           "or a path)");
 ABSL_FLAG(int32_t, profile_counter_max_passes, 32,
           "CUDA backend: replays of one variant the counters may take (the profiler reads a few "
-          "counters per pass)");
+          "counters per pass) (1 to 1024)");
 
 namespace gpucompute::server {
+namespace {
 
-absl::StatusOr<Backend> OpenBackendFromFlags() {
+// Bounds of the device flags.
+constexpr int32_t kMaxCpuWorkers = 4096;
+constexpr int32_t kMaxStreamsPerDevice = 256;
+constexpr int32_t kMaxGraphsPerStream = 4096;
+constexpr int32_t kMaxBatchBranches = 64;
+constexpr int64_t kMaxZeroCopyBytes = int64_t{1} << 20;
+constexpr int32_t kMaxCounterPasses = 1024;
+
+absl::Status OutOfRange(const char* flag, int64_t value, int64_t low, int64_t high) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": must be ", low, " to ", high, ", got ", value));
+}
+
+// --devices: "all", or one or more GPU indices, comma-separated. Whether
+// each index exists is known once the GPUs are counted (open_devices.cc).
+absl::Status CheckDeviceList(const std::string& devices) {
+  if (devices == "all") return absl::OkStatus();
+  int listed = 0;
+  for (absl::string_view part : absl::StrSplit(devices, ',', absl::SkipEmpty())) {
+    int ordinal = -1;
+    if (!absl::SimpleAtoi(part, &ordinal) || ordinal < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--devices: \"", std::string(part),
+                       "\" is not a GPU index (give \"all\" or a list "
+                       "such as 0,1)"));
+    }
+    ++listed;
+  }
+  if (listed == 0) {
+    return absl::InvalidArgumentError("--devices: empty; give \"all\" or a list such as 0,1");
+  }
+  return absl::OkStatus();
+}
+
+// The CUDA backend's flags, each within its bounds. Checked whatever the
+// backend, so that a flag file that starts a CPU server starts a GPU one.
+absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
+  CudaDeviceOptions options;
+  options.devices = absl::GetFlag(FLAGS_devices);
+  if (absl::Status s = CheckDeviceList(options.devices); !s.ok()) return s;
+  options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
+  options.batch_graphs_per_stream = absl::GetFlag(FLAGS_batch_graphs_per_stream);
+  options.batch_branches = absl::GetFlag(FLAGS_batch_branches);
+  options.request_graphs_per_stream = absl::GetFlag(FLAGS_request_graphs_per_stream);
+  options.profile_counter_max_passes = absl::GetFlag(FLAGS_profile_counter_max_passes);
+  struct Bound {
+    const char* flag;
+    int64_t value, low, high;
+  };
+  for (const Bound& b : {
+           Bound{"streams_per_device", options.streams_per_device, 1, kMaxStreamsPerDevice},
+           Bound{"batch_graphs_per_stream", options.batch_graphs_per_stream, 0,
+                 kMaxGraphsPerStream},
+           Bound{"batch_branches", options.batch_branches, 1, kMaxBatchBranches},
+           Bound{"request_graphs_per_stream", options.request_graphs_per_stream, 0,
+                 kMaxGraphsPerStream},
+           Bound{"profile_counter_max_passes", options.profile_counter_max_passes, 1,
+                 kMaxCounterPasses},
+       }) {
+    if (b.value < b.low || b.value > b.high) return OutOfRange(b.flag, b.value, b.low, b.high);
+  }
+  options.tensor_block_cache_bytes = absl::GetFlag(FLAGS_tensor_block_cache_bytes);
+  if (options.tensor_block_cache_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tensor_block_cache_bytes: must be 0 or more, got ", options.tensor_block_cache_bytes));
+  }
+  options.zero_copy_bytes = absl::GetFlag(FLAGS_zero_copy_bytes);
+  if (options.zero_copy_bytes < 0 || options.zero_copy_bytes > kMaxZeroCopyBytes) {
+    return OutOfRange("zero_copy_bytes", options.zero_copy_bytes, 0, kMaxZeroCopyBytes);
+  }
+  options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
+  if (!(options.device_memory_fraction > 0 && options.device_memory_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device_memory_fraction: must be above 0 and at most 1, got ",
+                     options.device_memory_fraction));
+  }
+  options.profile_counters = absl::GetFlag(FLAGS_profile_counters);
+  options.cupti_library = absl::GetFlag(FLAGS_cupti_library);
+  return options;
+}
+
+}  // namespace
+
+absl::Status CheckBackendFlags() {
   const std::string choice = absl::GetFlag(FLAGS_backend);
   if (choice != "auto" && choice != "cuda" && choice != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend: must be auto, cuda or cpu, got \"", choice, "\""));
   }
+  const int32_t cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
+  if (cpu_workers < 0 || cpu_workers > kMaxCpuWorkers) {
+    return OutOfRange("cpu_workers", cpu_workers, 0, kMaxCpuWorkers);
+  }
+  return CudaOptionsFromFlags().status();
+}
+
+absl::StatusOr<Backend> OpenBackendFromFlags() {
+  if (absl::Status s = CheckBackendFlags(); !s.ok()) return s;
+  const std::string choice = absl::GetFlag(FLAGS_backend);
   Backend backend;
   if (choice != "cpu") {
-    CudaDeviceOptions options;
-    options.devices = absl::GetFlag(FLAGS_devices);
-    options.streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
-    options.batch_graphs_per_stream = absl::GetFlag(FLAGS_batch_graphs_per_stream);
-    if (options.batch_graphs_per_stream < 0 || options.batch_graphs_per_stream > 4096) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--batch_graphs_per_stream: must be 0 to 4096, got ", options.batch_graphs_per_stream));
-    }
-    options.batch_branches = absl::GetFlag(FLAGS_batch_branches);
-    if (options.batch_branches < 1 || options.batch_branches > 64) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--batch_branches: must be 1 to 64, got ", options.batch_branches));
-    }
-    options.request_graphs_per_stream = absl::GetFlag(FLAGS_request_graphs_per_stream);
-    if (options.request_graphs_per_stream < 0 || options.request_graphs_per_stream > 4096) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--request_graphs_per_stream: must be 0 to 4096, got ",
-                       options.request_graphs_per_stream));
-    }
-    options.tensor_block_cache_bytes = absl::GetFlag(FLAGS_tensor_block_cache_bytes);
-    if (options.tensor_block_cache_bytes < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tensor_block_cache_bytes: must be 0 or more, got ", options.tensor_block_cache_bytes));
-    }
-    options.zero_copy_bytes = absl::GetFlag(FLAGS_zero_copy_bytes);
-    if (options.zero_copy_bytes < 0 || options.zero_copy_bytes > (int64_t{1} << 20)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--zero_copy_bytes: must be 0 to 1048576, got ", options.zero_copy_bytes));
-    }
-    options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
-    options.profile_counters = absl::GetFlag(FLAGS_profile_counters);
-    options.cupti_library = absl::GetFlag(FLAGS_cupti_library);
-    options.profile_counter_max_passes = absl::GetFlag(FLAGS_profile_counter_max_passes);
-    auto gpus = OpenCudaDevices(options);
+    auto options = CudaOptionsFromFlags();
+    if (!options.ok()) return options.status();
+    auto gpus = OpenCudaDevices(*options);
     if (gpus.ok()) {
       backend.kind = kernels::Backend::kCuda;
       backend.devices = std::move(*gpus);

@@ -15,6 +15,11 @@ struct Backend {
   std::vector<std::unique_ptr<Device>> devices;
 };
 
+// Every device flag within its bounds, whichever backend --backend picks
+// (so that a bad value stops start-up before anything slow starts); the
+// error names the flag and the numbers.
+absl::Status CheckBackendFlags();
+
 // The devices --backend asks for: the GPUs (auto, cuda) or, when none is
 // usable and the choice is auto, or by --backend=cpu, the CPU. Errors name
 // the flag at fault, or say why --backend=cuda found no GPU.

@@ -11,12 +11,23 @@
 ABSL_FLAG(int32_t, gpu_metrics_interval_ms, 1000,
           "how often a background thread reads the GPUs' utilization, memory, power, "
           "temperature, clocks, throttling and bus traffic through NVML for /metrics (never on "
-          "a request's path; each reading takes about 50 ms per GPU); 0: no GPU gauges");
+          "a request's path; each reading takes about 50 ms per GPU); 0: no GPU gauges "
+          "(0 to 3600000)");
 ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "the NVML library the GPU gauges load at run time (the driver's); when it cannot be "
           "loaded the server serves without them");
 
 namespace gpucompute::server {
+
+absl::Status CheckGpuMetricsFlags() {
+  constexpr int32_t kMaxIntervalMs = 3600000;  // an hour
+  const int32_t interval_ms = absl::GetFlag(FLAGS_gpu_metrics_interval_ms);
+  if (interval_ms < 0 || interval_ms > kMaxIntervalMs) {
+    return absl::InvalidArgumentError(absl::StrCat("--gpu_metrics_interval_ms: must be 0 to ",
+                                                   kMaxIntervalMs, ", got ", interval_ms));
+  }
+  return absl::OkStatus();
+}
 
 std::shared_ptr<GpuSampler> GpuSamplerFromFlags(const std::vector<std::unique_ptr<Device>>& devices,
                                                 bool metrics_served) {

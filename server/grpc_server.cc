@@ -83,7 +83,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(ServingOptions& se
     if (server) server->Shutdown();
     (void)SetUpSocketFiles(listeners, std::nullopt);  // the sockets that did bind go
     RemoveSocketFiles(listeners);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", absl::StrJoin(unbound, ", ")));
+    return absl::UnavailableError(absl::StrCat(
+        "--listen: cannot listen on ", absl::StrJoin(unbound, ", "),
+        " (the address is taken, or not one of this host's; gRPC's line above says which)"));
   }
   if (absl::Status s = SetUpSocketFiles(listeners, socket_mode); !s.ok()) {
     server->Shutdown();

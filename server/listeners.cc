@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -64,6 +65,20 @@ absl::StatusOr<std::vector<Listener>> ParseListenList(const std::string& text) {
                          "unix:relative/path"));
       }
     }
+    if (!l.is_unix()) {
+      // host:port; gRPC would take a port past 65535 modulo 65536.
+      const size_t colon = l.address.rfind(':');
+      int port = -1;
+      if (colon == std::string::npos || colon == 0 ||
+          !absl::SimpleAtoi(absl::string_view(l.address).substr(colon + 1), &port) || port < 0 ||
+          port > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--listen: \"", l.address,
+                         "\" is not host:port with a port of 0 to 65535 (0: a free one), "
+                         "unix:PATH or unix-abstract:NAME; ",
+                         example));
+      }
+    }
     if (l.is_unix()) {
       l.path = std::string(rest);
       if (l.path.empty()) {
@@ -91,11 +106,11 @@ absl::StatusOr<std::optional<mode_t>> ParseSocketMode(const std::string& text) {
   if (text.empty()) return std::nullopt;
   const bool octal = text.size() <= 5 && text.find_first_not_of("01234567") == std::string::npos;
   const unsigned long mode = octal ? std::strtoul(text.c_str(), nullptr, 8) : 0;
-  if (!octal || mode > 07777) {
+  if (!octal || mode > 0777) {
     return absl::InvalidArgumentError(
         absl::StrCat("--unix_socket_mode: \"", text,
-                     "\" is not an octal file mode such as 0660 or 0600 (empty: leave the "
-                     "socket as created)"));
+                     "\" is not an octal permission mode of 0 to 0777 such as 0660 or 0600 "
+                     "(no setuid, setgid or sticky bit; empty: leave the socket as created)"));
   }
   return static_cast<mode_t>(mode);
 }

@@ -140,6 +140,13 @@ int Run() {
     LogError(std::string(parsed.status().message()));
     return 1;
   }
+  for (const absl::Status& s :
+       {CheckBackendFlags(), CheckSharedMemoryFlags(), CheckGpuMetricsFlags()}) {
+    if (!s.ok()) {
+      LogError(std::string(s.message()));
+      return 1;
+    }
+  }
   ServerOptions& options = *parsed;
   const std::vector<Listener>& listeners = options.serving.listeners;
   if (absl::Status s = PrepareListeners(options.serving); !s.ok()) {

@@ -1,6 +1,7 @@
 // The server's own flags and their checks (server_flags.h).
 #include "server/server_flags.h"
 
+#include <limits>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -20,24 +21,24 @@ ABSL_FLAG(std::string, unix_socket_mode, "0660",
           "0660 admits the socket's owner and group, 0600 the owner only, 0666 every local "
           "user. Empty: leave the socket as created (the process umask decides)");
 ABSL_FLAG(int64_t, max_matrix_bytes, int64_t{1} << 30,
-          "largest single matrix (input or result) accepted, in bytes");
+          "largest single matrix (input or result) accepted, in bytes (1 or more)");
 ABSL_FLAG(int32_t, max_queue_depth, 256,
-          "requests waiting per device before new ones get RESOURCE_EXHAUSTED");
+          "requests waiting per device before new ones get RESOURCE_EXHAUSTED (1 to 1000000)");
 ABSL_FLAG(int32_t, max_batch_size, 0,
           "small requests (1 MiB or less) of one op, dtype, shape and variant that wait together "
           "run as one batch of at most this many (one CUDA graph launch, the members side by "
           "side); 1 turns batching off. 0 (the default): 16 on the CUDA backend, off on the CPU "
-          "backend (whose batches run their members one after another on one thread)");
+          "backend (whose batches run their members one after another on one thread) (0 to 256)");
 ABSL_FLAG(int32_t, batch_delay_us, 0,
           "how long the first request of a batch waits for company, in microseconds; 0 batches "
-          "only requests already waiting and adds no delay");
+          "only requests already waiting and adds no delay (0 to 1000000)");
 ABSL_FLAG(int32_t, worker_spin_us, 1000,
           "CUDA backend: how long a worker polls for the next request before it sleeps, in "
           "microseconds, once its GPU has run one request at a time for as long (one worker per "
           "GPU at a time, so at most one busy core per GPU): a lone caller's next request starts "
           "without a sleeping thread's wake-up (on an H200 host, 28-48 us of queue time at one "
           "request in flight); under load nobody polls and small requests run on the gRPC "
-          "thread that received them; 0 turns polling off");
+          "thread that received them; 0 turns polling off (0 to 10000)");
 ABSL_FLAG(int32_t, answer_threads, 4,
           "threads that send the answers of finished requests for device workers that have more "
           "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "
@@ -50,13 +51,14 @@ ABSL_FLAG(int32_t, inline_threads, 0,
           "what queued, as one batch, when its own ends. Requests that never batch (tensors "
           "read or kept, shared memory) run on their gRPC thread while the device has a stream "
           "free. 0: half of what the device runs at once (--streams_per_device), so that half "
-          "of gRPC's threads hand such requests to the other half");
+          "of gRPC's threads hand such requests to the other half (0 to 1024)");
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
           "keeps the measured one");
-ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0");
-ABSL_FLAG(int32_t, profile_repetitions, 10, "Profile: timed runs when the request says 0");
+ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0 (0 to 1000)");
+ABSL_FLAG(int32_t, profile_repetitions, 10,
+          "Profile: timed runs when the request says 0 (1 to 1000)");
 ABSL_FLAG(bool, calibrate_as_served, false,
           "auto: the first small request (64 KiB or less) of a shape bucket whose matrices all "
           "travel in the call times the candidates the way it is served (CUDA: zero-copy kernels "
@@ -69,7 +71,7 @@ ABSL_FLAG(std::string, autotune_cache, "",
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
           "on SIGINT/SIGTERM, how long the calls in flight may take, their answers included "
           "reaching their clients, before they are cancelled (new calls are refused at once); "
-          "the exit status is 0 when none had to be, else 1");
+          "the exit status is 0 when none had to be, else 1 (0 to 86400)");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:8002",
           "HTTP address of the Prometheus endpoint /metrics; empty: off. Another address must "
           "bind or the server exits; the default is best effort (several servers on one host, "
@@ -85,17 +87,20 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "\"authorization: Bearer <token>\" get UNAUTHENTICATED (health and reflection stay "
           "open). Use with TLS: the token is otherwise sent in clear text");
 ABSL_FLAG(int64_t, grpc_memory_quota_bytes, int64_t{4} << 30,
-          "memory gRPC may use for all connections' buffers (grpc::ResourceQuota); 0: unbounded");
+          "memory gRPC may use for all connections' buffers (grpc::ResourceQuota), at least "
+          "1048576 (below it gRPC cannot read a call's frames); 0: unbounded");
 ABSL_FLAG(int32_t, max_connection_idle_seconds, 300,
-          "close a client connection that had no call in flight for this long; 0: never");
+          "close a client connection that had no call in flight for this long; 0: never "
+          "(0 or more)");
 ABSL_FLAG(int32_t, max_connection_age_seconds, 0,
           "ask a client to reconnect once its connection is this old (calls in flight finish "
-          "first); 0: never");
+          "first); 0: never (0 or more)");
 ABSL_FLAG(int64_t, response_buffer_pool_bytes, int64_t{2} << 30,
-          "host memory kept for reuse by large response payloads while the server is busy");
+          "host memory kept for reuse by large response payloads while the server is busy "
+          "(0 or more)");
 ABSL_FLAG(int32_t, idle_trim_seconds, 10,
           "after this long without calls, free the kept response buffers and return free heap "
-          "memory to the system; 0: never");
+          "memory to the system; 0: never (0 to 86400)");
 ABSL_FLAG(int32_t, keep_cores_awake_us, 0,
           "keep every core the server may run on from going idle while calls are in flight and "
           "for this many microseconds after the last one, with a spinner of the lowest "
@@ -137,6 +142,15 @@ constexpr int32_t kMaxWorkerSpinUs = 10000;
 constexpr int32_t kMaxKeepCoresAwakeUs = 1000000;
 constexpr int32_t kMaxAnswerThreads = 64;
 constexpr int32_t kMaxInlineThreads = 1024;
+constexpr int32_t kMaxQueueDepth = 1000000;
+// Profile's defaults stay within what a request may ask for (validate.h).
+constexpr int32_t kMaxProfileRuns = 1000;
+constexpr int32_t kMaxSecondsFlag = 86400;  // a day
+// gRPC's resource quota below which a call's frames no longer fit: a
+// request then ends UNAVAILABLE (GOAWAY), not RESOURCE_EXHAUSTED.
+constexpr int64_t kMinGrpcMemoryQuota = int64_t{1} << 20;
+constexpr int32_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 // --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
 absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
@@ -154,11 +168,34 @@ absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
   return ttl;
 }
 
-// `value` of --flag within [low, high], or the message saying it is not.
-absl::Status CheckRange(const char* flag, int32_t value, int32_t low, int32_t high) {
+// `value` of --flag within [low, high], or the message saying it is not
+// ("0 or more" where any size will do).
+absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t high) {
   if (value >= low && value <= high) return absl::OkStatus();
+  const bool unbounded = high == kMaxInt32 || high == kMaxInt64;
   return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, ": must be ", low, " to ", high, ", got ", value));
+      unbounded ? absl::StrCat("--", flag, ": must be ", low, " or more, got ", value)
+                : absl::StrCat("--", flag, ": must be ", low, " to ", high, ", got ", value));
+}
+
+// The connections' flags: their bounds, then the options they give.
+absl::Status ReadConnectionLimits(ConnectionLimits& limits) {
+  const int64_t quota = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
+  if (quota != 0 && quota < kMinGrpcMemoryQuota) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grpc_memory_quota_bytes: must be 0 (unbounded) or at least ",
+                     kMinGrpcMemoryQuota, ", got ", quota));
+  }
+  const int32_t idle = absl::GetFlag(FLAGS_max_connection_idle_seconds);
+  const int32_t age = absl::GetFlag(FLAGS_max_connection_age_seconds);
+  for (auto [flag, value] : {std::pair{"max_connection_idle_seconds", idle},
+                             std::pair{"max_connection_age_seconds", age}}) {
+    if (absl::Status s = CheckRange(flag, value, 0, kMaxInt32); !s.ok()) return s;
+  }
+  limits.memory_quota_bytes = quota;
+  limits.max_idle_ms = int64_t{1000} * idle;
+  limits.max_age_ms = int64_t{1000} * age;
+  return absl::OkStatus();
 }
 
 // TLS, the bearer token, and the connections' bounds.
@@ -175,12 +212,7 @@ absl::Status ReadServingFlags(ServingOptions& serving) {
       LogError("warning: --auth_token_file without TLS: tokens cross the network in clear text");
     }
   }
-  serving.connection_limits.memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
-  serving.connection_limits.max_idle_ms =
-      int64_t{1000} * absl::GetFlag(FLAGS_max_connection_idle_seconds);
-  serving.connection_limits.max_age_ms =
-      int64_t{1000} * absl::GetFlag(FLAGS_max_connection_age_seconds);
-  return absl::OkStatus();
+  return ReadConnectionLimits(serving.connection_limits);
 }
 
 }  // namespace
@@ -211,6 +243,10 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
 
   SchedulingOptions& scheduling = options.scheduling;
   scheduling.max_queue_depth = absl::GetFlag(FLAGS_max_queue_depth);
+  if (absl::Status s = CheckRange("max_queue_depth", scheduling.max_queue_depth, 1, kMaxQueueDepth);
+      !s.ok()) {
+    return s;
+  }
   const int32_t max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   if (absl::Status s = CheckRange("max_batch_size", max_batch_size, 0, kMaxBatchSizeFlag);
       !s.ok()) {
@@ -263,18 +299,26 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   if (!socket_mode.ok()) return socket_mode.status();
   serving.socket_mode = *socket_mode;
 
-  options.service.host_buffer_pool_bytes = absl::GetFlag(FLAGS_response_buffer_pool_bytes);
-  options.service.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
-  options.service.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
-  options.service.profile_repetitions = absl::GetFlag(FLAGS_profile_repetitions);
+  ServiceConfig& service = options.service;
+  service.host_buffer_pool_bytes = absl::GetFlag(FLAGS_response_buffer_pool_bytes);
+  service.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
+  service.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);
+  service.profile_repetitions = absl::GetFlag(FLAGS_profile_repetitions);
   options.idle_trim_seconds = absl::GetFlag(FLAGS_idle_trim_seconds);
   options.keep_cores_awake_us = absl::GetFlag(FLAGS_keep_cores_awake_us);
-  if (absl::Status s =
-          CheckRange("keep_cores_awake_us", options.keep_cores_awake_us, 0, kMaxKeepCoresAwakeUs);
-      !s.ok()) {
-    return s;
+  const int32_t grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  for (const absl::Status& s : {
+           CheckRange("response_buffer_pool_bytes", service.host_buffer_pool_bytes, 0, kMaxInt64),
+           CheckRange("max_matrix_bytes", service.limits.max_matrix_bytes, 1, kMaxInt64),
+           CheckRange("profile_warmup", service.profile_warmup, 0, kMaxProfileRuns),
+           CheckRange("profile_repetitions", service.profile_repetitions, 1, kMaxProfileRuns),
+           CheckRange("idle_trim_seconds", options.idle_trim_seconds, 0, kMaxSecondsFlag),
+           CheckRange("keep_cores_awake_us", options.keep_cores_awake_us, 0, kMaxKeepCoresAwakeUs),
+           CheckRange("shutdown_grace_seconds", grace_seconds, 0, kMaxSecondsFlag),
+       }) {
+    if (!s.ok()) return s;
   }
-  options.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  options.shutdown_grace = absl::Seconds(grace_seconds);
   return options;
 }
 

@@ -11,12 +11,33 @@ ABSL_FLAG(bool, allow_shared_memory, false,
           "and pass matrices and results through them; the server maps each object read-write "
           "and pins it for DMA. Any client that can call the server may then name any object "
           "the server's user can open: gate the calls (unix socket permissions, a token)");
-ABSL_FLAG(int32_t, shared_memory_max_regions, 256, "most shared-memory regions registered at once");
+ABSL_FLAG(int32_t, shared_memory_max_regions, 256,
+          "most shared-memory regions registered at once (1 to 65536)");
 ABSL_FLAG(int64_t, shared_memory_max_bytes, -1,
-          "most bytes of shared memory registered at once; pinned pages are locked in RAM "
-          "(-1: half of the host's physical memory)");
+          "most bytes of shared memory registered at once, 1 or more; pinned pages are locked "
+          "in RAM (-1: half of the host's physical memory)");
 
 namespace gpucompute::server {
+namespace {
+
+constexpr int32_t kMaxRegionsFlag = 65536;
+
+}  // namespace
+
+absl::Status CheckSharedMemoryFlags() {
+  const int32_t regions = absl::GetFlag(FLAGS_shared_memory_max_regions);
+  if (regions < 1 || regions > kMaxRegionsFlag) {
+    return absl::InvalidArgumentError(absl::StrCat("--shared_memory_max_regions: must be 1 to ",
+                                                   kMaxRegionsFlag, ", got ", regions));
+  }
+  const int64_t bytes = absl::GetFlag(FLAGS_shared_memory_max_bytes);
+  if (bytes != -1 && bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shared_memory_max_bytes: must be 1 or more, or -1 for half the host's memory; got ",
+        bytes));
+  }
+  return absl::OkStatus();
+}
 
 std::unique_ptr<SharedMemoryRegistry> SharedMemoryFromFlags(Device* pinner) {
   if (!absl::GetFlag(FLAGS_allow_shared_memory)) {

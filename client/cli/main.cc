@@ -60,9 +60,10 @@ void PrintTopUsage(std::FILE* out) {
   }
   std::fprintf(out,
                "\n`gpucompute COMMAND --help` lists a command's flags.\n"
-               "Inputs and --out are NumPy .npy files (float32 '<f4' or float64 '<f8',\n"
-               "C order, 1-D read as 1 x N, or 2-D); @ID in place of an input names a\n"
-               "tensor held by the server (see upload).\n"
+               "Inputs and --out are NumPy .npy files (float32 '<f4', float64 '<f8',\n"
+               "float16 '<f2', or bfloat16 as NumPy saves it, '<V2'; C order, 1-D read\n"
+               "as 1 x N, or 2-D); @ID in place of an input names a tensor held by the\n"
+               "server (see upload).\n"
                "Exit codes: 0 ok; 1 the call failed (gRPC code and message on stderr) or\n"
                "--out could not be written; 2 usage error, including unreadable inputs.\n");
 }

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -87,6 +88,49 @@ TEST(ServerCommandLine, RequestGraphsOutOfRangeStopsStartUp) {
     EXPECT_NE(bad.output.find("--request_graphs_per_stream: must be 0 to 4096, got"),
               std::string::npos)
         << bad.output;
+  }
+}
+
+// Every bound a flag sets is checked at start-up, whatever the backend (a
+// CUDA flag on a CPU server too, so that one flag file starts both or
+// neither): one past it stops the server, naming the flag and the numbers.
+TEST(ServerCommandLine, AValuePastAFlagsBoundStopsStartUpNamingTheFlagAndTheValue) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--listen=127.0.0.1:65536",
+       "--listen: \"127.0.0.1:65536\" is not host:port with a port of 0 to 65535"},
+      {"--listen=nowhere", "--listen: \"nowhere\" is not host:port"},
+      {"--unix_socket_mode=04660",
+       "--unix_socket_mode: \"04660\" is not an octal permission mode of 0 to 0777"},
+      {"--max_queue_depth=0", "--max_queue_depth: must be 1 to 1000000, got 0"},
+      {"--max_matrix_bytes=0", "--max_matrix_bytes: must be 1 or more, got 0"},
+      {"--profile_repetitions=0", "--profile_repetitions: must be 1 to 1000, got 0"},
+      {"--profile_warmup=1001", "--profile_warmup: must be 0 to 1000, got 1001"},
+      {"--shutdown_grace_seconds=-1", "--shutdown_grace_seconds: must be 0 to 86400, got -1"},
+      {"--idle_trim_seconds=-1", "--idle_trim_seconds: must be 0 to 86400, got -1"},
+      {"--max_connection_age_seconds=-1",
+       "--max_connection_age_seconds: must be 0 or more, got -1"},
+      {"--response_buffer_pool_bytes=-1",
+       "--response_buffer_pool_bytes: must be 0 or more, got -1"},
+      {"--grpc_memory_quota_bytes=1000",
+       "--grpc_memory_quota_bytes: must be 0 (unbounded) or at least 1048576, got 1000"},
+      {"--cpu_workers=-1", "--cpu_workers: must be 0 to 4096, got -1"},
+      {"--streams_per_device=0", "--streams_per_device: must be 1 to 256, got 0"},
+      {"--batch_branches=65", "--batch_branches: must be 1 to 64, got 65"},
+      {"--zero_copy_bytes=1048577", "--zero_copy_bytes: must be 0 to 1048576, got 1048577"},
+      {"--device_memory_fraction=0",
+       "--device_memory_fraction: must be above 0 and at most 1, got 0"},
+      {"--devices=first", "--devices: \"first\" is not a GPU index"},
+      {"--profile_counter_max_passes=0", "--profile_counter_max_passes: must be 1 to 1024, got 0"},
+      {"--shared_memory_max_regions=0", "--shared_memory_max_regions: must be 1 to 65536, got 0"},
+      {"--shared_memory_max_bytes=-5", "--shared_memory_max_bytes: must be 1 or more, or -1"},
+      {"--gpu_metrics_interval_ms=-1", "--gpu_metrics_interval_ms: must be 0 to 3600000, got -1"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const CommandResult bad = RunCommand(absl::StrCat("timeout 30 ", GPUCOMPUTE_SERVER_PATH,
+                                                      " --backend=cpu --metrics_listen= ", flag));
+    EXPECT_EQ(bad.exit_code, 1) << flag << "\n" << bad.output;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << flag << "\n" << bad.output;
+    EXPECT_EQ(bad.output.find("listening on"), std::string::npos) << flag;
   }
 }
 
