@@ -196,6 +196,9 @@ class ClosedLoop final : public Driver {
 
 class OpenLoop final : public Driver {
  public:
+  // How soon a dispatcher waiting for its next arrival notices Stop().
+  static constexpr std::chrono::milliseconds kStopCheck{10};
+
   OpenLoop(const Channels& channels, const PreparedCall* call, CallSettings settings, double rate,
            int max_outstanding, uint64_t seed)
       : caller_(channels, call, std::move(settings)),
@@ -221,7 +224,13 @@ class OpenLoop final : public Driver {
     Clock::time_point next = Clock::now();
     while (!stopping_.load()) {
       next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
-      std::this_thread::sleep_until(next);
+      // In slices, so that a row ends on time however far off the next
+      // arrival of a low rate is.
+      for (Clock::time_point now = Clock::now(); now < next && !stopping_.load();
+           now = Clock::now()) {
+        std::this_thread::sleep_for(std::min<Clock::duration>(next - now, kStopCheck));
+      }
+      if (stopping_.load()) break;
       if (caller_.in_flight() >= max_outstanding_) {
         recorder->Dropped();
         continue;

@@ -34,16 +34,24 @@ ABSL_FLAG(std::string, concurrency, "",
 ABSL_FLAG(std::string, rate, "",
           "open loop: comma-separated Poisson arrival rates in requests/s, e.g. 100,500");
 ABSL_FLAG(int32_t, max_outstanding, 1024,
-          "open loop: requests in flight at most; arrivals beyond are counted as dropped");
-ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1), "warm-up per row, not measured");
-ABSL_FLAG(absl::Duration, window, absl::Seconds(1), "length of one measurement window");
-ABSL_FLAG(int32_t, min_requests, 20, "a window lasts until it has at least this many completions");
+          "open loop: requests in flight at most; arrivals beyond are counted as dropped "
+          "(1 to 1000000)");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
+          "warm-up per row, not measured (0 or more, less than --max_time)");
+ABSL_FLAG(absl::Duration, window, absl::Seconds(1),
+          "length of one measurement window (above 0, at most --max_time)");
+ABSL_FLAG(int32_t, min_requests, 20,
+          "a window lasts until it has at least this many completions (1 or more)");
 ABSL_FLAG(int32_t, stable_windows, 3,
-          "consecutive windows whose throughput and p95 must agree; the row reports them merged");
-ABSL_FLAG(double, stability, 0.10, "agreement: each within this fraction of their mean");
+          "consecutive windows whose throughput and p95 must agree; the row reports them merged "
+          "(1 to 1000000)");
+ABSL_FLAG(double, stability, 0.10,
+          "agreement: each within this fraction of their mean (above 0, at most 1)");
 ABSL_FLAG(absl::Duration, max_time, absl::Seconds(30),
-          "time limit per row, warm-up included; an unstable row is reported as such");
-ABSL_FLAG(absl::Duration, deadline, absl::Seconds(60), "deadline of each request");
+          "time limit per row, warm-up included; an unstable row is reported as such (above 0, "
+          "at most 24h)");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(60),
+          "deadline of each request (above 0, at most 24h)");
 ABSL_FLAG(std::string, baseline, "",
           "reference rows run before the variants, at each concurrency (comma-separated): "
           "tcp echoes the same payload over a loopback TCP socket, the transport ceiling "

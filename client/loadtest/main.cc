@@ -229,6 +229,7 @@ int Run() {
   if (!info.ok()) return Fail(info.status().message());
   auto variants = VariantsFromFlags(*info, run.workload);
   if (!variants.ok()) return Fail(variants.status().message());
+  if (absl::Status st = CheckWorkloadFitsServer(run, *info); !st.ok()) return Fail(st.message());
   const CallSettings call_settings = CallSettingsFromFlags(client);
   const MeasureSettings measure = MeasureSettingsFromFlags();
   const RunInfo described = DescribeRun(run, options, *info, call_settings, measure);
@@ -271,7 +272,14 @@ int main(int argc, char** argv) {
       "--baseline=tcp,grpc\n"
       "--shape for matmul is MxKxN: a is M x K, b is K x N, the result M x N.");
   gpucompute::common::HandleHelpAndVersion(argc, argv, "gpucompute-loadtest", GPUCOMPUTE_VERSION);
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {  // [0] is the program
+    std::fprintf(stderr,
+                 "gpucompute-loadtest: unexpected argument '%s': every setting is a --flag "
+                 "(see --help)\n",
+                 positional[1]);
+    return 2;
+  }
   gpucompute::RetainLargeHostAllocations();
   // As in the server: no lock-order graph on gRPC's and our mutexes, which
   // would otherwise add a global lock to every call the load test times.

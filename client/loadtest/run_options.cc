@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -14,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "loadtest/flags.h"
 
 namespace gpucompute::loadtest {
@@ -33,7 +36,8 @@ absl::StatusOr<T> ParseFlag(const char* flag, const std::string& value,
 }
 
 // A comma-separated list of positive numbers (--rate, --concurrency,
-// --connections); empty text gives an empty list.
+// --connections): whole ones up to 2^31 - 1, or finite ones; empty text
+// gives an empty list, text with no number in it an error.
 template <typename T>
 absl::StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text) {
   std::vector<T> values;
@@ -41,17 +45,103 @@ absl::StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::str
     T v;
     bool ok;
     if constexpr (std::is_same_v<T, int>) {
-      ok = absl::SimpleAtoi(part, &v);
+      ok = absl::SimpleAtoi(part, &v) && v > 0;
     } else {
-      ok = absl::SimpleAtod(part, &v);
+      // Decimal only: SimpleAtod also takes nan, inf and hexadecimal.
+      ok = part.find_first_not_of("0123456789.eE+-") == absl::string_view::npos &&
+           absl::SimpleAtod(part, &v) && std::isfinite(v) && v > 0;
     }
-    if (!ok || v <= 0) {
+    if (!ok) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": \"", std::string(part), "\" is not a positive number"));
+          absl::StrCat("--", flag, ": \"", std::string(part), "\" is not ",
+                       std::is_same_v<T, int> ? "a whole number from 1 to 2147483647"
+                                              : "a positive decimal number"));
     }
     values.push_back(v);
   }
+  if (values.empty() && !text.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": \"", text, "\" names no value; give one or more, e.g. 1,8"));
+  }
   return values;
+}
+
+// The longest --max_time, --deadline and --warmup taken: a day.
+constexpr absl::Duration kLongestDuration = absl::Hours(24);
+// Most requests an open-loop row keeps in flight, and windows to agree.
+constexpr int32_t kMaxOutstanding = 1000000;
+constexpr int32_t kMaxStableWindows = 1000000;
+
+// The measurement, call and open-loop flags, each within its bounds.
+absl::Status CheckMeasureFlags() {
+  const absl::Duration max_time = absl::GetFlag(FLAGS_max_time);
+  const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
+  const absl::Duration window = absl::GetFlag(FLAGS_window);
+  const absl::Duration deadline = absl::GetFlag(FLAGS_deadline);
+  auto text = [](absl::Duration d) { return absl::FormatDuration(d); };
+  if (max_time <= absl::ZeroDuration() || max_time > kLongestDuration) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_time: must be above 0 and at most 24h, got ", text(max_time)));
+  }
+  if (warmup < absl::ZeroDuration() || warmup >= max_time) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup: must be 0 or more and less than --max_time (", text(max_time),
+                     "), got ", text(warmup)));
+  }
+  if (window <= absl::ZeroDuration() || window > max_time) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--window: must be above 0 and at most "
+                     "--max_time (",
+                     text(max_time), "), got ", text(window)));
+  }
+  if (deadline <= absl::ZeroDuration() || deadline > kLongestDuration) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--deadline: must be above 0 and at most 24h, got ", text(deadline)));
+  }
+  const int32_t min_requests = absl::GetFlag(FLAGS_min_requests);
+  if (min_requests < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min_requests: must be 1 or more, got ", min_requests));
+  }
+  const int32_t stable_windows = absl::GetFlag(FLAGS_stable_windows);
+  if (stable_windows < 1 || stable_windows > kMaxStableWindows) {
+    return absl::InvalidArgumentError(absl::StrCat("--stable_windows: must be 1 to ",
+                                                   kMaxStableWindows, ", got ", stable_windows));
+  }
+  const double stability = absl::GetFlag(FLAGS_stability);
+  if (!(stability > 0 && stability <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stability: must be above 0 and at most 1, got ", stability));
+  }
+  const int32_t outstanding = absl::GetFlag(FLAGS_max_outstanding);
+  if (outstanding < 1 || outstanding > kMaxOutstanding) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_outstanding: must be 1 to ", kMaxOutstanding, ", got ", outstanding));
+  }
+  const std::string lb = absl::GetFlag(FLAGS_lb);
+  if (!lb.empty() && lb != "pick_first" && lb != "round_robin") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lb: must be empty, pick_first or round_robin, got \"", lb, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// Every matrix of the workload has a byte size (no overflow), and no more
+// than 2^50 bytes, so that the payload sums cannot overflow either.
+absl::Status CheckWorkloadSize(const Workload& w) {
+  constexpr int64_t kMaxMatrixBytes = int64_t{1} << 50;
+  std::vector<std::pair<int64_t, int64_t>> matrices = {{w.m, w.n}};
+  if (w.transfer == Transfer::kNone && w.op == v1::OP_MATMUL) {
+    matrices = {{w.m, w.k}, {w.k, w.n}, {w.m, w.n}};
+  }
+  for (const auto& [rows, cols] : matrices) {
+    absl::StatusOr<int64_t> bytes = MatrixByteSize(w.dtype, rows, cols);
+    if (!bytes.ok() || *bytes > kMaxMatrixBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shape: a ", rows, "x", cols, " ", DTypeName(w.dtype), " matrix is too large to hold"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Workload> WorkloadFromFlags() {
@@ -95,6 +185,7 @@ absl::StatusOr<Workload> WorkloadFromFlags() {
   w.reduce_op = *reduce_op;
   w.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
   w.seed = absl::GetFlag(FLAGS_seed);
+  if (absl::Status s = CheckWorkloadSize(w); !s.ok()) return s;
   return w;
 }
 
@@ -161,6 +252,7 @@ absl::StatusOr<RunOptions> RunOptionsFromFlags() {
   absl::StatusOr<Workload> workload = WorkloadFromFlags();
   if (!workload.ok()) return workload.status();
   run.workload = *workload;
+  if (absl::Status s = CheckMeasureFlags(); !s.ok()) return s;
   const bool transfer = run.transfer();
 
   absl::StatusOr<std::vector<double>> rates = ParseList<double>("rate", absl::GetFlag(FLAGS_rate));
@@ -235,7 +327,7 @@ MeasureSettings MeasureSettingsFromFlags() {
   measure.warmup = absl::GetFlag(FLAGS_warmup);
   measure.window = absl::GetFlag(FLAGS_window);
   measure.min_requests_per_window = absl::GetFlag(FLAGS_min_requests);
-  measure.stable_windows = std::max(1, absl::GetFlag(FLAGS_stable_windows));
+  measure.stable_windows = absl::GetFlag(FLAGS_stable_windows);
   measure.stability = absl::GetFlag(FLAGS_stability);
   measure.max_time = absl::GetFlag(FLAGS_max_time);
   return measure;
@@ -270,6 +362,38 @@ absl::StatusOr<std::vector<std::string>> VariantsFromFlags(const v1::ServerInfo&
   }
   if (chosen.empty()) return absl::InvalidArgumentError("--variants: name at least one variant");
   return chosen;
+}
+
+absl::Status CheckWorkloadFitsServer(const RunOptions& run, const v1::ServerInfo& info) {
+  const Workload& w = run.workload;
+  struct Held {
+    const char* what;
+    int64_t rows, cols, limit;
+    const char* limit_name;
+  };
+  std::vector<Held> held;
+  if (w.transfer != Transfer::kNone) {
+    held.push_back({"tensor", w.m, w.n, info.tensor_memory_bytes(), "tensor budget"});
+  } else if (run.HasPlacement("inline") || run.HasPlacement("shm")) {
+    // Matrices that travel with the call are each held to max_matrix_bytes.
+    const int64_t limit = info.max_matrix_bytes();
+    if (w.op == v1::OP_MATMUL) {
+      held = {{"input a", w.m, w.k, limit, "max_matrix_bytes"},
+              {"input b", w.k, w.n, limit, "max_matrix_bytes"},
+              {"output", w.m, w.n, limit, "max_matrix_bytes"}};
+    } else {
+      held = {{"input", w.m, w.n, limit, "max_matrix_bytes"}};
+    }
+  }
+  for (const Held& h : held) {
+    const int64_t bytes = *MatrixByteSize(w.dtype, h.rows, h.cols);  // checked by the flags
+    if (h.limit > 0 && bytes > h.limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shape: the ", h.what, ", ", h.rows, "x", h.cols, " ", DTypeName(w.dtype), ", is ",
+          bytes, " bytes, above the server's ", h.limit_name, " of ", h.limit));
+    }
+  }
+  return absl::OkStatus();
 }
 
 const char* TransferName(Transfer t) { return t == Transfer::kUpload ? "upload" : "download"; }

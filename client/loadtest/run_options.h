@@ -53,6 +53,11 @@ MeasureSettings MeasureSettingsFromFlags();
 absl::StatusOr<std::vector<std::string>> VariantsFromFlags(const v1::ServerInfo& info,
                                                            const Workload& w);
 
+// The workload's matrices within what the server accepts (GetServerInfo):
+// each that travels with a call within max_matrix_bytes, a streamed tensor
+// within the tensor budget; the error names --shape and both numbers.
+absl::Status CheckWorkloadFitsServer(const RunOptions& run, const v1::ServerInfo& info);
+
 const char* TransferName(Transfer t);
 
 }  // namespace gpucompute::loadtest

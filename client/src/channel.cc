@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client_core.h"
 #include "gpucompute/client.h"
@@ -31,6 +32,38 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const char* w
     return absl::InvalidArgumentError(absl::StrCat("error reading ", what, " '", path, "'"));
   }
   return std::move(contents).str();
+}
+
+// A PEM file's contents, or why it is not one: gRPC would otherwise log the
+// failure and report every call UNAVAILABLE.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
+  absl::StatusOr<std::string> contents = ReadWholeFile(path, what);
+  if (contents.ok() && !absl::StrContains(*contents, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", path, "' holds no PEM block (-----BEGIN ...-----)"));
+  }
+  return contents;
+}
+
+// A target without a scheme is HOST:PORT, the port 1 to 65535: gRPC would
+// take a port past 65535 modulo 65536, and an empty one as 443.
+absl::Status CheckHostPort(const std::string& target) {
+  for (const char* scheme :
+       {"dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:", "xds:"}) {
+    if (absl::StartsWith(target, scheme)) return absl::OkStatus();
+  }
+  const size_t colon = target.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : target.substr(0, colon);
+  int port = 0;
+  if (host.empty() || absl::StrContains(host, ",") ||
+      !absl::SimpleAtoi(absl::string_view(target).substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address \"", target,
+                     "\" is not HOST:PORT with a port of 1 to 65535 (nor unix:/PATH or another "
+                     "gRPC target)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -80,6 +113,7 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
   for (std::string& target : targets) {
     if (target.empty()) return absl::InvalidArgumentError("client target is empty");
     target = WithDefaultPort(target);
+    if (absl::Status s = CheckHostPort(target); !s.ok()) return s;
   }
   options.target = targets.front();
   if (options.deadline <= absl::ZeroDuration()) {
@@ -130,15 +164,15 @@ absl::StatusOr<Client> Client::Create(const ClientOptions& given) {
   if (tls) {
     grpc::SslCredentialsOptions ssl;
     if (!options.tls_root_ca_file.empty()) {
-      absl::StatusOr<std::string> ca = ReadWholeFile(options.tls_root_ca_file, "TLS root CA file");
+      absl::StatusOr<std::string> ca = ReadPemFile(options.tls_root_ca_file, "TLS root CA file");
       if (!ca.ok()) return ca.status();
       ssl.pem_root_certs = std::move(*ca);
     }
     if (!options.tls_cert_file.empty()) {
       absl::StatusOr<std::string> cert =
-          ReadWholeFile(options.tls_cert_file, "TLS client certificate file");
+          ReadPemFile(options.tls_cert_file, "TLS client certificate file");
       if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadWholeFile(options.tls_key_file, "TLS client key file");
+      absl::StatusOr<std::string> key = ReadPemFile(options.tls_key_file, "TLS client key file");
       if (!key.ok()) return key.status();
       ssl.pem_cert_chain = std::move(*cert);
       ssl.pem_private_key = std::move(*key);

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <new>
 #include <random>
+#include <stdexcept>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -44,7 +46,14 @@ absl::StatusOr<int64_t> MatrixByteSize(DType dtype, int64_t rows, int64_t cols) 
 absl::StatusOr<Matrix> Matrix::Zeros(DType dtype, int64_t rows, int64_t cols) {
   absl::StatusOr<int64_t> bytes = MatrixByteSize(dtype, rows, cols);
   if (!bytes.ok()) return bytes.status();
-  return Matrix(dtype, rows, cols, std::string(static_cast<size_t>(*bytes), '\0'));
+  try {
+    return Matrix(dtype, rows, cols, std::string(static_cast<size_t>(*bytes), '\0'));
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", *bytes, " bytes for a ",
+                                                   rows, "x", cols, " ", DTypeName(dtype),
+                                                   " matrix on this host"));
 }
 
 absl::StatusOr<Matrix> Matrix::FromBytes(DType dtype, int64_t rows, int64_t cols,

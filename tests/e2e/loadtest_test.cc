@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
@@ -566,7 +567,8 @@ TEST_F(LoadtestBinaryTest, GrpcBaselineAndSeveralConnections) {
       << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=0"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("--connections: \"0\" is not a positive number"), std::string::npos)
+  EXPECT_NE(r.output.find("--connections: \"0\" is not a whole number from 1 to 2147483647"),
+            std::string::npos)
       << r.output;
 }
 
@@ -617,7 +619,8 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
 
   r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=2x2 --connections=1,x"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("--connections: \"x\" is not a positive number"), std::string::npos)
+  EXPECT_NE(r.output.find("--connections: \"x\" is not a whole number from 1 to 2147483647"),
+            std::string::npos)
       << r.output;
   r = RunLoadtest(absl::StrCat(Fast(), " --op=upload --shape=2x2 --connections=1,4"));
   EXPECT_EQ(r.exit_code, 2);
@@ -980,6 +983,56 @@ TEST_F(LoadtestBinaryTest, RejectsUnknownVariantsAndBadShapes) {
   EXPECT_NE(r.output.find("--axis: expected all, per_row or per_column, got 'diagonal'"),
             std::string::npos)
       << r.output;
+}
+
+// Every bound of a flag, and a shape the server would refuse, stop the run
+// before it measures anything: exit 2 and a message naming the flag and
+// the numbers, where a value past them had crashed (a shape too large to
+// allocate), hung (a rate too low to end a row) or measured nonsense (nan).
+TEST_F(LoadtestBinaryTest, AValuePastAFlagsBoundStopsTheRunNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--shape=100000000x100000000", "--shape: a 100000000x100000000 float32 matrix is too large"},
+      {"--shape=20000x20000",
+       "--shape: the input, 20000x20000 float32, is 1600000000 bytes, above the server's "
+       "max_matrix_bytes of"},
+      {"--shape=8x8 --rate=nan", "--rate: \"nan\" is not a positive decimal number"},
+      {"--shape=8x8 --rate=inf", "--rate: \"inf\" is not a positive decimal number"},
+      {"--shape=8x8 --concurrency=,", "--concurrency: \",\" names no value"},
+      {"--shape=8x8 --concurrency=99999999999",
+       "--concurrency: \"99999999999\" is not a whole number from 1 to 2147483647"},
+      {"--shape=8x8 --max_time=0", "--max_time: must be above 0 and at most 24h, got 0"},
+      {"--shape=8x8 --warmup=5s", "--warmup: must be 0 or more and less than --max_time (3s)"},
+      {"--shape=8x8 --window=-1s", "--window: must be above 0"},
+      {"--shape=8x8 --deadline=0", "--deadline: must be above 0 and at most 24h, got 0"},
+      {"--shape=8x8 --min_requests=0", "--min_requests: must be 1 or more, got 0"},
+      {"--shape=8x8 --stable_windows=0", "--stable_windows: must be 1 to"},
+      {"--shape=8x8 --stability=nan", "--stability: must be above 0 and at most 1, got nan"},
+      {"--shape=8x8 --rate=100 --max_outstanding=0", "--max_outstanding: must be 1 to"},
+      {"--shape=8x8 --lb=fastest", "--lb: must be empty, pick_first or round_robin"},
+      {"--shape=8x8 stray", "unexpected argument 'stray'"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose ", flags));
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
+  }
+  const RunResult port = RunLoadtest("--server=127.0.0.1:99999 --op=transpose --shape=8x8");
+  EXPECT_EQ(port.exit_code, 2) << port.output;
+  EXPECT_NE(port.output.find("server address \"127.0.0.1:99999\" is not HOST:PORT"),
+            std::string::npos)
+      << port.output;
+}
+
+// An open-loop rate whose next arrival lies past --max_time still ends
+// its row at --max_time (it used to sleep until that arrival).
+TEST_F(LoadtestBinaryTest, ALowRateStillEndsItsRowOnTime) {
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r =
+      RunLoadtest(absl::StrCat(Fast(), " --op=transpose --shape=8x8 --rate=0.001 --max_time=1s"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20) << r.output;
+  EXPECT_NE(r.output.find("r=0.001/s"), std::string::npos) << r.output;
 }
 
 }  // namespace

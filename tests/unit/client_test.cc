@@ -4,6 +4,7 @@
 #include "gpucompute/client.h"
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -13,6 +14,7 @@
 #include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "support/fake_compute_service.h"
 
 namespace gpucompute {
@@ -75,6 +77,49 @@ TEST(WithDefaultPort, AHostWithoutAPortGetsTheServersDefault) {
   EXPECT_EQ(WithDefaultPort("[::1]:7000"), "[::1]:7000");
   EXPECT_EQ(WithDefaultPort("ipv4:10.0.0.1"), "ipv4:10.0.0.1:50051");
   EXPECT_EQ(WithDefaultPort("unix:/run/gpucompute.sock"), "unix:/run/gpucompute.sock");
+}
+
+// A target gRPC would misread (a port past 65535 taken modulo 65536, an
+// empty one as 443) is refused before any call, naming the address.
+TEST(ClientCreate, RefusesAServerAddressWithoutAUsablePort) {
+  for (const char* target :
+       {"127.0.0.1:99999", "127.0.0.1:0", "localhost:", "gpu-host:http", ",", "a:1,b:2"}) {
+    ClientOptions options;
+    options.target = target;
+    absl::StatusOr<Client> client = Client::Create(options);
+    ASSERT_FALSE(client.ok()) << target;
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(client.status().message(),
+                HasSubstr(absl::StrCat("server address \"", target, "\" is not HOST:PORT")));
+  }
+  for (const char* target : {"localhost:50051", "gpu-host", "[::1]:7000", "dns:///gpu-host",
+                             "unix:/run/gpucompute.sock", "ipv4:10.0.0.1:7000,10.0.0.2:7000"}) {
+    ClientOptions options;
+    options.target = target;
+    EXPECT_TRUE(Client::Create(options).ok()) << target;
+  }
+}
+
+TEST(ClientCreate, RefusesATlsFileWithoutAPemBlock) {
+  const std::string path = ::testing::TempDir() + "/not-a-certificate.pem";
+  std::ofstream(path) << "just some text\n";
+  ClientOptions options;
+  options.target = "localhost:50051";
+  options.tls_root_ca_file = path;
+  absl::StatusOr<Client> client = Client::Create(options);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.status().message(), HasSubstr("holds no PEM block"));
+  std::remove(path.c_str());
+}
+
+// A matrix too large for this host is an error to report, not an abort:
+// 2^62 bytes is past what a std::string can hold.
+TEST(MatrixTest, AMatrixTooLargeToAllocateIsResourceExhausted) {
+  absl::StatusOr<Matrix> m = Matrix::Zeros(DType::kFloat32, int64_t{1} << 30, int64_t{1} << 30);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(m.status().message(), HasSubstr("cannot allocate 4611686018427387904 bytes"));
 }
 
 TEST_F(ClientTest, MatMulReturnsResultAndReport) {
