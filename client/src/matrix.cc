@@ -1,5 +1,7 @@
 #include "gpucompute/matrix.h"
 
+#include <unistd.h>
+
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
@@ -46,14 +48,23 @@ absl::StatusOr<int64_t> MatrixByteSize(DType dtype, int64_t rows, int64_t cols) 
 absl::StatusOr<Matrix> Matrix::Zeros(DType dtype, int64_t rows, int64_t cols) {
   absl::StatusOr<int64_t> bytes = MatrixByteSize(dtype, rows, cols);
   if (!bytes.ok()) return bytes.status();
+  const auto too_large = [&](absl::string_view why) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", *bytes, " bytes for a ",
+                                                     rows, "x", cols, " ", DTypeName(dtype),
+                                                     " matrix: ", why));
+  };
+  // Past the host's memory an allocation is never worth trying: where the
+  // kernel overcommits it may succeed, and the zero fill end in the OOM killer.
+  const int64_t host_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));
+  if (host_bytes > 0 && *bytes > host_bytes) {
+    return too_large(absl::StrCat("more than this host's ", host_bytes, " bytes of memory"));
+  }
   try {
     return Matrix(dtype, rows, cols, std::string(static_cast<size_t>(*bytes), '\0'));
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
-  return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", *bytes, " bytes for a ",
-                                                   rows, "x", cols, " ", DTypeName(dtype),
-                                                   " matrix on this host"));
+  return too_large("the allocation failed");
 }
 
 absl::StatusOr<Matrix> Matrix::FromBytes(DType dtype, int64_t rows, int64_t cols,

@@ -113,8 +113,9 @@ TEST(ClientCreate, RefusesATlsFileWithoutAPemBlock) {
   std::remove(path.c_str());
 }
 
-// A matrix too large for this host is an error to report, not an abort:
-// 2^62 bytes is past what a std::string can hold.
+// A matrix too large for this host is an error to report, not an abort
+// (nor an allocation a sanitizer would stop): 2^62 bytes is past any
+// host's memory.
 TEST(MatrixTest, AMatrixTooLargeToAllocateIsResourceExhausted) {
   absl::StatusOr<Matrix> m = Matrix::Zeros(DType::kFloat32, int64_t{1} << 30, int64_t{1} << 30);
   ASSERT_FALSE(m.ok());
