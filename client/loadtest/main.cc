@@ -210,6 +210,7 @@ int Run() {
   }
   absl::StatusOr<RunOptions> parsed = RunOptionsFromFlags();
   if (!parsed.ok()) return Fail(parsed.status().message());
+  if (absl::Status st = CheckReportPaths(); !st.ok()) return Fail(st.message());
   const RunOptions& run = *parsed;
 
   // One client per --connections value, each with that many channels; the

@@ -1,7 +1,11 @@
 // Report files from the flags, and --merge_json (report_files.h).
 #include "loadtest/report_files.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -25,6 +29,25 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
 }
 
 }  // namespace
+
+absl::Status CheckReportPaths() {
+  for (const auto& [flag, path] :
+       {std::pair{"csv", absl::GetFlag(FLAGS_csv)}, std::pair{"json", absl::GetFlag(FLAGS_json)},
+        std::pair{"html", absl::GetFlag(FLAGS_html)}}) {
+    if (path.empty()) continue;
+    const size_t slash = path.rfind('/');
+    const std::string folder =
+        slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    const bool writable = access(path.c_str(), F_OK) == 0
+                              ? access(path.c_str(), W_OK) == 0
+                              : access(folder.c_str(), W_OK | X_OK) == 0;
+    if (!writable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": cannot write ", path, ": ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status WriteReports(const RunInfo& run, const std::vector<Row>& rows) {
   for (const auto& [flag, render] :

@@ -10,6 +10,11 @@
 
 namespace gpucompute::loadtest {
 
+// Whether each of --csv, --json and --html that is given can be written
+// (its folder exists and takes files, or the file exists and is writable),
+// checked before a run measures anything; the error names the flag.
+absl::Status CheckReportPaths();
+
 // Writes each of --csv, --json and --html that is given, printing its name.
 absl::Status WriteReports(const RunInfo& run, const std::vector<Row>& rows);
 

@@ -1010,6 +1010,8 @@ TEST_F(LoadtestBinaryTest, AValuePastAFlagsBoundStopsTheRunNamingTheFlag) {
       {"--shape=8x8 --rate=100 --max_outstanding=0", "--max_outstanding: must be 1 to"},
       {"--shape=8x8 --lb=fastest", "--lb: must be empty, pick_first or round_robin"},
       {"--shape=8x8 stray", "unexpected argument 'stray'"},
+      {"--shape=8x8 --csv=/nonexistent-folder/rows.csv",
+       "--csv: cannot write /nonexistent-folder/rows.csv"},
   };
   for (const auto& [flags, message] : cases) {
     const RunResult r = RunLoadtest(absl::StrCat(Fast(), " --op=transpose ", flags));
