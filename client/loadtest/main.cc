@@ -203,6 +203,8 @@ void PrintAnsweredTotals(const std::vector<Row>& rows, int width, bool several_c
 
 // 0 when every row had a successful request; 1 when one had none (the
 // comparison is void); 2 for a mistake in the flags or a failed set-up.
+// (A flag whose text abseil's parser cannot read at all, or an unknown
+// flag, ends the process in that parser, with status 1.)
 int Run() {
   if (!absl::GetFlag(FLAGS_merge_json).empty()) {
     if (absl::Status st = MergeReports(); !st.ok()) return Fail(st.message());
