@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gpucompute/common/flag_checks.h"
 #include "server/cpu/cpu_device.h"
 #include "server/cuda/open_devices.h"
 #include "server/ops/log.h"
@@ -67,11 +68,6 @@ constexpr int32_t kMaxBatchBranches = 64;
 constexpr int64_t kMaxZeroCopyBytes = int64_t{1} << 20;
 constexpr int32_t kMaxCounterPasses = 1024;
 
-absl::Status OutOfRange(const char* flag, int64_t value, int64_t low, int64_t high) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, ": must be ", low, " to ", high, ", got ", value));
-}
-
 // --devices: "all", or one or more GPU indices, comma-separated. Whether
 // each index exists is known once the GPUs are counted (open_devices.cc).
 absl::Status CheckDeviceList(const std::string& devices) {
@@ -118,16 +114,19 @@ absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
            Bound{"profile_counter_max_passes", options.profile_counter_max_passes, 1,
                  kMaxCounterPasses},
        }) {
-    if (b.value < b.low || b.value > b.high) return OutOfRange(b.flag, b.value, b.low, b.high);
+    if (absl::Status s = common::CheckFlagRange(b.flag, b.value, b.low, b.high); !s.ok()) return s;
   }
   options.tensor_block_cache_bytes = absl::GetFlag(FLAGS_tensor_block_cache_bytes);
-  if (options.tensor_block_cache_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tensor_block_cache_bytes: must be 0 or more, got ", options.tensor_block_cache_bytes));
+  if (absl::Status s =
+          common::CheckFlagAtLeast("tensor_block_cache_bytes", options.tensor_block_cache_bytes, 0);
+      !s.ok()) {
+    return s;
   }
   options.zero_copy_bytes = absl::GetFlag(FLAGS_zero_copy_bytes);
-  if (options.zero_copy_bytes < 0 || options.zero_copy_bytes > kMaxZeroCopyBytes) {
-    return OutOfRange("zero_copy_bytes", options.zero_copy_bytes, 0, kMaxZeroCopyBytes);
+  if (absl::Status s =
+          common::CheckFlagRange("zero_copy_bytes", options.zero_copy_bytes, 0, kMaxZeroCopyBytes);
+      !s.ok()) {
+    return s;
   }
   options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
   if (!(options.device_memory_fraction > 0 && options.device_memory_fraction <= 1)) {
@@ -148,9 +147,10 @@ absl::Status CheckBackendFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend: must be auto, cuda or cpu, got \"", choice, "\""));
   }
-  const int32_t cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
-  if (cpu_workers < 0 || cpu_workers > kMaxCpuWorkers) {
-    return OutOfRange("cpu_workers", cpu_workers, 0, kMaxCpuWorkers);
+  if (absl::Status s = common::CheckFlagRange("cpu_workers", absl::GetFlag(FLAGS_cpu_workers), 0,
+                                              kMaxCpuWorkers);
+      !s.ok()) {
+    return s;
   }
   return CudaOptionsFromFlags().status();
 }

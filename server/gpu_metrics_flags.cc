@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/flag_checks.h"
 #include "server/ops/log.h"
 #include "server/ops/metrics.h"
 #include "server/ops/nvml_telemetry.h"
@@ -21,12 +22,8 @@ namespace gpucompute::server {
 
 absl::Status CheckGpuMetricsFlags() {
   constexpr int32_t kMaxIntervalMs = 3600000;  // an hour
-  const int32_t interval_ms = absl::GetFlag(FLAGS_gpu_metrics_interval_ms);
-  if (interval_ms < 0 || interval_ms > kMaxIntervalMs) {
-    return absl::InvalidArgumentError(absl::StrCat("--gpu_metrics_interval_ms: must be 0 to ",
-                                                   kMaxIntervalMs, ", got ", interval_ms));
-  }
-  return absl::OkStatus();
+  return common::CheckFlagRange("gpu_metrics_interval_ms",
+                                absl::GetFlag(FLAGS_gpu_metrics_interval_ms), 0, kMaxIntervalMs);
 }
 
 std::shared_ptr<GpuSampler> GpuSamplerFromFlags(const std::vector<std::unique_ptr<Device>>& devices,

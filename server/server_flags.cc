@@ -1,12 +1,12 @@
 // The server's own flags and their checks (server_flags.h).
 #include "server/server_flags.h"
 
-#include <limits>
 #include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/flag_checks.h"
 #include "server/ceilings_file.h"
 #include "server/ops/log.h"
 
@@ -133,6 +133,9 @@ ABSL_FLAG(int32_t, max_concurrent_streams, 128,
 namespace gpucompute::server {
 namespace {
 
+using common::CheckFlagAtLeast;
+using common::CheckFlagRange;
+
 constexpr char kDefaultMetricsListen[] = "0.0.0.0:8002";
 // Bounds of the batching flags: the metric's largest bucket, and a second.
 constexpr int32_t kMaxBatchSizeFlag = 256;
@@ -149,8 +152,6 @@ constexpr int32_t kMaxSecondsFlag = 86400;  // a day
 // gRPC's resource quota below which a call's frames no longer fit: a
 // request then ends UNAVAILABLE (GOAWAY), not RESOURCE_EXHAUSTED.
 constexpr int64_t kMinGrpcMemoryQuota = int64_t{1} << 20;
-constexpr int32_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 // --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
 absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
@@ -168,16 +169,6 @@ absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
   return ttl;
 }
 
-// `value` of --flag within [low, high], or the message saying it is not
-// ("0 or more" where any size will do).
-absl::Status CheckRange(const char* flag, int64_t value, int64_t low, int64_t high) {
-  if (value >= low && value <= high) return absl::OkStatus();
-  const bool unbounded = high == kMaxInt32 || high == kMaxInt64;
-  return absl::InvalidArgumentError(
-      unbounded ? absl::StrCat("--", flag, ": must be ", low, " or more, got ", value)
-                : absl::StrCat("--", flag, ": must be ", low, " to ", high, ", got ", value));
-}
-
 // The connections' flags: their bounds, then the options they give.
 absl::Status ReadConnectionLimits(ConnectionLimits& limits) {
   const int64_t quota = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
@@ -190,7 +181,7 @@ absl::Status ReadConnectionLimits(ConnectionLimits& limits) {
   const int32_t age = absl::GetFlag(FLAGS_max_connection_age_seconds);
   for (auto [flag, value] : {std::pair{"max_connection_idle_seconds", idle},
                              std::pair{"max_connection_age_seconds", age}}) {
-    if (absl::Status s = CheckRange(flag, value, 0, kMaxInt32); !s.ok()) return s;
+    if (absl::Status s = CheckFlagAtLeast(flag, value, 0); !s.ok()) return s;
   }
   limits.memory_quota_bytes = quota;
   limits.max_idle_ms = int64_t{1000} * idle;
@@ -243,35 +234,38 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
 
   SchedulingOptions& scheduling = options.scheduling;
   scheduling.max_queue_depth = absl::GetFlag(FLAGS_max_queue_depth);
-  if (absl::Status s = CheckRange("max_queue_depth", scheduling.max_queue_depth, 1, kMaxQueueDepth);
+  if (absl::Status s =
+          CheckFlagRange("max_queue_depth", scheduling.max_queue_depth, 1, kMaxQueueDepth);
       !s.ok()) {
     return s;
   }
   const int32_t max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
-  if (absl::Status s = CheckRange("max_batch_size", max_batch_size, 0, kMaxBatchSizeFlag);
+  if (absl::Status s = CheckFlagRange("max_batch_size", max_batch_size, 0, kMaxBatchSizeFlag);
       !s.ok()) {
     return s;
   }
   scheduling.batching.max_batch_size = max_batch_size;
   const int32_t batch_delay_us = absl::GetFlag(FLAGS_batch_delay_us);
-  if (absl::Status s = CheckRange("batch_delay_us", batch_delay_us, 0, kMaxBatchDelayUs); !s.ok()) {
+  if (absl::Status s = CheckFlagRange("batch_delay_us", batch_delay_us, 0, kMaxBatchDelayUs);
+      !s.ok()) {
     return s;
   }
   scheduling.batching.delay = absl::Microseconds(batch_delay_us);
   scheduling.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
-  if (absl::Status s = CheckRange("worker_spin_us", scheduling.worker_spin_us, 0, kMaxWorkerSpinUs);
+  if (absl::Status s =
+          CheckFlagRange("worker_spin_us", scheduling.worker_spin_us, 0, kMaxWorkerSpinUs);
       !s.ok()) {
     return s;
   }
   scheduling.answer_threads = absl::GetFlag(FLAGS_answer_threads);
   if (absl::Status s =
-          CheckRange("answer_threads", scheduling.answer_threads, 0, kMaxAnswerThreads);
+          CheckFlagRange("answer_threads", scheduling.answer_threads, 0, kMaxAnswerThreads);
       !s.ok()) {
     return s;
   }
   scheduling.inline_threads = absl::GetFlag(FLAGS_inline_threads);
   if (absl::Status s =
-          CheckRange("inline_threads", scheduling.inline_threads, 0, kMaxInlineThreads);
+          CheckFlagRange("inline_threads", scheduling.inline_threads, 0, kMaxInlineThreads);
       !s.ok()) {
     return s;
   }
@@ -308,13 +302,14 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   options.keep_cores_awake_us = absl::GetFlag(FLAGS_keep_cores_awake_us);
   const int32_t grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   for (const absl::Status& s : {
-           CheckRange("response_buffer_pool_bytes", service.host_buffer_pool_bytes, 0, kMaxInt64),
-           CheckRange("max_matrix_bytes", service.limits.max_matrix_bytes, 1, kMaxInt64),
-           CheckRange("profile_warmup", service.profile_warmup, 0, kMaxProfileRuns),
-           CheckRange("profile_repetitions", service.profile_repetitions, 1, kMaxProfileRuns),
-           CheckRange("idle_trim_seconds", options.idle_trim_seconds, 0, kMaxSecondsFlag),
-           CheckRange("keep_cores_awake_us", options.keep_cores_awake_us, 0, kMaxKeepCoresAwakeUs),
-           CheckRange("shutdown_grace_seconds", grace_seconds, 0, kMaxSecondsFlag),
+           CheckFlagAtLeast("response_buffer_pool_bytes", service.host_buffer_pool_bytes, 0),
+           CheckFlagAtLeast("max_matrix_bytes", service.limits.max_matrix_bytes, 1),
+           CheckFlagRange("profile_warmup", service.profile_warmup, 0, kMaxProfileRuns),
+           CheckFlagRange("profile_repetitions", service.profile_repetitions, 1, kMaxProfileRuns),
+           CheckFlagRange("idle_trim_seconds", options.idle_trim_seconds, 0, kMaxSecondsFlag),
+           CheckFlagRange("keep_cores_awake_us", options.keep_cores_awake_us, 0,
+                          kMaxKeepCoresAwakeUs),
+           CheckFlagRange("shutdown_grace_seconds", grace_seconds, 0, kMaxSecondsFlag),
        }) {
     if (!s.ok()) return s;
   }

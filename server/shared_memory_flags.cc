@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/flag_checks.h"
 #include "server/ops/log.h"
 
 ABSL_FLAG(bool, allow_shared_memory, false,
@@ -25,10 +26,11 @@ constexpr int32_t kMaxRegionsFlag = 65536;
 }  // namespace
 
 absl::Status CheckSharedMemoryFlags() {
-  const int32_t regions = absl::GetFlag(FLAGS_shared_memory_max_regions);
-  if (regions < 1 || regions > kMaxRegionsFlag) {
-    return absl::InvalidArgumentError(absl::StrCat("--shared_memory_max_regions: must be 1 to ",
-                                                   kMaxRegionsFlag, ", got ", regions));
+  if (absl::Status s = common::CheckFlagRange("shared_memory_max_regions",
+                                              absl::GetFlag(FLAGS_shared_memory_max_regions), 1,
+                                              kMaxRegionsFlag);
+      !s.ok()) {
+    return s;
   }
   const int64_t bytes = absl::GetFlag(FLAGS_shared_memory_max_bytes);
   if (bytes != -1 && bytes < 1) {
