@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "gpucompute/common/flag_checks.h"
 #include "loadtest/flags.h"
 
 namespace gpucompute::loadtest {
@@ -98,25 +99,19 @@ absl::Status CheckMeasureFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--deadline: must be above 0 and at most 24h, got ", text(deadline)));
   }
-  const int32_t min_requests = absl::GetFlag(FLAGS_min_requests);
-  if (min_requests < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--min_requests: must be 1 or more, got ", min_requests));
-  }
-  const int32_t stable_windows = absl::GetFlag(FLAGS_stable_windows);
-  if (stable_windows < 1 || stable_windows > kMaxStableWindows) {
-    return absl::InvalidArgumentError(absl::StrCat("--stable_windows: must be 1 to ",
-                                                   kMaxStableWindows, ", got ", stable_windows));
+  for (const absl::Status& s : {
+           common::CheckFlagAtLeast("min_requests", absl::GetFlag(FLAGS_min_requests), 1),
+           common::CheckFlagRange("stable_windows", absl::GetFlag(FLAGS_stable_windows), 1,
+                                  kMaxStableWindows),
+           common::CheckFlagRange("max_outstanding", absl::GetFlag(FLAGS_max_outstanding), 1,
+                                  kMaxOutstanding),
+       }) {
+    if (!s.ok()) return s;
   }
   const double stability = absl::GetFlag(FLAGS_stability);
   if (!(stability > 0 && stability <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--stability: must be above 0 and at most 1, got ", stability));
-  }
-  const int32_t outstanding = absl::GetFlag(FLAGS_max_outstanding);
-  if (outstanding < 1 || outstanding > kMaxOutstanding) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_outstanding: must be 1 to ", kMaxOutstanding, ", got ", outstanding));
   }
   const std::string lb = absl::GetFlag(FLAGS_lb);
   if (!lb.empty() && lb != "pick_first" && lb != "round_robin") {
@@ -126,19 +121,30 @@ absl::Status CheckMeasureFlags() {
   return absl::OkStatus();
 }
 
+// The matrices a workload's calls hold, named: a streamed tensor, a MatMul's
+// operands and result, or the input of a Transpose or Reduce (whose result
+// is no larger).
+struct HeldMatrix {
+  const char* what;
+  int64_t rows, cols;
+};
+std::vector<HeldMatrix> HeldMatrices(const Workload& w) {
+  if (w.transfer != Transfer::kNone) return {{"tensor", w.m, w.n}};
+  if (w.op == v1::OP_MATMUL)
+    return {{"input a", w.m, w.k}, {"input b", w.k, w.n}, {"output", w.m, w.n}};
+  return {{"input", w.m, w.n}};
+}
+
 // Every matrix of the workload has a byte size (no overflow), and no more
 // than 2^50 bytes, so that the payload sums cannot overflow either.
 absl::Status CheckWorkloadSize(const Workload& w) {
   constexpr int64_t kMaxMatrixBytes = int64_t{1} << 50;
-  std::vector<std::pair<int64_t, int64_t>> matrices = {{w.m, w.n}};
-  if (w.transfer == Transfer::kNone && w.op == v1::OP_MATMUL) {
-    matrices = {{w.m, w.k}, {w.k, w.n}, {w.m, w.n}};
-  }
-  for (const auto& [rows, cols] : matrices) {
-    absl::StatusOr<int64_t> bytes = MatrixByteSize(w.dtype, rows, cols);
+  for (const HeldMatrix& h : HeldMatrices(w)) {
+    absl::StatusOr<int64_t> bytes = MatrixByteSize(w.dtype, h.rows, h.cols);
     if (!bytes.ok() || *bytes > kMaxMatrixBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--shape: a ", rows, "x", cols, " ", DTypeName(w.dtype), " matrix is too large to hold"));
+      return absl::InvalidArgumentError(absl::StrCat("--shape: a ", h.rows, "x", h.cols, " ",
+                                                     DTypeName(w.dtype),
+                                                     " matrix is too large to hold"));
     }
   }
   return absl::OkStatus();
@@ -366,31 +372,21 @@ absl::StatusOr<std::vector<std::string>> VariantsFromFlags(const v1::ServerInfo&
 
 absl::Status CheckWorkloadFitsServer(const RunOptions& run, const v1::ServerInfo& info) {
   const Workload& w = run.workload;
-  struct Held {
-    const char* what;
-    int64_t rows, cols, limit;
-    const char* limit_name;
-  };
-  std::vector<Held> held;
-  if (w.transfer != Transfer::kNone) {
-    held.push_back({"tensor", w.m, w.n, info.tensor_memory_bytes(), "tensor budget"});
-  } else if (run.HasPlacement("inline") || run.HasPlacement("shm")) {
-    // Matrices that travel with the call are each held to max_matrix_bytes.
-    const int64_t limit = info.max_matrix_bytes();
-    if (w.op == v1::OP_MATMUL) {
-      held = {{"input a", w.m, w.k, limit, "max_matrix_bytes"},
-              {"input b", w.k, w.n, limit, "max_matrix_bytes"},
-              {"output", w.m, w.n, limit, "max_matrix_bytes"}};
-    } else {
-      held = {{"input", w.m, w.n, limit, "max_matrix_bytes"}};
-    }
+  // A streamed tensor is held to the tensor budget; matrices that travel with
+  // a compute call are each held to max_matrix_bytes (a tensor operand or a
+  // kept result to the budget, which this run's placements may not need).
+  const bool streamed = w.transfer != Transfer::kNone;
+  if (!streamed && !run.HasPlacement("inline") && !run.HasPlacement("shm")) {
+    return absl::OkStatus();
   }
-  for (const Held& h : held) {
+  const int64_t limit = streamed ? info.tensor_memory_bytes() : info.max_matrix_bytes();
+  const char* limit_name = streamed ? "tensor budget" : "max_matrix_bytes";
+  for (const HeldMatrix& h : HeldMatrices(w)) {
     const int64_t bytes = *MatrixByteSize(w.dtype, h.rows, h.cols);  // checked by the flags
-    if (h.limit > 0 && bytes > h.limit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--shape: the ", h.what, ", ", h.rows, "x", h.cols, " ", DTypeName(w.dtype), ", is ",
-          bytes, " bytes, above the server's ", h.limit_name, " of ", h.limit));
+    if (limit > 0 && bytes > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shape: the ", h.what, ", ", h.rows, "x", h.cols, " ", DTypeName(w.dtype),
+                       ", is ", bytes, " bytes, above the server's ", limit_name, " of ", limit));
     }
   }
   return absl::OkStatus();
