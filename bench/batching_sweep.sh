@@ -47,6 +47,9 @@ trap stop_server EXIT
 jsons=()
 for delay in $delays; do
   log=$out/server_delay$delay.log
+  # Made here, not by the background job's redirection, which may come after
+  # the first read below (sed would fail on a missing file, and end the script).
+  : > "$log"
   # Port 0: the kernel picks a free port and the server prints the one it
   # bound once it serves ("gpucompute-server listening on 127.0.0.1:PORT").
   "$server_bin" --listen=127.0.0.1:0 --metrics_listen= --max_batch_size="$max_batch_size" \
