@@ -87,6 +87,7 @@ TensorStoreOptions TensorStoreOptionsFor(const ServerOptions& options, const Sch
     tensor_options.limit_bytes = budget / 2;
   }
   tensor_options.default_ttl = options.tensors.ttl;
+  tensor_options.max_ttl = options.tensors.max_ttl;
   tensor_options.instance = options.tensors.instance_name;
   if (tensor_options.instance.empty()) {
     tensor_options.instance = DefaultInstanceName(options.serving.listeners);

@@ -117,7 +117,11 @@ ABSL_FLAG(std::string, access_log, "",
           "this file; \"-\" for stderr; empty: off");
 ABSL_FLAG(std::string, tensor_ttl, "10m",
           "default idle lifetime of a tensor (Upload, or an output kept): a duration such as "
-          "\"10m\" or \"90s\", or plain seconds; every use renews it");
+          "\"10m\" or \"90s\", or plain seconds; every use renews it; at most --max_tensor_ttl");
+ABSL_FLAG(std::string, max_tensor_ttl, "24h",
+          "longest idle lifetime a client may ask of a tensor (ttl_seconds of Upload or of a "
+          "kept output); a longer one is refused with INVALID_ARGUMENT, so that a forgotten "
+          "tensor cannot hold device memory for good: a duration or plain seconds");
 ABSL_FLAG(int64_t, tensor_memory_bytes, -1,
           "most bytes of tensors held at once, over all devices; they come out of the same "
           "device memory budget as requests (-1: half of the devices' budgets; 0: no tensors)");
@@ -153,18 +157,20 @@ constexpr int32_t kMaxSecondsFlag = 86400;  // a day
 // request then ends UNAVAILABLE (GOAWAY), not RESOURCE_EXHAUSTED.
 constexpr int64_t kMinGrpcMemoryQuota = int64_t{1} << 20;
 
-// --tensor_ttl: an absl duration ("10m", "90s") or plain seconds.
-absl::StatusOr<absl::Duration> ParseTensorTtl(const std::string& text) {
+// --tensor_ttl and --max_tensor_ttl: an absl duration ("10m", "90s") or plain
+// seconds, positive and finite.
+absl::StatusOr<absl::Duration> ParseTtlFlag(const std::string& flag, const std::string& text) {
   absl::Duration ttl;
   int64_t seconds = 0;
   if (absl::SimpleAtoi(text, &seconds)) {
     ttl = absl::Seconds(seconds);
   } else if (!absl::ParseDuration(text, &ttl)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--tensor_ttl: \"", text, "\" is neither a duration (\"10m\", \"90s\") nor seconds"));
+        "--", flag, ": \"", text, "\" is neither a duration (\"10m\", \"90s\") nor seconds"));
   }
-  if (ttl <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("--tensor_ttl: must be positive, got ", text));
+  if (ttl <= absl::ZeroDuration() || ttl == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": must be positive and finite, got ", text));
   }
   return ttl;
 }
@@ -220,9 +226,17 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   if (absl::Status s = ReadServingFlags(options.serving); !s.ok()) return s;
 
   TensorFlagOptions& tensors = options.tensors;
-  auto tensor_ttl = ParseTensorTtl(absl::GetFlag(FLAGS_tensor_ttl));
+  auto tensor_ttl = ParseTtlFlag("tensor_ttl", absl::GetFlag(FLAGS_tensor_ttl));
   if (!tensor_ttl.ok()) return tensor_ttl.status();
   tensors.ttl = *tensor_ttl;
+  auto max_ttl = ParseTtlFlag("max_tensor_ttl", absl::GetFlag(FLAGS_max_tensor_ttl));
+  if (!max_ttl.ok()) return max_ttl.status();
+  tensors.max_ttl = *max_ttl;
+  if (tensors.ttl > tensors.max_ttl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensor_ttl: ", absl::FormatDuration(tensors.ttl),
+                     " is longer than --max_tensor_ttl ", absl::FormatDuration(tensors.max_ttl)));
+  }
   tensors.memory_bytes = absl::GetFlag(FLAGS_tensor_memory_bytes);
   if (tensors.memory_bytes < -1) {
     return absl::InvalidArgumentError(

@@ -58,6 +58,7 @@ inline constexpr int kCudaMaxBatchSize = 16;
 // Tensors held between calls.
 struct TensorFlagOptions {
   absl::Duration ttl;
+  absl::Duration max_ttl;     // a request's ttl_seconds above it is refused
   int64_t memory_bytes = -1;  // -1: half of the devices' budgets
   std::string instance_name;  // empty: derived from --listen
 };

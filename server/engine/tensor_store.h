@@ -94,6 +94,7 @@ class Tensor {
 struct TensorStoreOptions {
   int64_t limit_bytes = 0;                         // --tensor_memory_bytes
   absl::Duration default_ttl = absl::Minutes(10);  // --tensor_ttl
+  absl::Duration max_ttl = absl::Hours(24);        // --max_tensor_ttl
   std::string instance;                            // --instance_name: ids end in "@<instance>"
 };
 
@@ -153,6 +154,7 @@ class TensorStore {
   TensorCounters counters() const;
   int64_t limit_bytes() const { return options_.limit_bytes; }
   absl::Duration default_ttl() const { return options_.default_ttl; }
+  absl::Duration max_ttl() const { return options_.max_ttl; }
   const std::string& instance() const { return options_.instance; }
 
   // Unlists the tensors whose idle deadline is at or before `now`; returns

@@ -98,10 +98,15 @@ absl::StatusOr<Operand> ResolveOperand(const wire::Matrix& m, const std::string&
   return op;
 }
 
-absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field) {
+absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field,
+                                     absl::Duration max) {
   if (seconds < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": must be >= 0 (0: the server's default), got ", seconds));
+  }
+  if (absl::Seconds(seconds) > max) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": at most ", absl::ToInt64Seconds(max),
+                                                   " (--max_tensor_ttl), got ", seconds));
   }
   return absl::Seconds(seconds);
 }
@@ -120,7 +125,8 @@ absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, Tensor
     placement.shared_memory = out.shared_memory;
     return placement;
   }
-  auto ttl = TtlOf(out.ttl_seconds, "output.ttl_seconds");
+  auto ttl = TtlOf(out.ttl_seconds, "output.ttl_seconds",
+                   store != nullptr ? store->max_ttl() : absl::InfiniteDuration());
   if (!ttl.ok()) return ttl.status();
   if (out.keep && store == nullptr) return NoTensors("output.keep");
   placement.keep = out.keep;
@@ -132,9 +138,9 @@ absl::StatusOr<TensorShape> UploadShape(const wire::UploadRequest& first) {
   const auto proto_dtype = static_cast<v1::DType>(first.dtype);
   const auto dtype = FromProto(proto_dtype);
   if (!dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dtype: the first Upload message must set DTYPE_FLOAT32 or DTYPE_FLOAT64, got ",
-        ProtoDTypeName(proto_dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype: the first Upload message must set one of ", ProtoDTypeNames(),
+                     ", got ", ProtoDTypeName(proto_dtype)));
   }
   for (const auto& [field, value] : {std::pair{"rows", first.rows}, {"cols", first.cols}}) {
     if (value < 1) {

@@ -63,8 +63,9 @@ absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, Tensor
                                            const SharedMemoryRegistry* regions);
 
 // An idle lifetime in seconds from a request: 0 = the default (zero
-// duration), negative is INVALID_ARGUMENT naming `field`.
-absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field);
+// duration); negative, or longer than `max` (--max_tensor_ttl), is
+// INVALID_ARGUMENT naming `field`.
+absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field, absl::Duration max);
 
 // The tensor an Upload's first message describes (dtype, rows, cols;
 // INVALID_ARGUMENT naming the field and the numbers otherwise).

@@ -109,7 +109,9 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     const wire::UploadRequest& f = first->fields;
     absl::Status invalid;
     auto shape = UploadShape(f);
-    auto ttl = TtlOf(f.ttl_seconds, "ttl_seconds");
+    auto ttl =
+        TtlOf(f.ttl_seconds, "ttl_seconds",
+              transfers_ != nullptr ? transfers_->store().max_ttl() : absl::InfiniteDuration());
     std::optional<RegionSlice> slice;
     if (f.has_shared_memory && f.data_bytes > 0) {
       invalid = absl::InvalidArgumentError(

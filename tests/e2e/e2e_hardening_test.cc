@@ -124,6 +124,9 @@ TEST(ServerCommandLine, AValuePastAFlagsBoundStopsStartUpNamingTheFlagAndTheValu
       {"--shared_memory_max_regions=0", "--shared_memory_max_regions: must be 1 to 65536, got 0"},
       {"--shared_memory_max_bytes=-5", "--shared_memory_max_bytes: must be 1 or more, or -1"},
       {"--gpu_metrics_interval_ms=-1", "--gpu_metrics_interval_ms: must be 0 to 3600000, got -1"},
+      {"--max_tensor_ttl=inf", "--max_tensor_ttl: must be positive and finite, got inf"},
+      {"--tensor_ttl=2h --max_tensor_ttl=1h",
+       "--tensor_ttl: 2h is longer than --max_tensor_ttl 1h"},
   };
   for (const auto& [flag, message] : cases) {
     const CommandResult bad = RunCommand(absl::StrCat("timeout 30 ", GPUCOMPUTE_SERVER_PATH,

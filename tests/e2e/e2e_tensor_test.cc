@@ -445,6 +445,10 @@ TEST_F(TensorServerTest, RequestShapeRowsOfThePart2Table) {
   ttl.mutable_output()->set_ttl_seconds(-5);
   grpc::ClientContext c3;
   EXPECT_CODE(stub_->Transpose(&c3, ttl, &r1), INVALID_ARGUMENT, "output.ttl_seconds");
+  ttl.mutable_output()->set_ttl_seconds(86401);  // a day and a second: past --max_tensor_ttl
+  grpc::ClientContext c_long;
+  EXPECT_CODE(stub_->Transpose(&c_long, ttl, &r1), INVALID_ARGUMENT,
+              "output.ttl_seconds: at most 86400 (--max_tensor_ttl), got 86401");
 
   // Shared memory without --allow_shared_memory, as an input and as an output.
   v1::TransposeRequest shm_in;
@@ -543,6 +547,10 @@ TEST_F(TensorServerTest, UploadRowsOfThePart2Table) {
   v1::UploadRequest negative = First(v1::DTYPE_FLOAT32, 1, 1, "abcd");
   negative.set_ttl_seconds(-1);
   EXPECT_CODE(UploadMessages(*stub_, {negative}), INVALID_ARGUMENT, "ttl_seconds");
+  v1::UploadRequest forever = First(v1::DTYPE_FLOAT32, 1, 1, "abcd");
+  forever.set_ttl_seconds(int64_t{1} << 62);
+  EXPECT_CODE(UploadMessages(*stub_, {forever}), INVALID_ARGUMENT,
+              "ttl_seconds: at most 86400 (--max_tensor_ttl)");
   // None of these holds anything (TearDown checks the bytes).
   EXPECT_EQ(ListTensors(*stub_).tensors_size(), 0);
 }
