@@ -5,10 +5,10 @@ CLI and both Python clients (sync and asyncio).
 The rpcs are read from proto/gpucompute/v1/compute.proto. A new rpc needs
 no row here: it is reached through `Client::<Rpc>(` in the C++ client, a
 CLI command that calls that method, and in Python either a hand-written
-method (HAND_WRITTEN in gpucompute/_common.py) or, for a unary rpc, the one
-generated from the service descriptor. RENAMED keeps the older rpcs whose
-C++ method or CLI command has another name. Sources are read, nothing is
-built or run, so this runs in every build.
+method (HAND_WRITTEN in gpucompute/_generated_methods.py) or, for a unary
+rpc, the one generated from the service descriptor. RENAMED keeps the older
+rpcs whose C++ method or CLI command has another name. Sources are read,
+nothing is built or run, so this runs in every build.
 
 Run: python3 tests/unit/rpc_reachability_test.py [-v]
 """
@@ -60,13 +60,13 @@ def rpcs():
 
 
 def hand_written():
-    """_common.HAND_WRITTEN, read without importing the package."""
-    tree = ast.parse(read("client/python/gpucompute/_common.py"))
+    """_generated_methods.HAND_WRITTEN, read without importing the package."""
+    tree = ast.parse(read("client/python/gpucompute/_generated_methods.py"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "HAND_WRITTEN" for t in node.targets):
             return ast.literal_eval(node.value)
-    raise AssertionError("_common.py has no HAND_WRITTEN")
+    raise AssertionError("_generated_methods.py has no HAND_WRITTEN")
 
 
 class RpcReachability(unittest.TestCase):

@@ -12,8 +12,11 @@ ndarray() views ops read in place and out= receives results in.
 gpucompute.aio.Client is the asyncio twin of gpucompute.Client.
 """
 
-from gpucompute._common import (ComputeError, ProfileResult, Report, Result, SharedMemoryInfo,
-                                TensorInfo, TensorList)
+from gpucompute._errors import ComputeError
+from gpucompute._profile_result import ProfileResult
+from gpucompute._results import Report, Result
+from gpucompute._shared_memory import SharedMemoryInfo
+from gpucompute._tensors import TensorInfo, TensorList
 from gpucompute.client import Client, SharedMemoryRegion, Tensor
 from gpucompute import aio
 

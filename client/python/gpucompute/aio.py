@@ -15,13 +15,24 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from gpucompute import _common as c
+from gpucompute._channels import PathOrBytes, Targets
+from gpucompute._errors import ComputeError, error_from_rpc
+from gpucompute._generated_methods import add_generated_methods
+from gpucompute._profile_result import ProfileResult
+from gpucompute._requests import (DEFAULT_CHUNK_BYTES, download_request, matmul_request,
+                                  profile_request, reduce_request, transpose_request,
+                                  upload_messages)
+from gpucompute._results import Download, Result, result
+from gpucompute._shared_memory import (SharedMemoryBase, SharedMemoryInfo, create_shm_object,
+                                       region_index, region_name, release_shm_object,
+                                       shared_memory_request)
+from gpucompute._tensors import TensorBase, TensorInfo, TensorList, instance_of, tensor_id
 from gpucompute.v1 import compute_pb2 as pb
 
 _UNSET = object()
 
 
-class Tensor(c.TensorBase):
+class Tensor(TensorBase):
     """The asyncio twin of gpucompute.Tensor: `await t.download()`,
     `await t.release()`, `await t.refresh()`, and `async with` releases it."""
 
@@ -34,7 +45,7 @@ class Tensor(c.TensorBase):
     async def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
         return await self._client.release(self, timeout=timeout) == 1
 
-    async def refresh(self, *, timeout: Optional[float] = _UNSET) -> c.TensorInfo:
+    async def refresh(self, *, timeout: Optional[float] = _UNSET) -> TensorInfo:
         self.info = await self._client._tensor_info(self.id, timeout)
         return self.info
 
@@ -45,7 +56,7 @@ class Tensor(c.TensorBase):
         await self.release()
 
 
-class SharedMemoryRegion(c.SharedMemoryBase):
+class SharedMemoryRegion(SharedMemoryBase):
     """The asyncio twin of gpucompute.SharedMemoryRegion: `await
     region.close()`, and `async with` closes it. ndarray() is the same."""
 
@@ -78,12 +89,12 @@ class Client:
     event loop and share it between tasks."""
 
     def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
-                 tls: bool = False, root_certificates: c.PathOrBytes = None,
-                 certificate_chain: c.PathOrBytes = None, private_key: c.PathOrBytes = None,
+                 tls: bool = False, root_certificates: PathOrBytes = None,
+                 certificate_chain: PathOrBytes = None, private_key: PathOrBytes = None,
                  server_name: Optional[str] = None, token: Optional[str] = None,
-                 token_file: c.PathOrBytes = None, lb: Optional[str] = None,
+                 token_file: PathOrBytes = None, lb: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
-        self._targets = c.Targets(
+        self._targets = Targets(
             grpc.aio, target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
             server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
@@ -98,7 +109,7 @@ class Client:
         for region in list(self._regions):
             try:
                 await region.close()
-            except c.ComputeError:
+            except ComputeError:
                 pass
         for channel in self._targets.all_channels():
             await channel.close()
@@ -115,7 +126,7 @@ class Client:
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
                 metadata=self._targets.metadata)
         except grpc.RpcError as e:
-            raise c.error_from_rpc(method, e) from None
+            raise error_from_rpc(method, e) from None
 
     async def _index(self, instance: str) -> int:
         i = self._targets.known(instance)
@@ -124,7 +135,7 @@ class Client:
                 try:
                     info = await self._call("GetServerInfo", pb.ServerInfoRequest(),
                                             self.timeout, j)
-                except c.ComputeError:
+                except ComputeError:
                     continue
                 self._targets.asked.add(j)
                 self._targets.learn(info.instance_name, j)
@@ -132,19 +143,19 @@ class Client:
         return self._targets.unknown(instance) if i is None else i
 
     async def _route(self, *operands) -> int:
-        ids = [t for t in map(c.tensor_id, operands) if t is not None]
+        ids = [t for t in map(tensor_id, operands) if t is not None]
         if ids:
-            return await self._index(c.instance_of(ids[0]))
-        index = c.region_index(*operands)
+            return await self._index(instance_of(ids[0]))
+        index = region_index(*operands)
         return self._targets.any() if index is None else index
 
     async def _compute(self, method: str, request: bytes, index: int, timeout, report: bool,
                        out: Optional[np.ndarray] = None):
-        def make(info: c.TensorInfo) -> Tensor:
+        def make(info: TensorInfo) -> Tensor:
             self._targets.learn(info.server, index)
             return Tensor(self, info)
         response = await self._call(method, request, timeout, index)
-        return c.result(method, response, report, make, out)
+        return result(method, response, report, make, out)
 
     async def shared_memory(self, nbytes: int, *, name: Optional[str] = None,
                             timeout: Optional[float] = _UNSET) -> SharedMemoryRegion:
@@ -152,14 +163,14 @@ class Client:
         client.shared_memory(n) as region:`. A region garbage-collected
         without close() is unlinked, and unregistered by a task on the loop
         that made it while that loop runs."""
-        nbytes, name = c.shared_memory_request(nbytes, name)
-        key, mapping = c.create_shm_object(nbytes)
-        name = c.region_name(key, name)
+        nbytes, name = shared_memory_request(nbytes, name)
+        key, mapping = create_shm_object(nbytes)
+        name = region_name(key, name)
         try:
             answer = await self._call("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
                 name=name, key=key, byte_size=nbytes), timeout, 0)
         except BaseException:
-            c.release_shm_object(key, mapping)
+            release_shm_object(key, mapping)
             raise
         client, loop = weakref.ref(self), asyncio.get_running_loop()
 
@@ -174,7 +185,7 @@ class Client:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(spawn)
 
-        region = SharedMemoryRegion(self, 0, key, mapping, c.SharedMemoryInfo.from_proto(answer),
+        region = SharedMemoryRegion(self, 0, key, mapping, SharedMemoryInfo.from_proto(answer),
                                     unregister_on_gc)
         self._regions.add(region)
         return region
@@ -183,14 +194,14 @@ class Client:
         try:
             await self._call("UnregisterSharedMemory",
                              pb.UnregisterSharedMemoryRequest(name=name), timeout, index)
-        except c.ComputeError as e:
+        except ComputeError as e:
             if e.code != grpc.StatusCode.NOT_FOUND:
                 raise
 
     async def list_shared_memory(self, *, timeout: Optional[float] = _UNSET
-                                 ) -> List[c.SharedMemoryInfo]:
+                                 ) -> List[SharedMemoryInfo]:
         r = await self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
-        return [c.SharedMemoryInfo.from_proto(x) for x in r.regions]
+        return [SharedMemoryInfo.from_proto(x) for x in r.regions]
 
     async def unregister_shared_memory(self, name: str = "", *,
                                        timeout: Optional[float] = _UNSET) -> int:
@@ -199,28 +210,28 @@ class Client:
         return r.unregistered
 
     async def upload(self, array, ttl_seconds: Optional[int] = None, *,
-                     chunk_bytes: int = c.DEFAULT_CHUNK_BYTES,
+                     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                      timeout: Optional[float] = _UNSET) -> Tensor:
-        messages = c.upload_messages(array, ttl_seconds, chunk_bytes, self)
+        messages = upload_messages(array, ttl_seconds, chunk_bytes, self)
         index = await self._route(array)
-        info = c.TensorInfo.from_proto(await self._call("Upload", messages, timeout, index))
+        info = TensorInfo.from_proto(await self._call("Upload", messages, timeout, index))
         self._targets.learn(info.server, index)
         return Tensor(self, info)
 
     async def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
                        out: Optional[np.ndarray] = None,
                        timeout: Optional[float] = _UNSET) -> np.ndarray:
-        request = c.download_request(tensor, chunk_bytes, release, out, self)
+        request = download_request(tensor, chunk_bytes, release, out, self)
         tid = request.tensor_id
-        index = await self._index(c.instance_of(tid))
-        out = c.Download(out, request.HasField("shared_memory"))
+        index = await self._index(instance_of(tid))
+        out = Download(out, request.HasField("shared_memory"))
         try:
             async for raw in self._targets.channels[index].call("Download")(
                     request, timeout=self.timeout if timeout is _UNSET else timeout,
                     metadata=self._targets.metadata):
                 out.add(raw)
         except grpc.RpcError as e:
-            raise c.error_from_rpc("Download", e) from None
+            raise error_from_rpc("Download", e) from None
         if isinstance(tensor, Tensor) and out.info is not None:
             tensor.info = out.info
         return out.result()
@@ -228,10 +239,10 @@ class Client:
     async def release(self, *tensors, timeout: Optional[float] = _UNSET) -> int:
         groups = defaultdict(list)
         for t in tensors:
-            tid = c.tensor_id(t)
+            tid = tensor_id(t)
             if tid is None:
                 raise TypeError(f"release takes Tensors or tensor ids, not {type(t).__name__}")
-            groups[await self._index(c.instance_of(tid))].append(tid)
+            groups[await self._index(instance_of(tid))].append(tid)
         released = 0
         for index, ids in groups.items():
             r = await self._call("ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids),
@@ -239,41 +250,41 @@ class Client:
             released += r.released
         return released
 
-    async def tensors(self, *, timeout: Optional[float] = _UNSET) -> c.TensorList:
-        out = c.TensorList()
+    async def tensors(self, *, timeout: Optional[float] = _UNSET) -> TensorList:
+        out = TensorList()
         for index in range(self._targets.base):
             r = await self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
-            out.extend(c.TensorInfo.from_proto(t) for t in r.tensors)
+            out.extend(TensorInfo.from_proto(t) for t in r.tensors)
             out.held_bytes += r.held_bytes
             out.limit_bytes += r.limit_bytes
             for t in r.tensors:
                 self._targets.learn(t.server, index)
         return out
 
-    async def _tensor_info(self, tid: str, timeout) -> c.TensorInfo:
-        index = await self._index(c.instance_of(tid))
+    async def _tensor_info(self, tid: str, timeout) -> TensorInfo:
+        index = await self._index(instance_of(tid))
         r = await self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
         for t in r.tensors:
             if t.id == tid:
-                return c.TensorInfo.from_proto(t)
-        raise c.ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
-                             f"tensor {tid} is not held: released or expired")
+                return TensorInfo.from_proto(t)
+        raise ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
+                           f"tensor {tid} is not held: released or expired")
 
     async def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
                      output_dtype: Any = None,
                      keep: bool = False, ttl_seconds: Optional[int] = None,
                      out: Optional[np.ndarray] = None, timeout: Optional[float] = _UNSET,
-                     report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
-                                   output_dtype)
+                     report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+        request = matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
+                                 output_dtype)
         return await self._compute("MatMul", request, await self._route(a, b, out), timeout,
                                    report, out)
 
     async def transpose(self, x, *, variant: str = "", keep: bool = False,
                         ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                         timeout: Optional[float] = _UNSET,
-                        report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.transpose_request(x, variant, keep, ttl_seconds, out, self)
+                        report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+        request = transpose_request(x, variant, keep, ttl_seconds, out, self)
         return await self._compute("Transpose", request, await self._route(x, out), timeout,
                                    report, out)
 
@@ -281,9 +292,9 @@ class Client:
                      *, variant: str = "", output_dtype: Any = None, keep: bool = False,
                      ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                      timeout: Optional[float] = _UNSET,
-                     report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
-        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
-                                   output_dtype)
+                     report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+        request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
+                                 output_dtype)
         return await self._compute("Reduce", request, await self._route(x, out), timeout,
                                    report, out)
 
@@ -291,14 +302,14 @@ class Client:
                       variants: Sequence[str] = (), reduce_op: str = "sum",
                       axis: Union[str, int, None] = None, warmup: int = 0,
                       repetitions: int = 0, counters: bool = False, warm_cache: bool = False,
-                      timeout: Optional[float] = _UNSET) -> c.ProfileResult:
-        request = c.profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
-                                    repetitions, counters, warm_cache)
-        return c.ProfileResult(await self._call("Profile", request, timeout))
+                      timeout: Optional[float] = _UNSET) -> ProfileResult:
+        request = profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
+                                  repetitions, counters, warm_cache)
+        return ProfileResult(await self._call("Profile", request, timeout))
 
     async def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:
         return await self._call("GetServerInfo", pb.ServerInfoRequest(), timeout)
 
 
 # Every other unary rpc of the service: generated from its descriptor.
-c.add_generated_methods(Client, asynchronous=True, unset=_UNSET)
+add_generated_methods(Client, asynchronous=True, unset=_UNSET)

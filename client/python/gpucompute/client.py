@@ -9,13 +9,24 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
-from gpucompute import _common as c
+from gpucompute._channels import PathOrBytes, Targets
+from gpucompute._errors import ComputeError, error_from_rpc
+from gpucompute._generated_methods import add_generated_methods
+from gpucompute._profile_result import ProfileResult
+from gpucompute._requests import (DEFAULT_CHUNK_BYTES, download_request, matmul_request,
+                                  profile_request, reduce_request, transpose_request,
+                                  upload_messages)
+from gpucompute._results import Download, Result, result
+from gpucompute._shared_memory import (SharedMemoryBase, SharedMemoryInfo, create_shm_object,
+                                       region_index, region_name, release_shm_object,
+                                       shared_memory_request)
+from gpucompute._tensors import TensorBase, TensorInfo, TensorList, instance_of, tensor_id
 from gpucompute.v1 import compute_pb2 as pb
 
 _UNSET = object()
 
 
-class Tensor(c.TensorBase):
+class Tensor(TensorBase):
     """A matrix held by the server (from Client.upload, or an op with
     keep=True). Pass it to matmul/transpose/reduce in place of an array;
     `with client.upload(a) as t:` releases it on leaving the block.
@@ -38,7 +49,7 @@ class Tensor(c.TensorBase):
         """Frees it on the server; False when it was no longer held."""
         return self._client.release(self, timeout=timeout) == 1
 
-    def refresh(self, *, timeout: Optional[float] = _UNSET) -> c.TensorInfo:
+    def refresh(self, *, timeout: Optional[float] = _UNSET) -> TensorInfo:
         """Asks the server for the current info (ListTensors on its holder)."""
         self.info = self._client._tensor_info(self.id, timeout)
         return self.info
@@ -50,7 +61,7 @@ class Tensor(c.TensorBase):
         self.release()
 
 
-class SharedMemoryRegion(c.SharedMemoryBase):
+class SharedMemoryRegion(SharedMemoryBase):
     """A POSIX shared-memory object this process created and the server
     mapped (Client.shared_memory). `region.ndarray(shape, dtype, offset=0)`
     gives arrays over its bytes that ops read in place and that out= fills.
@@ -109,12 +120,12 @@ class Client:
     """
 
     def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
-                 tls: bool = False, root_certificates: c.PathOrBytes = None,
-                 certificate_chain: c.PathOrBytes = None, private_key: c.PathOrBytes = None,
+                 tls: bool = False, root_certificates: PathOrBytes = None,
+                 certificate_chain: PathOrBytes = None, private_key: PathOrBytes = None,
                  server_name: Optional[str] = None, token: Optional[str] = None,
-                 token_file: c.PathOrBytes = None, lb: Optional[str] = None,
+                 token_file: PathOrBytes = None, lb: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
-        self._targets = c.Targets(
+        self._targets = Targets(
             grpc, target, tls=tls, root_certificates=root_certificates,
             certificate_chain=certificate_chain, private_key=private_key,
             server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
@@ -129,7 +140,7 @@ class Client:
         for region in list(self._regions):
             try:
                 region.close()
-            except c.ComputeError:
+            except ComputeError:
                 pass
         for channel in self._targets.all_channels():
             channel.close()
@@ -146,7 +157,7 @@ class Client:
                 request, timeout=self.timeout if timeout is _UNSET else timeout,
                 metadata=self._targets.metadata)
         except grpc.RpcError as e:
-            raise c.error_from_rpc(method, e) from None
+            raise error_from_rpc(method, e) from None
 
     # Replicas: which target holds a tensor.
 
@@ -156,7 +167,7 @@ class Client:
             for j in self._targets.unasked():
                 try:
                     info = self._call("GetServerInfo", pb.ServerInfoRequest(), self.timeout, j)
-                except c.ComputeError:
+                except ComputeError:
                     continue
                 self._targets.asked.add(j)
                 self._targets.learn(info.instance_name, j)
@@ -164,14 +175,14 @@ class Client:
         return self._targets.unknown(instance) if i is None else i
 
     def _route(self, *operands) -> int:
-        ids = [t for t in map(c.tensor_id, operands) if t is not None]
+        ids = [t for t in map(tensor_id, operands) if t is not None]
         if ids:
-            return self._index(c.instance_of(ids[0]))
-        index = c.region_index(*operands)
+            return self._index(instance_of(ids[0]))
+        index = region_index(*operands)
         return self._targets.any() if index is None else index
 
     def _tensor(self, index: int):
-        def make(info: c.TensorInfo) -> Tensor:
+        def make(info: TensorInfo) -> Tensor:
             self._targets.learn(info.server, index)
             return Tensor(self, info)
         return make
@@ -179,7 +190,7 @@ class Client:
     def _compute(self, method: str, request: bytes, index: int, timeout, report: bool,
                  out: Optional[np.ndarray] = None):
         response = self._call(method, request, timeout, index)
-        return c.result(method, response, report, self._tensor(index), out)
+        return result(method, response, report, self._tensor(index), out)
 
     # Shared memory.
 
@@ -190,14 +201,14 @@ class Client:
         first target's; it must run on this host with --allow_shared_memory)
         under `name` (default: unique, from the object's name). The server
         maps it and, with a GPU, pins it for DMA."""
-        nbytes, name = c.shared_memory_request(nbytes, name)
-        key, mapping = c.create_shm_object(nbytes)
-        name = c.region_name(key, name)
+        nbytes, name = shared_memory_request(nbytes, name)
+        key, mapping = create_shm_object(nbytes)
+        name = region_name(key, name)
         try:
             answer = self._call("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
                 name=name, key=key, byte_size=nbytes), timeout, 0)
         except BaseException:
-            c.release_shm_object(key, mapping)
+            release_shm_object(key, mapping)
             raise
         client = weakref.ref(self)
 
@@ -205,7 +216,7 @@ class Client:
             if client() is not None:
                 client()._unregister_quietly(name)
 
-        region = SharedMemoryRegion(self, 0, key, mapping, c.SharedMemoryInfo.from_proto(answer),
+        region = SharedMemoryRegion(self, 0, key, mapping, SharedMemoryInfo.from_proto(answer),
                                     unregister_on_gc)
         self._regions.add(region)
         return region
@@ -214,7 +225,7 @@ class Client:
         try:
             self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name),
                        timeout, index)
-        except c.ComputeError as e:
+        except ComputeError as e:
             if e.code != grpc.StatusCode.NOT_FOUND:
                 raise
 
@@ -222,11 +233,11 @@ class Client:
         self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0)
 
     def list_shared_memory(self, *, timeout: Optional[float] = _UNSET
-                           ) -> List[c.SharedMemoryInfo]:
+                           ) -> List[SharedMemoryInfo]:
         """The regions registered with the server (the first target's), by
         this client and any other."""
         r = self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
-        return [c.SharedMemoryInfo.from_proto(x) for x in r.regions]
+        return [SharedMemoryInfo.from_proto(x) for x in r.regions]
 
     def unregister_shared_memory(self, name: str = "", *,
                                  timeout: Optional[float] = _UNSET) -> int:
@@ -239,16 +250,16 @@ class Client:
     # Tensors.
 
     def upload(self, array, ttl_seconds: Optional[int] = None, *,
-               chunk_bytes: int = c.DEFAULT_CHUNK_BYTES,
+               chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                timeout: Optional[float] = _UNSET) -> Tensor:
         """Holds `array` (2-D float32/float64, any layout; 1-D is 1 x N) on the
         server, streamed in messages of `chunk_bytes` of data: any size the
         server's tensor budget admits. ttl_seconds: idle lifetime (None: the
         server's default). An array of a shared-memory region (region.ndarray)
         is sent as one message naming its slice: the server reads the bytes."""
-        messages = c.upload_messages(array, ttl_seconds, chunk_bytes, self)
+        messages = upload_messages(array, ttl_seconds, chunk_bytes, self)
         index = self._route(array)
-        info = c.TensorInfo.from_proto(self._call("Upload", messages, timeout, index))
+        info = TensorInfo.from_proto(self._call("Upload", messages, timeout, index))
         self._targets.learn(info.server, index)
         return Tensor(self, info)
 
@@ -262,17 +273,17 @@ class Client:
         instead of a new one, e.g. the same array each time a loop downloads
         (no fresh pages to fault in); a view of a shared-memory region: the
         server writes the matrix there. out is returned."""
-        request = c.download_request(tensor, chunk_bytes, release, out, self)
+        request = download_request(tensor, chunk_bytes, release, out, self)
         tid = request.tensor_id
-        index = self._index(c.instance_of(tid))
-        out = c.Download(out, request.HasField("shared_memory"))
+        index = self._index(instance_of(tid))
+        out = Download(out, request.HasField("shared_memory"))
         try:
             for raw in self._targets.channels[index].call("Download")(
                     request, timeout=self.timeout if timeout is _UNSET else timeout,
                     metadata=self._targets.metadata):
                 out.add(raw)
         except grpc.RpcError as e:
-            raise c.error_from_rpc("Download", e) from None
+            raise error_from_rpc("Download", e) from None
         if isinstance(tensor, Tensor) and out.info is not None:
             tensor.info = out.info
         return out.result()
@@ -282,43 +293,43 @@ class Client:
         were still held (ids unknown, released or expired are skipped)."""
         groups = defaultdict(list)
         for t in tensors:
-            tid = c.tensor_id(t)
+            tid = tensor_id(t)
             if tid is None:
                 raise TypeError(f"release takes Tensors or tensor ids, not {type(t).__name__}")
-            groups[self._index(c.instance_of(tid))].append(tid)
+            groups[self._index(instance_of(tid))].append(tid)
         released = 0
         for index, ids in groups.items():
             released += self._call("ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids),
                                    timeout, index).released
         return released
 
-    def tensors(self, *, timeout: Optional[float] = _UNSET) -> c.TensorList:
+    def tensors(self, *, timeout: Optional[float] = _UNSET) -> TensorList:
         """Every tensor held, over all targets: a list of TensorInfo with
         .held_bytes and .limit_bytes (summed over the servers)."""
-        out = c.TensorList()
+        out = TensorList()
         for index in range(self._targets.base):
             r = self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
-            out.extend(c.TensorInfo.from_proto(t) for t in r.tensors)
+            out.extend(TensorInfo.from_proto(t) for t in r.tensors)
             out.held_bytes += r.held_bytes
             out.limit_bytes += r.limit_bytes
             for t in r.tensors:
                 self._targets.learn(t.server, index)
         return out
 
-    def _tensor_info(self, tid: str, timeout) -> c.TensorInfo:
-        index = self._index(c.instance_of(tid))
+    def _tensor_info(self, tid: str, timeout) -> TensorInfo:
+        index = self._index(instance_of(tid))
         r = self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
         for t in r.tensors:
             if t.id == tid:
-                return c.TensorInfo.from_proto(t)
-        raise c.ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
-                             f"tensor {tid} is not held: released or expired")
+                return TensorInfo.from_proto(t)
+        raise ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
+                           f"tensor {tid} is not held: released or expired")
 
     def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
                output_dtype: Any = None, keep: bool = False,
                ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                timeout: Optional[float] = _UNSET,
-               report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+               report: bool = False) -> Union[np.ndarray, Tensor, Result]:
         """a @ b for a (m x k) and b (k x n) of the same dtype; each an array
         or a Tensor. keep=True holds the result on the server and returns a
         Tensor (ttl_seconds: its idle lifetime). Arrays of a shared-memory
@@ -327,35 +338,35 @@ class Client:
         float16 and bfloat16 (ml_dtypes.bfloat16) inputs accumulate in float32;
         output_dtype=numpy.float32 returns that unrounded, else the result has
         the inputs' dtype."""
-        request = c.matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
-                                   output_dtype)
+        request = matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
+                                 output_dtype)
         return self._compute("MatMul", request, self._route(a, b, out), timeout, report, out)
 
     def transpose(self, x, *, variant: str = "", keep: bool = False,
                   ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                   timeout: Optional[float] = _UNSET,
-                  report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+                  report: bool = False) -> Union[np.ndarray, Tensor, Result]:
         """x.T; out= as for matmul (cols x rows)."""
-        request = c.transpose_request(x, variant, keep, ttl_seconds, out, self)
+        request = transpose_request(x, variant, keep, ttl_seconds, out, self)
         return self._compute("Transpose", request, self._route(x, out), timeout, report, out)
 
     def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None, *,
                variant: str = "", output_dtype: Any = None, keep: bool = False,
                ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
                timeout: Optional[float] = _UNSET,
-               report: bool = False) -> Union[np.ndarray, Tensor, c.Result]:
+               report: bool = False) -> Union[np.ndarray, Tensor, Result]:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
         gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers).
         output_dtype as for matmul; out= as for matmul, of that shape."""
-        request = c.reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
-                                   output_dtype)
+        request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
+                                 output_dtype)
         return self._compute("Reduce", request, self._route(x, out), timeout, report, out)
 
     def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
                 variants: Sequence[str] = (), reduce_op: str = "sum",
                 axis: Union[str, int, None] = None, warmup: int = 0, repetitions: int = 0,
                 counters: bool = False, warm_cache: bool = False,
-                timeout: Optional[float] = _UNSET) -> c.ProfileResult:
+                timeout: Optional[float] = _UNSET) -> ProfileResult:
         """Times every variant (or `variants`) on server-generated data.
         shape: (m, k, n) for matmul (a is m x k, b is k x n), (m, n) otherwise.
         counters: ask for hardware counters; no server reads them yet, and each
@@ -363,9 +374,9 @@ class Client:
         differ by one idea, with the time ratio that idea bought.
         warm_cache: time runs with warm caches; by default each timed run starts
         with the device's last-level cache (a GPU's L2) flushed."""
-        request = c.profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
-                                    repetitions, counters, warm_cache)
-        return c.ProfileResult(self._call("Profile", request, timeout))
+        request = profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
+                                  repetitions, counters, warm_cache)
+        return ProfileResult(self._call("Profile", request, timeout))
 
     def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:
         """Version, backend, devices and the variants of each op (a protobuf message)."""
@@ -373,4 +384,4 @@ class Client:
 
 
 # Every other unary rpc of the service: generated from its descriptor.
-c.add_generated_methods(Client, asynchronous=False, unset=_UNSET)
+add_generated_methods(Client, asynchronous=False, unset=_UNSET)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gpucompute
-from gpucompute import _common
+from gpucompute import _channels
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +211,7 @@ def test_readme_example(server_target, capsys):
 def test_token_file_first_line_is_the_token(tmp_path):
     token_file = tmp_path / "token"
     token_file.write_bytes(b"  s3cret \r\nsecond line ignored, as by the server\n")
-    _, _, metadata = gpucompute._common.channel_setup(
+    _, _, metadata = gpucompute._channels.channel_setup(
         "localhost:1", tls=False, root_certificates=None, certificate_chain=None,
         private_key=None, server_name=None, token=None, token_file=token_file, lb=None,
         options=())
@@ -230,4 +230,4 @@ def test_token_file_first_line_is_the_token(tmp_path):
 ])
 def test_a_target_without_a_port_gets_the_servers_default(target, expected):
     # Not gRPC's own default (443 for Python, 0 for C++ target strings).
-    assert _common.with_default_port(target) == expected
+    assert _channels.with_default_port(target) == expected

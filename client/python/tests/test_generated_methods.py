@@ -7,24 +7,24 @@ import asyncio
 import pytest
 
 import gpucompute
-from gpucompute import _common
+from gpucompute._generated_methods import HAND_WRITTEN, add_generated_methods, snake_case
 from gpucompute.v1 import compute_pb2 as pb
 
 
 def without(rpc):
-    return {k: v for k, v in _common.HAND_WRITTEN.items() if k != rpc}
+    return {k: v for k, v in HAND_WRITTEN.items() if k != rpc}
 
 
 def test_snake_case():
-    assert _common.snake_case("ListTensors") == "list_tensors"
-    assert _common.snake_case("GetServerInfo") == "get_server_info"
+    assert snake_case("ListTensors") == "list_tensors"
+    assert snake_case("GetServerInfo") == "get_server_info"
 
 
 def test_every_rpc_is_reachable_from_both_clients():
     service = pb.DESCRIPTOR.services_by_name["Compute"]
     for cls in (gpucompute.Client, gpucompute.aio.Client):
         for rpc in service.methods:
-            name = _common.HAND_WRITTEN.get(rpc.name, _common.snake_case(rpc.name))
+            name = HAND_WRITTEN.get(rpc.name, snake_case(rpc.name))
             assert callable(getattr(cls, name, None)), f"{cls.__module__}: {name} for {rpc.name}"
 
 
@@ -33,8 +33,8 @@ def test_a_generated_method_calls_its_rpc(server_target):
     class Client(gpucompute.Client):
         pass
 
-    _common.add_generated_methods(Client, asynchronous=False, unset=None,
-                                  hand_written=without("ListTensors"))
+    add_generated_methods(Client, asynchronous=False, unset=None,
+                          hand_written=without("ListTensors"))
     with Client(server_target, timeout=30) as client:
         response = client.list_tensors()
         assert isinstance(response, pb.ListTensorsResponse)
@@ -48,8 +48,8 @@ def test_a_generated_async_method_calls_its_rpc(server_target):
     class Client(gpucompute.aio.Client):
         pass
 
-    _common.add_generated_methods(Client, asynchronous=True, unset=None,
-                                  hand_written=without("ReleaseTensors"))
+    add_generated_methods(Client, asynchronous=True, unset=None,
+                          hand_written=without("ReleaseTensors"))
 
     async def main():
         async with Client(server_target, timeout=30) as client:
@@ -65,4 +65,4 @@ def test_a_missing_hand_written_method_fails():
         pass
 
     with pytest.raises(TypeError, match="lacks matmul"):
-        _common.add_generated_methods(Bare, asynchronous=False, unset=None)
+        add_generated_methods(Bare, asynchronous=False, unset=None)

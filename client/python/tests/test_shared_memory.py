@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpucompute
-from gpucompute import _common as c
+from gpucompute import _errors, _operands, _requests, _results, _shared_memory
 from gpucompute.v1 import compute_pb2 as pb
 
 F32, F64 = pb.DTYPE_FLOAT32, pb.DTYPE_FLOAT64
@@ -32,7 +32,7 @@ def uniform(rng, shape, dtype):
 
 
 def proto_matrix(array):
-    dtype, a = c.row_major(array, "x")
+    dtype, a = _operands.row_major(array, "x")
     return pb.Matrix(dtype=dtype, rows=a.shape[0], cols=a.shape[1], data=a.tobytes())
 
 
@@ -46,8 +46,9 @@ def shm_matrix(dtype, rows, cols, region, offset, byte_size):
 @pytest.fixture
 def region():
     """A region as a client makes it, registered nowhere, named "r"."""
-    key, mapping = c.create_shm_object(1 << 16)
-    r = c.SharedMemoryBase(None, 0, key, mapping, c.SharedMemoryInfo("r", key, 0, 1 << 16, False))
+    key, mapping = _shared_memory.create_shm_object(1 << 16)
+    info = _shared_memory.SharedMemoryInfo("r", key, 0, 1 << 16, False)
+    r = _shared_memory.SharedMemoryBase(None, 0, key, mapping, info)
     yield r
     r._finalizer()
 
@@ -56,15 +57,15 @@ def test_views_travel_as_slices(region, rng):
     a = region.ndarray((3, 4), np.float32, offset=64)
     b = uniform(rng, (4, 5), np.float32)
     a[:] = uniform(rng, (3, 4), np.float32)
-    assert c.matmul_request(a, b, "", False) == pb.MatMulRequest(
+    assert _requests.matmul_request(a, b, "", False) == pb.MatMulRequest(
         a=shm_matrix(F32, 3, 4, "r", 64, 48), b=proto_matrix(b)).SerializeToString()
     # Offset 0 is left out, as proto3 does; a 1-D view is one row.
     x = region.ndarray(7, np.float64)
-    assert c.transpose_request(x, "") == pb.TransposeRequest(
+    assert _requests.transpose_request(x, "") == pb.TransposeRequest(
         input=shm_matrix(F64, 1, 7, "r", 0, 56)).SerializeToString()
     # A block of rows of a view is C-contiguous: its own slice of the region.
     big = region.ndarray((10, 6), np.float64, offset=1024)
-    assert c.reduce_request(big[2:5], "max", 0, "") == pb.ReduceRequest(
+    assert _requests.reduce_request(big[2:5], "max", 0, "") == pb.ReduceRequest(
         input=shm_matrix(F64, 3, 6, "r", 1024 + 2 * 48, 144), op=pb.REDUCE_OP_MAX,
         axis=pb.REDUCE_AXIS_PER_COLUMN).SerializeToString()
 
@@ -76,26 +77,26 @@ def test_views_not_row_major_go_inline(region, rng):
     be = region.ndarray((2, 3), ">f4", offset=512)
     be[:] = uniform(rng, (2, 3), np.float32)
     for x in (v.T, v[:, ::2], be, region.ndarray((0, 3), np.float32)):
-        assert c.transpose_request(x, "") == pb.TransposeRequest(
+        assert _requests.transpose_request(x, "") == pb.TransposeRequest(
             input=proto_matrix(x)).SerializeToString()
     with pytest.raises(TypeError, match="float32"):
-        c.transpose_request(region.ndarray((2, 2), np.int32), "")
+        _requests.transpose_request(region.ndarray((2, 2), np.int32), "")
 
 
 def test_out_places_the_result_in_the_region(region, rng):
     x = uniform(rng, (5, 3), np.float32)
     out = region.ndarray((3, 5), np.float32, offset=256)
-    assert c.transpose_request(x, "", out=out) == pb.TransposeRequest(
+    assert _requests.transpose_request(x, "", out=out) == pb.TransposeRequest(
         input=proto_matrix(x), output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(
             region="r", offset=256, byte_size=60))).SerializeToString()
     col = region.ndarray(3, np.float32, offset=8)  # 1-D: 1 x 3, reduce per column
-    assert c.reduce_request(x, "sum", 0, "", out=col) == pb.ReduceRequest(
+    assert _requests.reduce_request(x, "sum", 0, "", out=col) == pb.ReduceRequest(
         input=proto_matrix(x), axis=pb.REDUCE_AXIS_PER_COLUMN,
         output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(
             region="r", offset=8, byte_size=12))).SerializeToString()
     b = region.ndarray((3, 2), np.float32, offset=4096)
     out = region.ndarray((5, 2), np.float32)
-    assert c.matmul_request(x, b, "", True, out=out) == pb.MatMulRequest(
+    assert _requests.matmul_request(x, b, "", True, out=out) == pb.MatMulRequest(
         a=proto_matrix(x), b=shm_matrix(F32, 3, 2, "r", 4096, 24), allow_tf32=True,
         output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(
             region="r", byte_size=40))).SerializeToString()
@@ -104,11 +105,11 @@ def test_out_places_the_result_in_the_region(region, rng):
 def test_upload_and_download_name_the_slice(region, rng):
     x = region.ndarray((9, 11), np.float64, offset=800)
     x[:] = uniform(rng, (9, 11), np.float64)
-    assert list(c.upload_messages(x, 30, 1)) == [pb.UploadRequest(
+    assert list(_requests.upload_messages(x, 30, 1)) == [pb.UploadRequest(
         dtype=F64, rows=9, cols=11, ttl_seconds=30, shared_memory=pb.SharedMemorySlice(
             region="r", offset=800, byte_size=792)).SerializeToString()]
     out = region.ndarray((9, 11), np.float64, offset=8000)
-    assert c.download_request("id@h", 0, True, out, None) == pb.DownloadRequest(
+    assert _requests.download_request("id@h", 0, True, out, None) == pb.DownloadRequest(
         tensor_id="id@h", release=True, shared_memory=pb.SharedMemorySlice(
             region="r", offset=8000, byte_size=792))
 
@@ -124,17 +125,17 @@ def test_out_is_checked_before_any_call(region):
            ([[0.0] * 4] * 6, "expected an array")]
     for out, why in bad:
         with pytest.raises((ValueError, TypeError), match=why):
-            c.transpose_request(x, "", out=out)
+            _requests.transpose_request(x, "", out=out)
     with pytest.raises(ValueError, match="keep=True"):
-        c.transpose_request(x, "", keep=True, out=good)
+        _requests.transpose_request(x, "", keep=True, out=good)
     with pytest.raises(ValueError, match="ttl_seconds"):
-        c.transpose_request(x, "", ttl_seconds=3, out=good)
+        _requests.transpose_request(x, "", ttl_seconds=3, out=good)
     with pytest.raises(ValueError, match=r"shape 4 x 1"):
-        c.reduce_request(x, "sum", 1, "", out=region.ndarray(4, np.float32))
+        _requests.reduce_request(x, "sum", 1, "", out=region.ndarray(4, np.float32))
     with pytest.raises(ValueError, match=r"shape 4 x 5"):
-        c.matmul_request(x, np.ones((6, 5), np.float32), "", False, out=good)
+        _requests.matmul_request(x, np.ones((6, 5), np.float32), "", False, out=good)
     # A tensor named by its id: the client cannot tell; the server checks the byte size.
-    c.transpose_request("0" * 32 + "@h", "", out=good)
+    _requests.transpose_request("0" * 32 + "@h", "", out=good)
 
 
 def test_views_of_another_clients_region(region, rng):
@@ -143,10 +144,10 @@ def test_views_of_another_clients_region(region, rng):
     x = region.ndarray((2, 3), np.float64)
     x[:] = uniform(rng, (2, 3), np.float64)
     other = object()
-    assert c.transpose_request(x, "", owner=other) == pb.TransposeRequest(
+    assert _requests.transpose_request(x, "", owner=other) == pb.TransposeRequest(
         input=proto_matrix(x)).SerializeToString()
     with pytest.raises(ValueError, match="another client"):
-        c.transpose_request(np.ones((3, 2)), "", out=x, owner=other)
+        _requests.transpose_request(np.ones((3, 2)), "", out=x, owner=other)
 
 
 def test_responses_in_shared_memory(region):
@@ -155,18 +156,18 @@ def test_responses_in_shared_memory(region):
     slice_ = pb.SharedMemorySlice(region="r", byte_size=48)
     raw = pb.TransposeResponse(output=pb.Matrix(dtype=F64, rows=2, cols=3, shared_memory=slice_),
                                report=pb.ExecutionReport(variant="v")).SerializeToString()
-    assert c.result("Transpose", raw, False, out=out) is out
-    r = c.result("Transpose", raw, True, out=out)
+    assert _results.result("Transpose", raw, False, out=out) is out
+    r = _results.result("Transpose", raw, True, out=out)
     assert r.output is out and r.report.variant == "v"
     assert (out == 7).all()  # the server wrote it; the client copies nothing
-    with pytest.raises(c.ComputeError, match="in shared memory"):
-        c.result("Transpose", raw, False)  # no out= asked for it
+    with pytest.raises(_errors.ComputeError, match="in shared memory"):
+        _results.result("Transpose", raw, False)  # no out= asked for it
     with pytest.raises(ValueError, match=r"written to out has shape 3 x 2"):
-        c.result("Transpose", pb.TransposeResponse(output=pb.Matrix(
+        _results.result("Transpose", pb.TransposeResponse(output=pb.Matrix(
             dtype=F64, rows=3, cols=2, shared_memory=slice_)).SerializeToString(), False, out=out)
     # A server that answers inline after all: the bytes are copied into out.
     inline = pb.TransposeResponse(output=proto_matrix(np.arange(6.0).reshape(2, 3)))
-    assert c.result("Transpose", inline.SerializeToString(), False, out=out) is out
+    assert _results.result("Transpose", inline.SerializeToString(), False, out=out) is out
     np.testing.assert_array_equal(out, np.arange(6.0).reshape(2, 3))
 
 
@@ -187,12 +188,13 @@ def test_ndarray_bounds_and_release(region):
 
 def test_a_view_keeps_its_region(rng):
     """Dropping the region but keeping a view: the region stays open."""
-    key, mapping = c.create_shm_object(4096)
-    r = c.SharedMemoryBase(None, 0, key, mapping, c.SharedMemoryInfo("k", key, 0, 4096, False))
+    key, mapping = _shared_memory.create_shm_object(4096)
+    info = _shared_memory.SharedMemoryInfo("k", key, 0, 4096, False)
+    r = _shared_memory.SharedMemoryBase(None, 0, key, mapping, info)
     v = r.ndarray((4, 4))[1:3]
     del r
     gc.collect()
-    assert shm_exists(key) and c.region_of(v).name == "k"
+    assert shm_exists(key) and _shared_memory.region_of(v).name == "k"
     del v
     gc.collect()
     assert not shm_exists(key)

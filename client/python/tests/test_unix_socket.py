@@ -40,7 +40,7 @@ def test_the_socket_has_the_mode_asked_for(both):
 def test_matmul_over_the_socket_equals_over_tcp(both, rng, form):
     tcp, path = both
     target = form.format(path)  # unix:/abs/path, or unix:///abs/path
-    assert gpucompute._common.with_default_port(target) == target
+    assert gpucompute._channels.with_default_port(target) == target
     a = rng.uniform(-1, 1, size=(37, 19)).astype(np.float32)
     b = rng.uniform(-1, 1, size=(19, 23)).astype(np.float32)
     with gpucompute.Client(target, timeout=60) as local, \

@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from gpucompute import _common as c
+from gpucompute import _channels, _errors, _operands, _profile_result, _requests, _results
 from gpucompute import _wire
 from gpucompute.v1 import compute_pb2 as pb
 
 
 def proto_matrix(array):
-    dtype, a = c.row_major(array, "x")
+    dtype, a = _operands.row_major(array, "x")
     return pb.Matrix(dtype=dtype, rows=a.shape[0], cols=a.shape[1], data=a.tobytes())
 
 
@@ -21,7 +21,7 @@ def proto_matrix(array):
 def test_matmul_request_matches_protobuf(rng, dtype, variant, allow_tf32):
     a = rng.standard_normal((37, 200)).astype(dtype)
     b = np.asfortranarray(rng.standard_normal((200, 3)).astype(dtype))
-    raw = c.matmul_request(a, b, variant, allow_tf32)
+    raw = _requests.matmul_request(a, b, variant, allow_tf32)
     expected = pb.MatMulRequest(a=proto_matrix(a), b=proto_matrix(b), variant=variant,
                                 allow_tf32=allow_tf32)
     assert raw == expected.SerializeToString()
@@ -30,12 +30,12 @@ def test_matmul_request_matches_protobuf(rng, dtype, variant, allow_tf32):
 @pytest.mark.parametrize("shape", [(1, 1), (0, 5), (129, 3)])
 def test_transpose_and_reduce_requests_match_protobuf(rng, shape):
     x = rng.standard_normal(shape).astype(np.float32)
-    assert c.transpose_request(x, "shared") == pb.TransposeRequest(
+    assert _requests.transpose_request(x, "shared") == pb.TransposeRequest(
         input=proto_matrix(x), variant="shared").SerializeToString()
     for op, axis in [("sum", None), ("max", 0), ("mean", "per_row")]:
-        expected = pb.ReduceRequest(input=proto_matrix(x), op=c.reduce_op(op),
-                                    axis=c.reduce_axis(axis), variant="cub")
-        assert c.reduce_request(x, op, axis, "cub") == expected.SerializeToString()
+        expected = pb.ReduceRequest(input=proto_matrix(x), op=_requests.reduce_op(op),
+                                    axis=_requests.reduce_axis(axis), variant="cub")
+        assert _requests.reduce_request(x, op, axis, "cub") == expected.SerializeToString()
 
 
 def test_response_is_a_view_of_the_received_bytes(rng):
@@ -43,9 +43,9 @@ def test_response_is_a_view_of_the_received_bytes(rng):
     report = pb.ExecutionReport(variant="naive", device="cpu", queue_us=3, total_us=-1)
     raw = pb.TransposeResponse(output=proto_matrix(x), report=report).SerializeToString()
     raw += b"\x78\x2a"  # an unknown field (15, varint) is skipped
-    result = c.result("Transpose", raw, True)
+    result = _results.result("Transpose", raw, True)
     np.testing.assert_array_equal(result.output, x)
-    assert result.report == c.Report.from_proto(report)
+    assert result.report == _results.Report.from_proto(report)
     assert not result.output.flags.writeable
     assert np.shares_memory(result.output, np.frombuffer(raw, dtype=np.uint8))
 
@@ -57,8 +57,8 @@ def test_response_is_a_view_of_the_received_bytes(rng):
     (b"\x0b", "wire type"),                                      # group start: unsupported
 ])
 def test_malformed_responses_raise_internal(raw, why):
-    with pytest.raises(c.ComputeError) as e:
-        c.result("Reduce", raw, False)
+    with pytest.raises(_errors.ComputeError) as e:
+        _results.result("Reduce", raw, False)
     assert e.value.code.name == "INTERNAL" and why in e.value.message
 
 
@@ -69,27 +69,27 @@ def test_varint_encodes_negative_int64_in_ten_bytes():
 def test_one_dimensional_arrays_are_one_row(rng):
     """A 1-D array is 1 x N, as the CLI reads a 1-D .npy file."""
     v = rng.standard_normal(5)
-    dtype, a = c.row_major(v, "a")
+    dtype, a = _operands.row_major(v, "a")
     assert dtype == pb.DTYPE_FLOAT64 and a.shape == (1, 5)
     np.testing.assert_array_equal(a[0], v)
     b = rng.standard_normal((5, 2))
     expected = pb.MatMulRequest(a=pb.Matrix(dtype=pb.DTYPE_FLOAT64, rows=1, cols=5,
                                             data=v.tobytes()), b=proto_matrix(b))
-    assert c.matmul_request(v, b, "", False) == expected.SerializeToString()
+    assert _requests.matmul_request(v, b, "", False) == expected.SerializeToString()
     for bad in (np.float64(1.0), np.ones((2, 2, 2))):
         with pytest.raises(ValueError, match="2-D array"):
-            c.row_major(bad, "x")
+            _operands.row_major(bad, "x")
 
 
 def test_profile_shape_is_m_k_n():
     """(m, k, n) for matmul, the order of a @ b and of the CLI's MxKxN;
     ProfileRequest keeps its m, n, k fields."""
-    r = c.profile_request("matmul", (64, 32, 16), np.float32, (), "sum", None, 0, 0)
+    r = _requests.profile_request("matmul", (64, 32, 16), np.float32, (), "sum", None, 0, 0)
     assert (r.op, r.m, r.k, r.n) == (pb.OP_MATMUL, 64, 32, 16)
-    r = c.profile_request("transpose", (30, 20), np.float64, (), "sum", None, 0, 0)
+    r = _requests.profile_request("transpose", (30, 20), np.float64, (), "sum", None, 0, 0)
     assert (r.m, r.n, r.k, r.dtype) == (30, 20, 0, pb.DTYPE_FLOAT64)
     with pytest.raises(ValueError, match=r"expected \(m, k, n\)"):
-        c.profile_request("matmul", (64, 32), np.float32, (), "sum", None, 0, 0)
+        _requests.profile_request("matmul", (64, 32), np.float32, (), "sum", None, 0, 0)
 
 
 def test_profile_result_comparisons():
@@ -102,7 +102,7 @@ def test_profile_result_comparisons():
                   pb.VariantProfile(variant="naive", ok=True, median_us=10.0)],
         comparisons=[pb.Comparison(idea="coalescing", lesson="coalesce the writes",
                                    before="naive", after="shared", time_ratio=2.0)])
-    result = c.ProfileResult(response)
+    result = _profile_result.ProfileResult(response)
     assert result.comparisons == [{"idea": "coalescing", "lesson": "coalesce the writes",
                                    "before": "naive", "after": "shared", "time_ratio": 2.0,
                                    "counter": "", "counter_before": 0.0,
@@ -112,10 +112,11 @@ def test_profile_result_comparisons():
     assert "coalescing: naive -> shared  2.00x  coalesce the writes" in text
     assert "shared: note: above the measured ceiling" in text
     assert json.loads(result.to_json())["comparisons"][0]["time_ratio"] == 2.0
-    assert c.ProfileResult(pb.ProfileResponse()).comparisons == []
-    r = c.profile_request("transpose", (30, 20), np.float32, (), "sum", None, 0, 0, True)
+    assert _profile_result.ProfileResult(pb.ProfileResponse()).comparisons == []
+    r = _requests.profile_request("transpose", (30, 20), np.float32, (), "sum", None, 0, 0, True)
     assert r.counters
-    assert not c.profile_request("transpose", (30, 20), np.float32, (), "sum", None, 0, 0).counters
+    assert not _requests.profile_request("transpose", (30, 20), np.float32, (), "sum", None, 0,
+                                         0).counters
 
 
 TENSOR_ID = "0123456789abcdef0123456789abcdef@host-a:50051"
@@ -129,30 +130,30 @@ def test_tensor_operands_and_kept_outputs_match_protobuf(rng, keep, ttl):
     tensor = pb.Matrix(tensor_id=TENSOR_ID)
     output = pb.OutputPlacement(keep=True, ttl_seconds=ttl or 0) if keep else None
     kw = dict(keep=keep, ttl_seconds=ttl)
-    assert c.matmul_request(TENSOR_ID, x.T, "tiled32", True, **kw) == pb.MatMulRequest(
+    assert _requests.matmul_request(TENSOR_ID, x.T, "tiled32", True, **kw) == pb.MatMulRequest(
         a=tensor, b=proto_matrix(x.T), variant="tiled32", allow_tf32=True,
         output=output).SerializeToString()
-    assert c.matmul_request(x, TENSOR_ID, "", False, **kw) == pb.MatMulRequest(
+    assert _requests.matmul_request(x, TENSOR_ID, "", False, **kw) == pb.MatMulRequest(
         a=proto_matrix(x), b=tensor, output=output).SerializeToString()
-    assert c.transpose_request(TENSOR_ID, "shared", **kw) == pb.TransposeRequest(
+    assert _requests.transpose_request(TENSOR_ID, "shared", **kw) == pb.TransposeRequest(
         input=tensor, variant="shared", output=output).SerializeToString()
-    assert c.reduce_request(TENSOR_ID, "max", 0, "cub", **kw) == pb.ReduceRequest(
+    assert _requests.reduce_request(TENSOR_ID, "max", 0, "cub", **kw) == pb.ReduceRequest(
         input=tensor, op=pb.REDUCE_OP_MAX, axis=pb.REDUCE_AXIS_PER_COLUMN, variant="cub",
         output=output).SerializeToString()
     # An inline request with keep: the operand's data, then field 10.
-    assert c.transpose_request(x, "", **kw) == pb.TransposeRequest(
+    assert _requests.transpose_request(x, "", **kw) == pb.TransposeRequest(
         input=proto_matrix(x), output=output).SerializeToString()
 
 
 def test_an_empty_tensor_id_is_still_written():
     """A set oneof member is written even when empty, as protobuf does."""
-    assert c.transpose_request("", "") == pb.TransposeRequest(
+    assert _requests.transpose_request("", "") == pb.TransposeRequest(
         input=pb.Matrix(tensor_id="")).SerializeToString()
 
 
 def test_ttl_without_keep_is_refused():
     with pytest.raises(ValueError, match="keep=True"):
-        c.transpose_request(np.ones((2, 2)), "", keep=False, ttl_seconds=5)
+        _requests.transpose_request(np.ones((2, 2)), "", keep=False, ttl_seconds=5)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -160,20 +161,21 @@ def test_ttl_without_keep_is_refused():
                                              ((64, 33), 1 << 20, 5), ((1, 1), 7, 0)])
 def test_upload_messages_match_protobuf(rng, dtype, shape, chunk, ttl):
     x = np.asfortranarray(rng.standard_normal(shape).astype(dtype))
-    messages = list(c.upload_messages(x, ttl or None, chunk))
+    messages = list(_requests.upload_messages(x, ttl or None, chunk))
     payload = np.ascontiguousarray(x).tobytes()
     chunks = [payload[i:i + chunk] for i in range(0, len(payload), chunk)] or [b""]
-    expected = [pb.UploadRequest(dtype=c.dtype_value(dtype), rows=shape[0], cols=shape[1],
-                                 ttl_seconds=ttl, data=chunks[0]).SerializeToString()]
+    expected = [pb.UploadRequest(dtype=_requests.dtype_value(dtype), rows=shape[0],
+                                 cols=shape[1], ttl_seconds=ttl,
+                                 data=chunks[0]).SerializeToString()]
     expected += [pb.UploadRequest(data=d).SerializeToString() for d in chunks[1:]]
     assert messages == expected
 
 
 def test_upload_argument_errors():
     with pytest.raises(ValueError, match="chunk_bytes"):
-        c.upload_messages(np.ones((2, 2)), None, 0)
+        _requests.upload_messages(np.ones((2, 2)), None, 0)
     with pytest.raises(TypeError, match="astype"):
-        c.upload_messages(np.ones((2, 2), np.int64), None, 8)
+        _requests.upload_messages(np.ones((2, 2), np.int64), None, 8)
 
 
 def test_kept_output_response_is_a_tensor():
@@ -181,17 +183,17 @@ def test_kept_output_response_is_a_tensor():
     raw = pb.MatMulResponse(c=pb.Matrix(dtype=pb.DTYPE_FLOAT64, rows=3, cols=2,
                                         tensor_id=TENSOR_ID), report=report).SerializeToString()
     made = []
-    result = c.result("MatMul", raw, True, lambda info: made.append(info) or info)
+    result = _results.result("MatMul", raw, True, lambda info: made.append(info) or info)
     info = made[0]
     assert result.output is info and result.report.compute_us == 5
     assert (info.id, info.dtype, info.shape, info.bytes, info.server) == (
         TENSOR_ID, np.dtype("<f8"), (3, 2), 48, "host-a:50051")
     # A tensor_id where an array was expected (no keep asked) is malformed.
-    with pytest.raises(c.ComputeError, match="tensor_id"):
-        c.result("MatMul", raw, False)
+    with pytest.raises(_errors.ComputeError, match="tensor_id"):
+        _results.result("MatMul", raw, False)
     # The last payload member seen wins, as in protobuf.
     raw2 = raw + pb.MatMulResponse(c=pb.Matrix(data=b"\0" * 48)).SerializeToString()
-    np.testing.assert_array_equal(c.result("MatMul", raw2, False), np.zeros((3, 2)))
+    np.testing.assert_array_equal(_results.result("MatMul", raw2, False), np.zeros((3, 2)))
 
 
 def test_download_assembles_chunks_into_one_array(rng):
@@ -199,7 +201,7 @@ def test_download_assembles_chunks_into_one_array(rng):
     payload = x.tobytes()
     info = pb.TensorInfo(id=TENSOR_ID, dtype=pb.DTYPE_FLOAT64, rows=5, cols=3, bytes=120,
                          device="cpu", expires_unix_ms=1_700_000_000_000, server="host-a:50051")
-    d = c.Download()
+    d = _results.Download()
     d.add(pb.DownloadResponse(info=info, data=payload[:7]).SerializeToString())
     for i in range(7, 120, 50):
         d.add(pb.DownloadResponse(data=payload[i:i + 50]).SerializeToString())
@@ -207,18 +209,18 @@ def test_download_assembles_chunks_into_one_array(rng):
     np.testing.assert_array_equal(out, x)
     assert out.flags.writeable and out.flags.c_contiguous
     assert d.info.device == "cpu" and d.info.expires.year == 2023
-    short = c.Download()
+    short = _results.Download()
     short.add(pb.DownloadResponse(info=info, data=payload[:8]).SerializeToString())
-    with pytest.raises(c.ComputeError, match="8 bytes of 120"):
+    with pytest.raises(_errors.ComputeError, match="8 bytes of 120"):
         short.result()
-    with pytest.raises(c.ComputeError, match="more than"):
+    with pytest.raises(_errors.ComputeError, match="more than"):
         short.add(pb.DownloadResponse(data=payload).SerializeToString())
 
 
 def test_targets_route_by_instance():
-    t = c.Targets(__import__("grpc"), ["127.0.0.1:1", "dns:///b-host:2"], tls=False,
-                  root_certificates=None, certificate_chain=None, private_key=None,
-                  server_name=None, token=None, token_file=None, lb=None, options=())
+    t = _channels.Targets(__import__("grpc"), ["127.0.0.1:1", "dns:///b-host:2"], tls=False,
+                          root_certificates=None, certificate_chain=None, private_key=None,
+                          server_name=None, token=None, token_file=None, lb=None, options=())
     try:
         assert t.known("127.0.0.1:1") == 0 and t.known("b-host:2") == 1
         assert t.known("replica-b") is None and t.unasked() == [0, 1]
