@@ -94,8 +94,8 @@ class Tensor {
 struct TensorStoreOptions {
   int64_t limit_bytes = 0;                         // --tensor_memory_bytes
   absl::Duration default_ttl = absl::Minutes(10);  // --tensor_ttl
-  absl::Duration max_ttl = absl::Hours(24);        // --max_tensor_ttl
   std::string instance;                            // --instance_name: ids end in "@<instance>"
+  absl::Duration max_ttl = absl::Hours(24);        // --max_tensor_ttl
 };
 
 struct TensorCounters {
