@@ -84,13 +84,19 @@ def download_request(tensor: Any, chunk_bytes: int, release: bool,
     return request
 
 
-def reduce_op(op: Union[str, int]) -> int:
-    if isinstance(op, str):
+def _enum_value(enum, prefix: str, value: Union[str, int], what: str, expected: str) -> int:
+    """A proto enum's number from its short name ("sum" for REDUCE_OP_SUM), or
+    the number itself; an unknown name is a ValueError listing `expected`."""
+    if isinstance(value, str):
         try:
-            return pb.ReduceOp.Value("REDUCE_OP_" + op.upper())
+            return enum.Value(prefix + value.upper())
         except ValueError:
-            raise ValueError(f"reduce op {op!r}: expected sum, min, max or mean") from None
-    return int(op)
+            raise ValueError(f"{what} {value!r}: expected {expected}") from None
+    return int(value)
+
+
+def reduce_op(op: Union[str, int]) -> int:
+    return _enum_value(pb.ReduceOp, "REDUCE_OP_", op, "reduce op", "sum, min, max or mean")
 
 
 def reduce_axis(axis: Union[str, int, None]) -> int:
@@ -105,12 +111,7 @@ def reduce_axis(axis: Union[str, int, None]) -> int:
 
 
 def op_value(op: Union[str, int]) -> int:
-    if isinstance(op, str):
-        try:
-            return pb.Op.Value("OP_" + op.upper())
-        except ValueError:
-            raise ValueError(f"op {op!r}: expected matmul, transpose or reduce") from None
-    return int(op)
+    return _enum_value(pb.Op, "OP_", op, "op", "matmul, transpose or reduce")
 
 
 def dtype_value(dtype: Any) -> int:
