@@ -57,6 +57,12 @@ ABSL_FLAG(int32_t, profile_counter_max_passes, 32,
           "CUDA backend: replays of one variant the counters may take (the profiler reads a few "
           "counters per pass) (1 to 1024)");
 
+ABSL_FLAG(std::string, cuda_host_wait, "auto",
+          "CUDA backend: how a thread waits for its GPU work: auto (CUDA's choice: spin while "
+          "the host has more cores than GPU contexts), spin, yield (spin, but give the core to "
+          "any thread ready to run) or block (sleep until the GPU's interrupt: no core spins, "
+          "each wait wakes later)");
+
 namespace gpucompute::server {
 namespace {
 
@@ -127,6 +133,12 @@ absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
           common::CheckFlagRange("zero_copy_bytes", options.zero_copy_bytes, 0, kMaxZeroCopyBytes);
       !s.ok()) {
     return s;
+  }
+  options.host_wait = absl::GetFlag(FLAGS_cuda_host_wait);
+  if (options.host_wait != "auto" && options.host_wait != "spin" && options.host_wait != "yield" &&
+      options.host_wait != "block") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cuda_host_wait: must be auto, spin, yield or block, got \"", options.host_wait, "\""));
   }
   options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
   if (!(options.device_memory_fraction > 0 && options.device_memory_fraction <= 1)) {

@@ -453,9 +453,34 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
+namespace {
+
+// Sets how this device's host threads wait for stream work (--cuda_host_wait),
+// keeping its other flags; "auto" leaves CUDA's own choice.
+absl::Status SetHostWait(const std::string& host_wait) {
+  unsigned schedule = 0;
+  if (host_wait == "spin") {
+    schedule = cudaDeviceScheduleSpin;
+  } else if (host_wait == "yield") {
+    schedule = cudaDeviceScheduleYield;
+  } else if (host_wait == "block") {
+    schedule = cudaDeviceScheduleBlockingSync;
+  } else {
+    return absl::OkStatus();
+  }
+  unsigned flags = 0;
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+  flags = (flags & ~unsigned(cudaDeviceScheduleMask)) | schedule;
+  GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaSetDeviceFlags(flags), "cudaSetDeviceFlags");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal,
                                                        const CudaDeviceOptions& options) {
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaSetDevice(ordinal), "cudaSetDevice");
+  if (auto s = SetHostWait(options.host_wait); !s.ok()) return s;
   cudaDeviceProp prop;
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, ordinal),
                                   "cudaGetDeviceProperties");

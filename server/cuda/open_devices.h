@@ -36,6 +36,11 @@ struct CudaDeviceOptions {
   bool profile_counters = true;                  // false: rows say they are turned off
   std::string cupti_library = "libcupti.so.13";  // opened at the first counter read
   int profile_counter_max_passes = 32;           // replays of one launch at most
+  // How a thread waits for its stream work to finish: "auto" (CUDA's own
+  // choice: spin while the host has more cores than active contexts),
+  // "spin", "yield" (spin, giving the core to any thread ready to run) or
+  // "block" (sleep until the GPU's interrupt).
+  std::string host_wait = "auto";
 };
 
 // The usable GPUs, or why there are none (no driver, no device, ...).

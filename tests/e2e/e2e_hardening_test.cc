@@ -120,6 +120,8 @@ TEST(ServerCommandLine, AValuePastAFlagsBoundStopsStartUpNamingTheFlagAndTheValu
       {"--device_memory_fraction=0",
        "--device_memory_fraction: must be above 0 and at most 1, got 0"},
       {"--devices=first", "--devices: \"first\" is not a GPU index"},
+      {"--cuda_host_wait=sleep",
+       "--cuda_host_wait: must be auto, spin, yield or block, got \"sleep\""},
       {"--profile_counter_max_passes=0", "--profile_counter_max_passes: must be 1 to 1024, got 0"},
       {"--shared_memory_max_regions=0", "--shared_memory_max_regions: must be 1 to 65536, got 0"},
       {"--shared_memory_max_bytes=-5", "--shared_memory_max_bytes: must be 1 or more, or -1"},
