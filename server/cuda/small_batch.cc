@@ -19,12 +19,14 @@ using Mark = Slot::Mark;
 // Where each job's buffers lie: inputs of job i at i * in_stride (b after
 // a), all results after the inputs at i * out_stride, and a workspace per
 // branch (the members of one branch run one after another and share it).
-// Staging holds inputs and results at the same strides from its chunks'
-// starts.
+// A workspace too large for the scratch (cuBLAS asks for 32 MiB) is the
+// slot's own, and the members all take one branch. Staging holds inputs
+// and results at the same strides from its chunks' starts.
 struct Layout {
   int64_t a = 0, b = 0, out = 0, workspace = 0;  // bytes of one job
   int64_t in_stride = 0, out_stride = 0;
   int branches = 1;  // at most this many run side by side
+  bool workspace_in_slot = false;
   Layout(const ComputeJob& job, int max_branches) {
     const kernels::Problem& p = job.problem;
     a = kernels::InputABytes(p);
@@ -36,16 +38,25 @@ struct Layout {
     branches = std::max(1, max_branches);
     // Workspaces take at most half the scratch: fewer branches, not fewer
     // members, for a variant that needs much.
-    if (workspace > 0) {
+    if (AlignedBytes(workspace) > Slot::kScratchBytes / 2) {
+      workspace_in_slot = true;
+      branches = 1;
+    } else if (workspace > 0) {
       branches =
           int(std::clamp<int64_t>(Slot::kScratchBytes / 2 / AlignedBytes(workspace), 1, branches));
     }
   }
   int64_t outputs_at(int n) const { return n * in_stride; }
-  int64_t workspace_at(int n, int branch) const {
-    return n * (in_stride + out_stride) + branch * AlignedBytes(workspace);
+  // The workspace of `branch`, in `slot`, for a batch of `n` members.
+  void* workspace_of(const Slot& slot, int n, int branch) const {
+    if (workspace == 0) return nullptr;
+    if (workspace_in_slot) return slot.workspace();
+    return slot.scratch() + n * (in_stride + out_stride) + branch * AlignedBytes(workspace);
   }
-  int64_t workspaces() const { return branches * AlignedBytes(workspace); }
+  // What the workspaces take of the scratch.
+  int64_t workspaces() const { return workspace_in_slot ? 0 : branches * AlignedBytes(workspace); }
+  // Whether the slot holds the workspace at all.
+  bool fits() const { return !workspace_in_slot || workspace <= Slot::kWorkspaceBytes; }
 };
 
 // What a batch's work depends on besides the slot: the variant, the
@@ -66,7 +77,7 @@ int SmallBatchCapacity(const ComputeJob& job, int max_branches) {
   if (!HostOnly(job) || job.variant == nullptr) return 0;
   const Layout l(job, max_branches);
   const int64_t room = Slot::kScratchBytes - l.workspaces();
-  if (room <= 0) return 0;
+  if (room <= 0 || !l.fits()) return 0;
   int64_t n = room / (l.in_stride + l.out_stride);
   if (l.in_stride > 0) n = std::min<int64_t>(n, StagingBuffers::kChunkBytes / l.in_stride);
   n = std::min<int64_t>(n, StagingBuffers::kChunkBytes / l.out_stride);
@@ -119,7 +130,7 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   auto launch = [&](int j, int branch, cudaStream_t stream) {
     const ComputeJob& job = jobs[size_t(members[size_t(j)])];
     const char* in = inputs + j * l.in_stride;
-    void* workspace = l.workspace > 0 ? dev + l.workspace_at(live, branch) : nullptr;
+    void* workspace = l.workspace_of(slot, live, branch);
     const kernels::Buffers buffers{in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
                                    outputs + j * l.out_stride, workspace, size_t(l.workspace)};
     return job.variant->launch(job.problem, buffers, kernels::LaunchContext{stream, slot.cublas()});

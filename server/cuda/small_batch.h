@@ -20,9 +20,11 @@
 namespace gpucompute::server::cuda {
 
 // How many jobs shaped like `job` one batch holds: as many as the slot's
-// scratch (less a workspace for each of up to `max_branches` branches) and
-// a staging chunk fit; 0 when the job reads or writes anything but host
-// memory (tensors, pinned regions), which a batch does not gather.
+// scratch (less a workspace for each of up to `max_branches` branches,
+// unless the workspace is too large for it and the members share the
+// slot's own) and a staging chunk fit; 0 when the job reads or writes
+// anything but host memory (tensors, pinned regions), which a batch does
+// not gather.
 int SmallBatchCapacity(const ComputeJob& job, int max_branches);
 
 // Runs `jobs` (at most SmallBatchCapacity of the first, all of its shape
