@@ -5,7 +5,8 @@
 # falls on both sides. Each round starts each server afresh and runs, over 8
 # connections: the 1x1 Transpose at c=64 beside the health Check and
 # ListTensors, the 64^3 MatMul at c=1, 8 and 64 inline beside a gRPC echo of
-# its bytes, and with resident operands and a kept output; and over 1
+# its bytes, and with resident operands and a kept output beside the health
+# Check of the same load-test run; and over 1
 # connection the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over
 # the rounds of each row and ratio are printed, with each server's mean
 # batch per row, then what `auto` chose for each bucket on each server (its
@@ -56,7 +57,7 @@ for round in $(seq 1 "$rounds"); do
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 \
       --baseline=grpc,service > "$log.transpose.log" 2>&1
     "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
-      --placement=inline,tensor --baseline=echo > "$log.matmul.log" 2>&1
+      --placement=inline,tensor --baseline=echo,grpc > "$log.matmul.log" 2>&1
     "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 --connections=1 \
       --baseline=echo > "$log.matmul1.log" 2>&1
     kill -TERM "$server"
@@ -78,7 +79,7 @@ labels = [spec.split("=", 1)[0] for spec in sys.argv[2:]]
 figures = [
     ("1x1 Transpose c=64 / health", "T:auto_c=64", "T:grpc_health_c=64"),
     ("64^3 MatMul inline c=64 / echo", "M:auto_c=64", "M:grpc_echo_c=64"),
-    ("64^3 MatMul resident kept c=64 / health", "M:auto_tensor_c=64", "T:grpc_health_c=64"),
+    ("64^3 MatMul resident kept c=64 / health", "M:auto_tensor_c=64", "M:grpc_health_c=64"),
     ("ListTensors c=64 / health", "T:list_tensors_c=64", "T:grpc_health_c=64"),
     ("the MatMul inline c=64, 1 connection / echo", "M1:auto_c=64", "M1:grpc_echo_c=64"),
     ("1x1 Transpose c=64, req/s", "T:auto_c=64", None),
@@ -87,6 +88,7 @@ figures = [
     ("64^3 MatMul inline c=64, req/s", "M:auto_c=64", None),
     ("64^3 MatMul resident kept c=64, req/s", "M:auto_tensor_c=64", None),
     ("health c=64, req/s", "T:grpc_health_c=64", None),
+    ("health c=64 beside the MatMuls, req/s", "M:grpc_health_c=64", None),
 ]
 def values(label, num, den):
     return [r[num] / r[den] if den else r[num] / 1000 for (l, rnd), r in sorted(runs.items())
