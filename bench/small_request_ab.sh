@@ -16,6 +16,8 @@
 # SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. 0-7 and 8-15) keep the
 # servers and the load test on cores of their own, where the host's
 # scheduler would otherwise mix them differently from one start to the next.
+# The echo floor is served in the load test's process, so pinned it shares
+# the load test's cores and reads low: judge pinned rounds by the health floor.
 set -u
 usage="usage: small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
