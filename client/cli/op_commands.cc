@@ -29,8 +29,8 @@ constexpr char kShmHelp[] =
     "this user's); the region is unregistered and removed when the command ends.";
 
 int RunMatMul(const ParsedArgs& args, const Client& client) {
-  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_MATMUL);
-  if (!in.ok()) return UsageError(in.status());
+  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_MATMUL, client);
+  if (!in.ok()) return InputsFailed(in.status());
   std::printf("matmul    a %s (%s) @ b %s (%s)\n", in->matrices[0].Describe().c_str(),
               in->labels[0].c_str(), in->matrices[1].Describe().c_str(), in->labels[1].c_str());
   absl::StatusOr<OpOptions> placement = Placement(args);
@@ -59,8 +59,8 @@ int RunMatMul(const ParsedArgs& args, const Client& client) {
 }
 
 int RunTranspose(const ParsedArgs& args, const Client& client) {
-  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_TRANSPOSE);
-  if (!in.ok()) return UsageError(in.status());
+  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_TRANSPOSE, client);
+  if (!in.ok()) return InputsFailed(in.status());
   std::printf("transpose %s (%s)\n", in->matrices[0].Describe().c_str(), in->labels[0].c_str());
   absl::StatusOr<OpOptions> options = Placement(args);
   if (!options.ok()) return UsageError(options.status());
@@ -81,8 +81,8 @@ int RunReduce(const ParsedArgs& args, const Client& client) {
   if (!op.ok()) return UsageError(op.status());
   absl::StatusOr<v1::ReduceAxis> axis = ParseFlag(args, "axis", ParseReduceAxis);
   if (!axis.ok()) return UsageError(axis.status());
-  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_REDUCE);
-  if (!in.ok()) return UsageError(in.status());
+  absl::StatusOr<Inputs> in = LoadInputs(args, v1::OP_REDUCE, client);
+  if (!in.ok()) return InputsFailed(in.status());
   std::printf("reduce    %s %s of %s (%s)\n", ReduceOpName(*op), ReduceAxisName(*axis),
               in->matrices[0].Describe().c_str(), in->labels[0].c_str());
   absl::StatusOr<OpOptions> options = Placement(args);

@@ -1,6 +1,8 @@
 #include "op_inputs.h"
 
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -27,7 +29,44 @@ const std::vector<FlagSpec> kInputFlags = {
      "(needs a server on the same host started with --allow_shared_memory; see above)"},
 };
 
-absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
+namespace {
+
+// Inputs this large take seconds to generate and hold gigabytes: they are
+// first checked against the server's limit, at the cost of one call.
+// Smaller ones go without asking (the server refuses them itself).
+constexpr int64_t kAskTheLimitAboveBytes = int64_t{64} << 20;
+
+// Whether a `rows` x `cols` --random input (input `name`) is within what
+// the server takes, asking it only for a large one.
+absl::Status RandomInputFits(const Client& client, const char* name, DType dtype, int64_t rows,
+                             int64_t cols, std::optional<int64_t>& server_limit) {
+  absl::StatusOr<int64_t> bytes = MatrixByteSize(dtype, rows, cols);
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--random: ", bytes.status().message()));
+  if (*bytes <= kAskTheLimitAboveBytes) return absl::OkStatus();
+  if (!server_limit) {
+    absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+    if (!info.ok()) return info.status();
+    server_limit = info->max_matrix_bytes();
+  }
+  // A server that names no limit (0) is left to answer for itself.
+  if (*server_limit <= 0 || *bytes <= *server_limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "--random: ", name, " would be ", rows, "x", cols, " ", DTypeName(dtype), ", ", *bytes,
+      " bytes, more than the server's max_matrix_bytes (", *server_limit, "); nothing was sent"));
+}
+
+}  // namespace
+
+int InputsFailed(const absl::Status& status) {
+  // Inputs the server would refuse are the command line's error too, as the
+  // load test's shapes are.
+  const bool usage = status.code() == absl::StatusCode::kInvalidArgument ||
+                     status.code() == absl::StatusCode::kResourceExhausted;
+  return usage ? UsageError(status) : CallFailed(status);
+}
+
+absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op, const Client& client) {
   const size_t count = op == v1::OP_MATMUL ? 2 : 1;
   Inputs in;
   const bool random = args.Has("random");
@@ -71,6 +110,15 @@ absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op) {
       op == v1::OP_MATMUL
           ? std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->k}, {shape->k, shape->n}}
           : std::vector<std::pair<int64_t, int64_t>>{{shape->m, shape->n}};
+  std::optional<int64_t> server_limit;  // asked once, if at all
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const char* name = wanted.size() == 1 ? "the input" : i == 0 ? "a" : "b";
+    if (absl::Status s =
+            RandomInputFits(client, name, *dtype, wanted[i].first, wanted[i].second, server_limit);
+        !s.ok()) {
+      return s;
+    }
+  }
   for (size_t i = 0; i < wanted.size(); ++i) {
     absl::StatusOr<Matrix> m = Matrix::Random(*dtype, wanted[i].first, wanted[i].second, seed + i);
     if (!m.ok())

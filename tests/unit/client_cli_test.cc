@@ -146,6 +146,20 @@ TEST_F(CliTest, MatMulRandomWritesResult) {
 }
 
 // --busy_poll: the same call and result, each of --repeat's calls timed.
+TEST_F(CliTest, RandomInputsPastTheServersLimitAreRefusedBeforeTheyAreBuilt) {
+  // The fake server takes matrices up to 1 GiB; a would be 3.2 GB: refused
+  // from GetServerInfo's answer, without the gigabytes or a MatMul call.
+  CliRun run = RunCli("matmul --random 20000x20000x8 --dtype float64" + server_);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("--random: a would be 20000x20000 float64, 3200000000 bytes, "
+                                    "more than the server's max_matrix_bytes (1073741824); "
+                                    "nothing was sent"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("matmul    a")));
+  // Within the limit, a large input is built and sent as before.
+  CliRun fits = RunCli("transpose --random 4200x4200" + server_);  // 70.6 MB: asked, then sent
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+}
+
 TEST_F(CliTest, BusyPollRepeatsTheCall) {
   const std::string out = ::testing::TempDir() + "/cli_bp.npy";
   CliRun run =
