@@ -145,7 +145,6 @@ TEST_F(CliTest, MatMulRandomWritesResult) {
   }
 }
 
-// --busy_poll: the same call and result, each of --repeat's calls timed.
 TEST_F(CliTest, RandomInputsPastTheServersLimitAreRefusedBeforeTheyAreBuilt) {
   // The fake server takes matrices up to 1 GiB; a would be 3.2 GB: refused
   // from GetServerInfo's answer, without the gigabytes or a MatMul call.
@@ -160,6 +159,7 @@ TEST_F(CliTest, RandomInputsPastTheServersLimitAreRefusedBeforeTheyAreBuilt) {
   EXPECT_EQ(fits.exit_code, 0) << fits.output;
 }
 
+// --busy_poll: the same call and result, each of --repeat's calls timed.
 TEST_F(CliTest, BusyPollRepeatsTheCall) {
   const std::string out = ::testing::TempDir() + "/cli_bp.npy";
   CliRun run =
