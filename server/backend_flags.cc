@@ -95,6 +95,21 @@ absl::Status CheckDeviceList(const std::string& devices) {
   return absl::OkStatus();
 }
 
+// --cuda_host_wait's value, by the names the flag takes.
+absl::StatusOr<HostWait> HostWaitFromFlag(const std::string& name) {
+  static constexpr std::pair<const char*, HostWait> kNames[] = {
+      {"auto", HostWait::kAuto},
+      {"spin", HostWait::kSpin},
+      {"yield", HostWait::kYield},
+      {"block", HostWait::kBlock},
+  };
+  for (const auto& [spelled, value] : kNames) {
+    if (name == spelled) return value;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--cuda_host_wait: must be auto, spin, yield or block, got \"", name, "\""));
+}
+
 // The CUDA backend's flags, each within its bounds. Checked whatever the
 // backend, so that a flag file that starts a CPU server starts a GPU one.
 absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
@@ -134,12 +149,9 @@ absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
       !s.ok()) {
     return s;
   }
-  options.host_wait = absl::GetFlag(FLAGS_cuda_host_wait);
-  if (options.host_wait != "auto" && options.host_wait != "spin" && options.host_wait != "yield" &&
-      options.host_wait != "block") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--cuda_host_wait: must be auto, spin, yield or block, got \"", options.host_wait, "\""));
-  }
+  absl::StatusOr<HostWait> host_wait = HostWaitFromFlag(absl::GetFlag(FLAGS_cuda_host_wait));
+  if (!host_wait.ok()) return host_wait.status();
+  options.host_wait = *host_wait;
   options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
   if (!(options.device_memory_fraction > 0 && options.device_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(

@@ -457,16 +457,13 @@ namespace {
 
 // Sets how this device's host threads wait for stream work (--cuda_host_wait),
 // keeping its other flags; "auto" leaves CUDA's own choice.
-absl::Status SetHostWait(const std::string& host_wait) {
+absl::Status SetHostWait(HostWait host_wait) {
   unsigned schedule = 0;
-  if (host_wait == "spin") {
-    schedule = cudaDeviceScheduleSpin;
-  } else if (host_wait == "yield") {
-    schedule = cudaDeviceScheduleYield;
-  } else if (host_wait == "block") {
-    schedule = cudaDeviceScheduleBlockingSync;
-  } else {
-    return absl::OkStatus();
+  switch (host_wait) {
+    case HostWait::kAuto: return absl::OkStatus();
+    case HostWait::kSpin: schedule = cudaDeviceScheduleSpin; break;
+    case HostWait::kYield: schedule = cudaDeviceScheduleYield; break;
+    case HostWait::kBlock: schedule = cudaDeviceScheduleBlockingSync; break;
   }
   unsigned flags = 0;
   GPUCOMPUTE_RETURN_IF_CUDA_ERROR(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");

@@ -11,6 +11,14 @@
 
 namespace gpucompute::server {
 
+// How a thread waits for its stream work to finish (--cuda_host_wait).
+enum class HostWait {
+  kAuto,  // CUDA's own choice: spin while the host has more cores than active contexts
+  kSpin,
+  kYield,  // spin, giving the core to any thread ready to run
+  kBlock,  // sleep until the GPU's interrupt
+};
+
 struct CudaDeviceOptions {
   std::string devices = "all";          // "all" or a list such as "0,1"
   int streams_per_device = 8;           // jobs each GPU runs at once
@@ -36,11 +44,7 @@ struct CudaDeviceOptions {
   bool profile_counters = true;                  // false: rows say they are turned off
   std::string cupti_library = "libcupti.so.13";  // opened at the first counter read
   int profile_counter_max_passes = 32;           // replays of one launch at most
-  // How a thread waits for its stream work to finish: "auto" (CUDA's own
-  // choice: spin while the host has more cores than active contexts),
-  // "spin", "yield" (spin, giving the core to any thread ready to run) or
-  // "block" (sleep until the GPU's interrupt).
-  std::string host_wait = "auto";
+  HostWait host_wait = HostWait::kAuto;
 };
 
 // The usable GPUs, or why there are none (no driver, no device, ...).
