@@ -17,6 +17,7 @@
 #include "gpucompute/common/time.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "server/cuda/ceilings.h"
+#include "server/cuda/device_batch.h"
 #include "server/cuda/device_memory.h"
 #include "server/cuda/health.h"
 #include "server/cuda/host_copy.h"
@@ -145,13 +146,19 @@ class CudaDevice final : public Device {
   // copy, with one host wait; larger ones run one by one.
   std::vector<absl::StatusOr<StageTimes>> ExecuteBatch(
       absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) override {
-    const int capacity = jobs.empty() ? 0 : SmallBatchCapacity(jobs.front(), batch_branches_);
-    if (jobs.size() < 2 || capacity < 2) return Device::ExecuteBatch(jobs, stops);
+    const bool on_device =
+        jobs.size() >= 2 && std::all_of(jobs.begin(), jobs.end(), [this](const ComputeJob& job) {
+          return RunsOnDevice(job, ordinal_);
+        });
+    const int capacity =
+        jobs.empty() || on_device ? 0 : SmallBatchCapacity(jobs.front(), batch_branches_);
+    if (jobs.size() < 2 || (!on_device && capacity < 2)) return Device::ExecuteBatch(jobs, stops);
     if (cudaSetDevice(ordinal_) != cudaSuccess) {
       const absl::Status s = health_.TakeOutOfService("cudaSetDevice failed");
       return std::vector<absl::StatusOr<StageTimes>>(jobs.size(), s);
     }
     SlotPool::Lease slot = slots_->Acquire();
+    if (on_device) return ExecuteOnDeviceBatch(jobs, stops, *slot, health_);
     return ExecuteSmallBatches(jobs, stops, capacity, *slot, copier_, zero_copy_bytes_, health_);
   }
 

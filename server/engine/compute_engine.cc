@@ -121,15 +121,16 @@ void ComputeEngine::Compute(ComputeCall call,
   // A small kept result whose device is known gets its tensor here, if the memory is free right
   // now: then nothing in the task can wait, and it may run inline. Otherwise the task queues and
   // allocates on a worker, where waiting for memory holds back no gRPC thread.
+  // The tensor is shared by the task's run and its batch part, whichever serves the call.
   const bool small = RequestBytes(problem) <= kInlineRequestBytes;
-  std::shared_ptr<Tensor> kept_ahead;
+  auto kept = std::make_shared<std::shared_ptr<Tensor>>();
   if (small && shared_call->keep_output && task.device != nullptr && !choice.calibrate) {
     auto created = tensors_->Create(*task.device, OutputShape(problem), absl::Now());
-    if (created.ok()) kept_ahead = std::move(*created);
+    if (created.ok()) *kept = std::move(*created);
   }
-  const bool nothing_waits = !shared_call->keep_output || kept_ahead != nullptr;
+  const bool nothing_waits = !shared_call->keep_output || *kept != nullptr;
   task.run = [this, shared_call, outcome, choice, served_from, memory, a_pinned, b_pinned,
-              kept_ahead = std::move(kept_ahead)](Device& device) mutable -> absl::Status {
+              kept](Device& device) -> absl::Status {
     const ComputeCall& c = *shared_call;
     const StopRequested stop = StopOf(c.lifetime);
     ComputeJob job;
@@ -172,30 +173,21 @@ void ComputeEngine::Compute(ComputeCall call,
     job.out_pinned = memory->output_pinned();
     if (c.a_tensor) job.a_resident = &c.a_tensor->memory();
     if (c.b_tensor) job.b_resident = &c.b_tensor->memory();
-    std::shared_ptr<Tensor> kept = std::move(kept_ahead);
     if (c.keep_output) {
-      if (!kept) {
-        auto created = tensors_->Create(device, OutputShape(job.problem), c.lifetime.deadline);
-        if (!created.ok()) return created.status();
-        kept = std::move(*created);
-      }
-      job.out_resident = &kept->memory();
+      auto out = KeptOutput(c, device, *kept);
+      if (!out.ok()) return out.status();
+      job.out_resident = *out;
     } else {
       job.out = memory->Output(size_t(kernels::OutputBytes(job.problem)));
     }
     auto times = device.Execute(job, stop);
     if (!times.ok()) return times.status();
     outcome->times = *times;
-    for (const auto* t : {&c.a_tensor, &c.b_tensor}) {
-      if (*t) tensors_->Touch(**t);
-    }
-    // A caller gone by now would never learn the new tensor's id: it is
-    // dropped instead of listed.
-    if (kept && !stop()) outcome->kept = tensors_->Add(std::move(kept), c.keep_ttl);
+    Settle(c, *kept, *outcome);
     return absl::OkStatus();
   };
   if (!choice.calibrate) {
-    task.batch = BatchPartOf(shared_call, choice.variant, memory, outcome);
+    task.batch = BatchPartOf(shared_call, choice.variant, memory, outcome, kept);
     // Waiting for company is the point of a delay: such tasks always queue.
     task.may_run_inline = small && nothing_waits &&
                           !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());
@@ -211,36 +203,74 @@ void ComputeEngine::Compute(ComputeCall call,
   scheduler_.Submit(std::move(task));
 }
 
+absl::StatusOr<ResidentMemory*> ComputeEngine::KeptOutput(const ComputeCall& c, Device& device,
+                                                          std::shared_ptr<Tensor>& kept) const {
+  if (!kept) {
+    auto created = tensors_->Create(device, OutputShape(c.problem), c.lifetime.deadline);
+    if (!created.ok()) return created.status();
+    kept = std::move(*created);
+  }
+  return &kept->memory();
+}
+
+void ComputeEngine::Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept,
+                           ComputeOutcome& outcome) const {
+  for (const auto* t : {&c.a_tensor, &c.b_tensor}) {
+    if (*t) tensors_->Touch(**t);
+  }
+  // A caller gone by now would never learn the new tensor's id: it is
+  // dropped instead of listed.
+  if (kept && !c.lifetime.Stopped()) outcome.kept = tensors_->Add(std::move(kept), c.keep_ttl);
+}
+
 std::optional<BatchPart> ComputeEngine::BatchPartOf(
     const std::shared_ptr<ComputeCall>& call, const kernels::Variant* variant,
-    const std::shared_ptr<CallMemory>& memory,
-    const std::shared_ptr<ComputeOutcome>& outcome) const {
+    const std::shared_ptr<CallMemory>& memory, const std::shared_ptr<ComputeOutcome>& outcome,
+    const std::shared_ptr<std::shared_ptr<Tensor>>& kept) const {
   const ComputeCall& c = *call;
   const kernels::Problem& p = c.problem;
-  if (scheduler_.batching().max_batch_size <= 1 || c.keep_output || c.a_tensor || c.b_tensor ||
-      c.a_region || c.b_region || c.out_region) {
+  if (scheduler_.batching().max_batch_size <= 1 || c.a_region || c.b_region || c.out_region) {
     return std::nullopt;
   }
+  // Two placements batch: everything in the call (host inputs, the result
+  // returned), and everything on one device (tensors read, the result kept).
+  const bool in_call = !c.keep_output && !c.a_tensor && !c.b_tensor;
+  const bool on_device =
+      c.keep_output && c.a_tensor &&
+      (kernels::InputBBytes(p) == 0 ? !c.b_tensor
+                                    : c.b_tensor && &c.b_tensor->device() == &c.a_tensor->device());
+  if (!in_call && !on_device) return std::nullopt;
   const int64_t out_bytes = kernels::OutputBytes(p);
   if (RequestBytes(p) > kMaxBatchedRequestBytes) return std::nullopt;
   BatchPart part;
-  part.key = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
-                          kernels::DTypeName(kernels::OutputDType(p)), " ", p.m, "x", p.n, "x", p.k,
-                          " ", kernels::ReduceOpName(p.reduce_op), " ",
-                          kernels::ReduceAxisName(p.reduce_axis), " ", variant->name);
-  part.prepare = [call, variant, memory, out_bytes](Device&) -> absl::StatusOr<ComputeJob> {
+  part.key =
+      absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
+                   kernels::DTypeName(kernels::OutputDType(p)), " ", p.m, "x", p.n, "x", p.k, " ",
+                   kernels::ReduceOpName(p.reduce_op), " ", kernels::ReduceAxisName(p.reduce_axis),
+                   " ", variant->name, on_device ? " on device" : "");
+  part.prepare = [this, call, variant, memory, out_bytes, on_device,
+                  kept](Device& device) -> absl::StatusOr<ComputeJob> {
     ComputeJob job;
     job.problem = call->problem;
     job.variant = variant;
-    job.a = call->a;
-    job.b = call->b;
-    job.out = memory->Output(size_t(out_bytes));
+    if (!on_device) {
+      job.a = call->a;
+      job.b = call->b;
+      job.out = memory->Output(size_t(out_bytes));
+      return job;
+    }
+    job.a_resident = &call->a_tensor->memory();
+    if (call->b_tensor) job.b_resident = &call->b_tensor->memory();
+    auto out = KeptOutput(*call, device, *kept);
+    if (!out.ok()) return out.status();
+    job.out_resident = *out;
     return job;
   };
-  part.finish = [outcome](absl::StatusOr<StageTimes> result, int batch_size) {
+  part.finish = [this, call, outcome, kept](absl::StatusOr<StageTimes> result, int batch_size) {
     if (!result.ok()) return result.status();
     outcome->times = std::move(*result);
     outcome->batch_size = batch_size;
+    Settle(*call, *kept, *outcome);
     return absl::OkStatus();
   };
   return part;

@@ -142,12 +142,22 @@ class ComputeEngine {
   void Profile(ProfileCall call, std::function<void(absl::Status, const ProfileOutcome&)> done);
 
  private:
-  // How the call runs in a batch, when it can: host inputs and result, no
-  // tensors or shared memory, a small problem, and a variant already known.
+  // How the call runs in a batch, when it can: a small problem, a variant
+  // already known, no shared memory, and either host inputs and result or
+  // tensors of one device read and the result kept there (`kept`: its
+  // tensor, made ahead or by the batch).
   std::optional<BatchPart> BatchPartOf(const std::shared_ptr<ComputeCall>& call,
                                        const kernels::Variant* variant,
                                        const std::shared_ptr<CallMemory>& memory,
-                                       const std::shared_ptr<ComputeOutcome>& outcome) const;
+                                       const std::shared_ptr<ComputeOutcome>& outcome,
+                                       const std::shared_ptr<std::shared_ptr<Tensor>>& kept) const;
+  // The memory of the call's kept result: `kept`, made now on `device` if
+  // it was not made ahead.
+  absl::StatusOr<ResidentMemory*> KeptOutput(const ComputeCall& c, Device& device,
+                                             std::shared_ptr<Tensor>& kept) const;
+  // Once the call's work ran: its tensors count as used, and its kept
+  // result is listed (taken from `kept`) unless the caller has gone.
+  void Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept, ComputeOutcome& outcome) const;
 
   const kernels::Registry& registry_;
   Scheduler& scheduler_;

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,7 @@
 #include "support/metrics_scrape.h"
 #include "support/op_requests.h"
 #include "support/server_process.h"
+#include "support/tensor_client.h"
 #include "support/test_util.h"
 
 namespace gpucompute {
@@ -216,6 +219,70 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
     }
   }
   EXPECT_GE(combinations, 20);  // 5 kinds, 4 dtypes on the CPU
+}
+
+// Requests that read tensors and keep their results batch too (everything
+// on one device): for every float32 variant of each op, kGroup sent
+// together run as one batch, and each kept tensor holds, byte for byte,
+// what the same variant returns for the same inputs sent inline, alone.
+TEST_F(BatchingTest, KeptResultsOnTensorsBatchBitForBit) {
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(batched_stub_->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
+  int variants = 0;
+  for (const v1::VariantInfo& variant : info.variants()) {
+    if (std::find(variant.dtypes().begin(), variant.dtypes().end(), v1::DTYPE_FLOAT32) ==
+        variant.dtypes().end())
+      continue;
+    SCOPED_TRACE(variant.name());
+    const kernels::Op op = variant.op() == v1::OP_MATMUL      ? kernels::Op::kMatMul
+                           : variant.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
+                                                              : kernels::Op::kReduce;
+    std::vector<Request> inline_group, tensor_group;
+    std::vector<std::string> ids;
+    for (int i = 0; i < kGroup; ++i) {
+      Request r = RandomRequestOf(v1::DTYPE_FLOAT32, op, rng_);
+      r.variant = variant.name();
+      r.axis = v1::REDUCE_AXIS_PER_COLUMN;
+      Request t = r;
+      t.keep = true;
+      for (auto [in, out] : {std::pair{&r.a, &t.a}, std::pair{&r.b, &t.b}}) {
+        if (in->rows() == 0) continue;
+        v1::TensorInfo tensor;
+        ASSERT_TRUE(testing::UploadBytes(*batched_stub_, in->dtype(), in->rows(), in->cols(),
+                                         in->data(), {1 << 20}, &tensor)
+                        .ok());
+        *out = testing::TensorMatrix(tensor.id());
+        ids.push_back(tensor.id());
+      }
+      inline_group.push_back(std::move(r));
+      tensor_group.push_back(std::move(t));
+    }
+    const std::vector<Answer> batched = SendTogether(*batched_stub_, tensor_group);
+    int largest = 0;
+    for (int i = 0; i < kGroup; ++i) {
+      ASSERT_TRUE(batched[i].status.ok()) << batched[i].status.error_message();
+      ASSERT_EQ(batched[i].output.payload_case(), v1::Matrix::kTensorId);
+      EXPECT_EQ(batched[i].report.upload_us(), 0);
+      EXPECT_EQ(batched[i].report.download_us(), 0);
+      largest = std::max(largest, batched[i].report.batch_size());
+      std::string kept;
+      ASSERT_TRUE(
+          testing::DownloadBytes(*batched_stub_, batched[i].output.tensor_id(), &kept, 0, true)
+              .ok());
+      ids.push_back(batched[i].output.tensor_id());
+      const Answer alone = Send(*alone_stub_, inline_group[i]);
+      ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
+      EXPECT_TRUE(kept == alone.output.data()) << "request " << i;
+      v1::Matrix got = alone.output;
+      got.set_data(kept);
+      EXPECT_LE(testing::MaxError(got, Reference(inline_group[i])), 1e-3) << "request " << i;
+    }
+    EXPECT_GT(largest, 1) << "no request of the group ran in a batch";
+    testing::ReleaseTensors(*batched_stub_, ids);
+    ++variants;
+  }
+  EXPECT_GE(variants, 3);
 }
 
 // In one batch: a member whose deadline passes while it waits, one the client
