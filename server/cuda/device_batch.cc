@@ -41,8 +41,8 @@ std::vector<absl::StatusOr<StageTimes>> ExecuteOnDeviceBatch(absl::Span<const Co
   }
   absl::Status s = slot.Record(Mark::kKernelEnd);
   if (s.ok()) s = slot.WaitFor(Mark::kKernelEnd, "batch kernel wait");
-  absl::StatusOr<StageTimes> times =
-      s.ok() ? slot.Stages(/*uploaded=*/false, /*downloaded=*/false) : absl::StatusOr<StageTimes>(s);
+  absl::StatusOr<StageTimes> times = s.ok() ? slot.Stages(/*uploaded=*/false, /*downloaded=*/false)
+                                            : absl::StatusOr<StageTimes>(s);
   if (!times.ok()) times = health.AfterError(times.status());
   for (size_t i = 0; i < n; ++i) {
     if (ran[i]) results[i] = times;
