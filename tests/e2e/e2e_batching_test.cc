@@ -268,8 +268,7 @@ TEST_F(BatchingTest, KeptResultsOnTensorsBatchBitForBit) {
       largest = std::max(largest, batched[i].report.batch_size());
       std::string kept;
       ASSERT_TRUE(
-          testing::DownloadBytes(*batched_stub_, batched[i].output.tensor_id(), &kept, 0, true)
-              .ok());
+          testing::DownloadBytes(*batched_stub_, batched[i].output.tensor_id(), &kept).ok());
       ids.push_back(batched[i].output.tensor_id());
       const Answer alone = Send(*alone_stub_, inline_group[i]);
       ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
@@ -330,6 +329,71 @@ TEST_F(BatchingTest, ABadMemberNeverFailsItsBatchMates) {
     largest = std::max(largest, a.report.batch_size());
   }
   EXPECT_GT(largest, 1);
+}
+
+// The same with tensors read and results kept (a batch on the device): the
+// members that leave list no tensor, the others each list theirs with the
+// right bytes, and once those and the inputs are released the server holds
+// what it held before.
+TEST_F(BatchingTest, MembersThatLeaveAKeptBatchListNoTensor) {
+  const int before = testing::ListTensors(*batched_stub_).tensors_size();
+  const std::string variant = testing::TestBackend() == "cpu" ? "cpu_reference" : "shared_padded";
+  std::vector<std::string> ids;
+  // A Transpose on a tensor holding fresh random bytes, its result kept;
+  // `inline_request` gets the same request with the bytes inline.
+  auto on_tensor = [&](Request* inline_request) {
+    *inline_request = RandomRequest<float>(kernels::Op::kTranspose, rng_);
+    inline_request->variant = variant;
+    const v1::Matrix& a = inline_request->a;
+    v1::TensorInfo tensor;
+    EXPECT_TRUE(testing::UploadBytes(*batched_stub_, a.dtype(), a.rows(), a.cols(), a.data(),
+                                     {1 << 20}, &tensor)
+                    .ok());
+    ids.push_back(tensor.id());
+    Request r = *inline_request;
+    r.a = testing::TensorMatrix(tensor.id());
+    r.keep = true;
+    return r;
+  };
+  std::vector<Request> inline_good(3), good;
+  for (Request& r : inline_good) good.push_back(on_tensor(&r));
+  Request unused;
+  const Request late = on_tensor(&unused);
+  const Request cancelled = on_tensor(&unused);
+
+  std::vector<std::future<Answer>> pending;
+  for (const Request& r : good) {
+    pending.push_back(std::async(std::launch::async, [&] { return Send(*batched_stub_, r); }));
+  }
+  auto late_answer = std::async(std::launch::async, [&] {
+    return Send(*batched_stub_, late, std::chrono::milliseconds(150));
+  });
+  auto cancelled_answer = std::async(std::launch::async, [&] {
+    return Send(*batched_stub_, cancelled, std::chrono::seconds(60),
+                std::chrono::milliseconds(100));
+  });
+  EXPECT_EQ(late_answer.get().status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(cancelled_answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
+  int largest = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    const Answer a = pending[i].get();
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+    ASSERT_EQ(a.output.payload_case(), v1::Matrix::kTensorId);
+    ids.push_back(a.output.tensor_id());
+    v1::Matrix got = inline_good[i].a;
+    std::string bytes;
+    ASSERT_TRUE(testing::DownloadBytes(*batched_stub_, a.output.tensor_id(), &bytes).ok());
+    got.set_rows(a.output.rows());
+    got.set_cols(a.output.cols());
+    got.set_data(bytes);
+    EXPECT_EQ(testing::MaxError(got, Reference(inline_good[i])), 0.0) << "request " << i;
+    largest = std::max(largest, a.report.batch_size());
+  }
+  EXPECT_GT(largest, 1);
+  // 5 inputs and 3 results: nothing of the two that left.
+  EXPECT_EQ(testing::ListTensors(*batched_stub_).tensors_size(), before + 8);
+  testing::ReleaseTensors(*batched_stub_, ids);
+  EXPECT_EQ(testing::ListTensors(*batched_stub_).tensors_size(), before);
 }
 
 // The histogram counts each successful compute request once, at the batch
