@@ -234,9 +234,11 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
   }
   // Two placements batch: everything in the call (host inputs, the result
   // returned), and everything on one device (tensors read, the result kept).
+  // The latter only with its tensor made ahead: a batch may run on a gRPC
+  // thread, which must never wait for device memory.
   const bool in_call = !c.keep_output && !c.a_tensor && !c.b_tensor;
   const bool on_device =
-      c.keep_output && c.a_tensor &&
+      c.keep_output && *kept != nullptr && c.a_tensor &&
       (kernels::InputBBytes(p) == 0 ? !c.b_tensor
                                     : c.b_tensor && &c.b_tensor->device() == &c.a_tensor->device());
   if (!in_call && !on_device) return std::nullopt;
@@ -248,8 +250,8 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
                    kernels::DTypeName(kernels::OutputDType(p)), " ", p.m, "x", p.n, "x", p.k, " ",
                    kernels::ReduceOpName(p.reduce_op), " ", kernels::ReduceAxisName(p.reduce_axis),
                    " ", variant->name, on_device ? " on device" : "");
-  part.prepare = [this, call, variant, memory, out_bytes, on_device,
-                  kept](Device& device) -> absl::StatusOr<ComputeJob> {
+  part.prepare = [call, variant, memory, out_bytes, on_device,
+                  kept](Device&) -> absl::StatusOr<ComputeJob> {
     ComputeJob job;
     job.problem = call->problem;
     job.variant = variant;
@@ -261,9 +263,7 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
     }
     job.a_resident = &call->a_tensor->memory();
     if (call->b_tensor) job.b_resident = &call->b_tensor->memory();
-    auto out = KeptOutput(*call, device, *kept);
-    if (!out.ok()) return out.status();
-    job.out_resident = *out;
+    job.out_resident = &(*kept)->memory();
     return job;
   };
   part.finish = [this, call, outcome, kept](absl::StatusOr<StageTimes> result, int batch_size) {

@@ -144,8 +144,8 @@ class ComputeEngine {
  private:
   // How the call runs in a batch, when it can: a small problem, a variant
   // already known, no shared memory, and either host inputs and result or
-  // tensors of one device read and the result kept there (`kept`: its
-  // tensor, made ahead or by the batch).
+  // tensors of one device read and the result kept there in `kept`, a
+  // tensor made ahead.
   std::optional<BatchPart> BatchPartOf(const std::shared_ptr<ComputeCall>& call,
                                        const kernels::Variant* variant,
                                        const std::shared_ptr<CallMemory>& memory,
