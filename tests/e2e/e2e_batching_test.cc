@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <memory>
 #include <random>
@@ -66,6 +67,30 @@ std::vector<Answer> SendTogether(v1::Compute::Stub& stub, const std::vector<Requ
   for (const Request& r : requests) {
     pending.push_back(std::async(std::launch::async, [&stub, &r] { return Send(stub, r); }));
   }
+  std::vector<Answer> answers;
+  for (auto& p : pending) answers.push_back(p.get());
+  return answers;
+}
+
+// Sends `good`, `late` (a 150 ms deadline) and `cancelled` (cancelled by
+// the client after 100 ms) at once, each on its own thread, and runs
+// `meanwhile` on this one. Expects `late` and `cancelled` to leave with
+// those codes; returns the answers to `good`.
+std::vector<Answer> SendBesideTwoThatLeave(
+    v1::Compute::Stub& stub, const std::vector<Request>& good, const Request& late,
+    const Request& cancelled, const std::function<void()>& meanwhile = [] {}) {
+  std::vector<std::future<Answer>> pending;
+  for (const Request& r : good) {
+    pending.push_back(std::async(std::launch::async, [&stub, &r] { return Send(stub, r); }));
+  }
+  auto late_answer = std::async(std::launch::async,
+                                [&] { return Send(stub, late, std::chrono::milliseconds(150)); });
+  auto cancelled_answer = std::async(std::launch::async, [&] {
+    return Send(stub, cancelled, std::chrono::seconds(60), std::chrono::milliseconds(100));
+  });
+  meanwhile();
+  EXPECT_EQ(late_answer.get().status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(cancelled_answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
   std::vector<Answer> answers;
   for (auto& p : pending) answers.push_back(p.get());
   return answers;
@@ -304,26 +329,16 @@ TEST_F(BatchingTest, ABadMemberNeverFailsItsBatchMates) {
   Request unknown = late;
   unknown.variant = "no_such_variant";
 
-  std::vector<std::future<Answer>> pending;
-  for (const Request& r : good) {
-    pending.push_back(std::async(std::launch::async, [&] { return Send(*batched_stub_, r); }));
-  }
-  auto late_answer = std::async(std::launch::async, [&] {
-    return Send(*batched_stub_, late, std::chrono::milliseconds(150));
-  });
-  auto cancelled_answer = std::async(std::launch::async, [&] {
-    return Send(*batched_stub_, cancelled, std::chrono::seconds(60),
-                std::chrono::milliseconds(100));
-  });
-  const Answer refused = Send(*batched_stub_, unknown);
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(refused.status.error_message().find("no_such_variant"), std::string::npos)
-      << refused.status.error_message();
-  EXPECT_EQ(late_answer.get().status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_EQ(cancelled_answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
+  const std::vector<Answer> answers =
+      SendBesideTwoThatLeave(*batched_stub_, good, late, cancelled, [&] {
+        const Answer refused = Send(*batched_stub_, unknown);
+        EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        EXPECT_NE(refused.status.error_message().find("no_such_variant"), std::string::npos)
+            << refused.status.error_message();
+      });
   int largest = 0;
   for (size_t i = 0; i < good.size(); ++i) {
-    const Answer a = pending[i].get();
+    const Answer& a = answers[i];
     ASSERT_TRUE(a.status.ok()) << a.status.error_message();
     EXPECT_EQ(testing::MaxError(a.output, Reference(good[i])), 0.0);
     largest = std::max(largest, a.report.batch_size());
@@ -361,22 +376,10 @@ TEST_F(BatchingTest, MembersThatLeaveAKeptBatchListNoTensor) {
   const Request late = on_tensor(&unused);
   const Request cancelled = on_tensor(&unused);
 
-  std::vector<std::future<Answer>> pending;
-  for (const Request& r : good) {
-    pending.push_back(std::async(std::launch::async, [&] { return Send(*batched_stub_, r); }));
-  }
-  auto late_answer = std::async(std::launch::async, [&] {
-    return Send(*batched_stub_, late, std::chrono::milliseconds(150));
-  });
-  auto cancelled_answer = std::async(std::launch::async, [&] {
-    return Send(*batched_stub_, cancelled, std::chrono::seconds(60),
-                std::chrono::milliseconds(100));
-  });
-  EXPECT_EQ(late_answer.get().status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_EQ(cancelled_answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
+  const std::vector<Answer> answers = SendBesideTwoThatLeave(*batched_stub_, good, late, cancelled);
   int largest = 0;
   for (size_t i = 0; i < good.size(); ++i) {
-    const Answer a = pending[i].get();
+    const Answer& a = answers[i];
     ASSERT_TRUE(a.status.ok()) << a.status.error_message();
     ASSERT_EQ(a.output.payload_case(), v1::Matrix::kTensorId);
     ids.push_back(a.output.tensor_id());
