@@ -51,7 +51,7 @@ absl::Status RandomInputFits(const Client& client, const char* name, DType dtype
   }
   // A server that names no limit (0) is left to answer for itself.
   if (*server_limit <= 0 || *bytes <= *server_limit) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
+  return absl::InvalidArgumentError(absl::StrCat(
       "--random: ", name, " would be ", rows, "x", cols, " ", DTypeName(dtype), ", ", *bytes,
       " bytes, more than the server's max_matrix_bytes (", *server_limit, "); nothing was sent"));
 }
@@ -60,10 +60,10 @@ absl::Status RandomInputFits(const Client& client, const char* name, DType dtype
 
 int InputsFailed(const absl::Status& status) {
   // Inputs the server would refuse are the command line's error too, as the
-  // load test's shapes are.
-  const bool usage = status.code() == absl::StatusCode::kInvalidArgument ||
-                     status.code() == absl::StatusCode::kResourceExhausted;
-  return usage ? UsageError(status) : CallFailed(status);
+  // load test's shapes are; any code from a call (GetServerInfo's) is a
+  // failed call, RESOURCE_EXHAUSTED included.
+  return status.code() == absl::StatusCode::kInvalidArgument ? UsageError(status)
+                                                             : CallFailed(status);
 }
 
 absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op, const Client& client) {

@@ -26,13 +26,14 @@ struct Inputs {
 // The inputs of `op`: its .npy files (a and b for matmul, one otherwise),
 // tensors held by the server as @ID in their place, or --random in the op's
 // shape syntax (ShapeSyntax). Large --random inputs are checked against the
-// server's max_matrix_bytes before they are built (RESOURCE_EXHAUSTED past
-// it; GetServerInfo's own error if the server cannot say); any other error
-// is the command line's (INVALID_ARGUMENT).
+// server's max_matrix_bytes before they are built (INVALID_ARGUMENT past it,
+// as every error of the command line's; GetServerInfo's own error, whatever
+// its code, if the server cannot say).
 absl::StatusOr<Inputs> LoadInputs(const ParsedArgs& args, v1::Op op, const Client& client);
 
 // The exit code of a LoadInputs error: a usage error for the command line's
-// (inputs past the server's limit included), a failed call for GetServerInfo's.
+// (INVALID_ARGUMENT: inputs past the server's limit included), a failed call
+// for any other (GetServerInfo's).
 int InputsFailed(const absl::Status& status);
 
 struct MatrixShape {

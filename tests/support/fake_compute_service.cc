@@ -70,6 +70,11 @@ void FakeComputeService::set_profile_response(const v1::ProfileResponse& respons
   profile_response_ = response;
 }
 
+void FakeComputeService::set_server_info_status(const grpc::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  server_info_status_ = status;
+}
+
 v1::ProfileRequest FakeComputeService::last_profile_request() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_profile_request_;
@@ -177,6 +182,10 @@ grpc::Status FakeComputeService::GetServerInfo(grpc::ServerContext* context,
                                                const v1::ServerInfoRequest*,
                                                v1::ServerInfo* response) {
   Record(context);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (server_info_status_) return *server_info_status_;
+  }
   response->set_version("fake-1");
   response->set_backend("cpu");
   v1::DeviceInfo* dev = response->add_devices();

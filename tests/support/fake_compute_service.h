@@ -32,6 +32,8 @@ class FakeComputeService final : public v1::Compute::Service {
   v1::ProfileRequest last_profile_request() const;
   // Profile answers with `response` from now on instead of its two canned rows.
   void set_profile_response(const v1::ProfileResponse& response);
+  // GetServerInfo fails with `status` from now on.
+  void set_server_info_status(const grpc::Status& status);
 
  private:
   void Record(grpc::ServerContext* context);
@@ -39,6 +41,7 @@ class FakeComputeService final : public v1::Compute::Service {
   std::string last_authorization_;
   v1::ProfileRequest last_profile_request_;
   std::optional<v1::ProfileResponse> profile_response_;
+  std::optional<grpc::Status> server_info_status_;
 };
 
 // A server on 127.0.0.1 with a free port, the default health service

@@ -159,6 +159,17 @@ TEST_F(CliTest, RandomInputsPastTheServersLimitAreRefusedBeforeTheyAreBuilt) {
   EXPECT_EQ(fits.exit_code, 0) << fits.output;
 }
 
+// The limit could not be asked: GetServerInfo's own failure is a failed call
+// (exit 1), whatever its code, not a usage error; nothing is built or sent.
+TEST_F(CliTest, AFailedLimitQueryIsAFailedCall) {
+  fake_->service.set_server_info_status(
+      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many calls"));
+  CliRun run = RunCli("matmul --random 20000x20000x8 --dtype float64" + server_);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("too many calls"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("matmul    a")));
+}
+
 // --busy_poll: the same call and result, each of --repeat's calls timed.
 TEST_F(CliTest, BusyPollRepeatsTheCall) {
   const std::string out = ::testing::TempDir() + "/cli_bp.npy";
