@@ -174,9 +174,12 @@ void ComputeEngine::Compute(ComputeCall call,
     if (c.a_tensor) job.a_resident = &c.a_tensor->memory();
     if (c.b_tensor) job.b_resident = &c.b_tensor->memory();
     if (c.keep_output) {
-      auto out = KeptOutput(c, device, *kept);
-      if (!out.ok()) return out.status();
-      job.out_resident = *out;
+      if (!*kept) {
+        auto created = tensors_->Create(device, OutputShape(job.problem), c.lifetime.deadline);
+        if (!created.ok()) return created.status();
+        *kept = std::move(*created);
+      }
+      job.out_resident = &(*kept)->memory();
     } else {
       job.out = memory->Output(size_t(kernels::OutputBytes(job.problem)));
     }
@@ -201,16 +204,6 @@ void ComputeEngine::Compute(ComputeCall call,
     done(status, *outcome);
   };
   scheduler_.Submit(std::move(task));
-}
-
-absl::StatusOr<ResidentMemory*> ComputeEngine::KeptOutput(const ComputeCall& c, Device& device,
-                                                          std::shared_ptr<Tensor>& kept) const {
-  if (!kept) {
-    auto created = tensors_->Create(device, OutputShape(c.problem), c.lifetime.deadline);
-    if (!created.ok()) return created.status();
-    kept = std::move(*created);
-  }
-  return &kept->memory();
 }
 
 void ComputeEngine::Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept,

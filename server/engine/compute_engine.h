@@ -151,10 +151,6 @@ class ComputeEngine {
                                        const std::shared_ptr<CallMemory>& memory,
                                        const std::shared_ptr<ComputeOutcome>& outcome,
                                        const std::shared_ptr<std::shared_ptr<Tensor>>& kept) const;
-  // The memory of the call's kept result: `kept`, made now on `device` if
-  // it was not made ahead.
-  absl::StatusOr<ResidentMemory*> KeptOutput(const ComputeCall& c, Device& device,
-                                             std::shared_ptr<Tensor>& kept) const;
   // Once the call's work ran: its tensors count as used, and its kept
   // result is listed (taken from `kept`) unless the caller has gone.
   void Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept, ComputeOutcome& outcome) const;
