@@ -146,13 +146,12 @@ class CudaDevice final : public Device {
   // copy, with one host wait; larger ones run one by one.
   std::vector<absl::StatusOr<StageTimes>> ExecuteBatch(
       absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops) override {
-    const bool on_device =
-        jobs.size() >= 2 && std::all_of(jobs.begin(), jobs.end(), [this](const ComputeJob& job) {
-          return RunsOnDevice(job, ordinal_);
-        });
-    const int capacity =
-        jobs.empty() || on_device ? 0 : SmallBatchCapacity(jobs.front(), batch_branches_);
-    if (jobs.size() < 2 || (!on_device && capacity < 2)) return Device::ExecuteBatch(jobs, stops);
+    if (jobs.size() < 2) return Device::ExecuteBatch(jobs, stops);
+    const bool on_device = std::all_of(jobs.begin(), jobs.end(), [this](const ComputeJob& job) {
+      return RunsOnDevice(job, ordinal_);
+    });
+    const int capacity = on_device ? 0 : SmallBatchCapacity(jobs.front(), batch_branches_);
+    if (!on_device && capacity < 2) return Device::ExecuteBatch(jobs, stops);
     if (cudaSetDevice(ordinal_) != cudaSuccess) {
       const absl::Status s = health_.TakeOutOfService("cudaSetDevice failed");
       return std::vector<absl::StatusOr<StageTimes>>(jobs.size(), s);
