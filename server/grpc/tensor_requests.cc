@@ -99,7 +99,8 @@ absl::StatusOr<Operand> ResolveOperand(const wire::Matrix& m, const std::string&
 }
 
 absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field,
-                                     absl::Duration max) {
+                                     const TensorStore* store) {
+  const absl::Duration max = store != nullptr ? store->max_ttl() : absl::InfiniteDuration();
   if (seconds < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": must be >= 0 (0: the server's default), got ", seconds));
@@ -125,8 +126,7 @@ absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, Tensor
     placement.shared_memory = out.shared_memory;
     return placement;
   }
-  auto ttl = TtlOf(out.ttl_seconds, "output.ttl_seconds",
-                   store != nullptr ? store->max_ttl() : absl::InfiniteDuration());
+  auto ttl = TtlOf(out.ttl_seconds, "output.ttl_seconds", store);
   if (!ttl.ok()) return ttl.status();
   if (out.keep && store == nullptr) return NoTensors("output.keep");
   placement.keep = out.keep;

@@ -63,9 +63,11 @@ absl::StatusOr<Placement> ResolvePlacement(const wire::ComputeRequest& r, Tensor
                                            const SharedMemoryRegistry* regions);
 
 // An idle lifetime in seconds from a request: 0 = the default (zero
-// duration); negative, or longer than `max` (--max_tensor_ttl), is
-// INVALID_ARGUMENT naming `field`.
-absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field, absl::Duration max);
+// duration); negative, or longer than the store's --max_tensor_ttl, is
+// INVALID_ARGUMENT naming `field`. Without a store (tensors off) any
+// length passes: the caller refuses the tensor itself.
+absl::StatusOr<absl::Duration> TtlOf(int64_t seconds, const std::string& field,
+                                     const TensorStore* store);
 
 // The tensor an Upload's first message describes (dtype, rows, cols;
 // INVALID_ARGUMENT naming the field and the numbers otherwise).

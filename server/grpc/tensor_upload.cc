@@ -110,8 +110,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     absl::Status invalid;
     auto shape = UploadShape(f);
     auto ttl =
-        TtlOf(f.ttl_seconds, "ttl_seconds",
-              transfers_ != nullptr ? transfers_->store().max_ttl() : absl::InfiniteDuration());
+        TtlOf(f.ttl_seconds, "ttl_seconds", transfers_ != nullptr ? &transfers_->store() : nullptr);
     std::optional<RegionSlice> slice;
     if (f.has_shared_memory && f.data_bytes > 0) {
       invalid = absl::InvalidArgumentError(
