@@ -80,6 +80,17 @@ class Scheduler {
             int answer_threads = 0, int inline_threads = 0);
   ~Scheduler();
 
+  // Holding small tasks that may batch back past the inline limit pays
+  // only where the threads that take what queued find batch mates. In one
+  // run on an H100 (4 rounds, 8 connections), at 64 requests in flight they
+  // took 5.2 a time (10% more MatMuls than batching off); at 8 in flight,
+  // 1.02, and the requests held back lost 4% of the rate waiting for
+  // another's end. So a device judges its takes kTakesPerVerdict at a
+  // time, and when they found fewer than 1.5 tasks each it stops holding
+  // back for kHoldBackPause; then it holds back again and counts anew.
+  static constexpr int kTakesPerVerdict = 16;
+  static constexpr absl::Duration kHoldBackPause = absl::Milliseconds(20);
+
   // Queues the task on its device, or else on the least-loaded one.
   void Submit(Task task);
   // Refuses new tasks (UNAVAILABLE), lets queued and running ones finish, and
@@ -134,6 +145,13 @@ class Scheduler {
     bool spin_wanted ABSL_GUARDED_BY(mu) = false;
     // When a task last arrived while another was in flight.
     absl::Time last_crowded ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+    // Whether small tasks that may batch are held back past the inline
+    // limit (kTakesPerVerdict): takes of such tasks from the queue since the
+    // last verdict and the tasks they moved, and when a pause ends.
+    bool holding_back ABSL_GUARDED_BY(mu) = true;
+    int takes ABSL_GUARDED_BY(mu) = 0;
+    int taken ABSL_GUARDED_BY(mu) = 0;
+    absl::Time hold_back_again ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     std::atomic<bool> spinner_has_work{false};
     // queue.size(), read without the lock by a worker deciding who answers.
     std::atomic<int64_t> waiting{0};
@@ -172,6 +190,12 @@ class Scheduler {
   void RunBatch(Lane& lane, std::vector<Entry>& batch);
   // Submitting threads that may run small tasks on `lane` at once.
   int InlineLimit(const Lane& lane) const;
+  // Whether a small task that may batch, past the inline limit, queues now
+  // (ends a pause that is over); see kTakesPerVerdict.
+  static bool HoldsBack(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // Counts a take of `tasks` batchable tasks by a thread running small
+  // tasks, and gives the verdict every kTakesPerVerdict takes.
+  static void CountTake(Lane& lane, size_t tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // `count(lane)` added up over the lanes, each read under its lock.
   template <typename Count>
   int64_t SumOverLanes(Count count) const;

@@ -527,6 +527,71 @@ TEST(SchedulerInline, WhatQueuedBehindTheLimitRunsAsOneBatch) {
   EXPECT_EQ(DeviceOf(*scheduler).batches(), (std::vector<int>{5}));
 }
 
+// One take of what queued behind the limit: `mates` tasks that may batch
+// queue while a small task runs, and its thread takes them when it ends.
+// Takes one of the scheduler's turns with inline_threads 1.
+void QueueBehindOneSmallTask(Scheduler& scheduler, int mates) {
+  absl::Notification release;
+  Probe first;
+  std::thread submitter([&] { scheduler.Submit(SmallTask(first, &release)); });
+  while (scheduler.running() == 0) std::this_thread::yield();
+  std::vector<BatchProbe> probes(static_cast<size_t>(mates));
+  for (auto& p : probes) scheduler.Submit(SmallBatchTask(p));
+  EXPECT_EQ(scheduler.queued(), mates);
+  release.Notify();
+  submitter.join();
+  if (mates > 1) {
+    ExpectAnsweredAsOneBatch(probes);
+  } else {
+    ASSERT_TRUE(probes.front().done.HasBeenNotified());
+    EXPECT_TRUE(probes.front().ran_alone);
+  }
+  while (scheduler.running() > 0) std::this_thread::yield();
+}
+
+// Whether a small task that may batch, sent while another small task runs
+// on the only inline turn, was held back (queued) rather than run at once
+// on the sending thread.
+bool HeldBack(Scheduler& scheduler) {
+  absl::Notification release;
+  Probe first;
+  std::thread submitter([&] { scheduler.Submit(SmallTask(first, &release)); });
+  while (scheduler.running() == 0) std::this_thread::yield();
+  BatchProbe next;
+  scheduler.Submit(SmallBatchTask(next));
+  const bool held = !next.done.HasBeenNotified();
+  EXPECT_TRUE(held || next.ran_on == std::this_thread::get_id());
+  release.Notify();
+  submitter.join();
+  EXPECT_TRUE(next.done.HasBeenNotified());
+  while (scheduler.running() > 0) std::this_thread::yield();
+  return held;
+}
+
+// Takes that find no batch mates (one task each, as at 8 requests in
+// flight over 8 connections) end the holding back: past the limit a task
+// that may batch then runs on its own thread, as one that never batches.
+// After the pause it is held back again.
+TEST(SchedulerInline, TakesWithoutBatchMatesStopTheHoldingBackForAPause) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
+  for (int i = 0; i < Scheduler::kTakesPerVerdict - 1; ++i) QueueBehindOneSmallTask(*scheduler, 1);
+  const absl::Time before_verdict = absl::Now();
+  EXPECT_TRUE(HeldBack(*scheduler));  // the verdict's last take: one task
+  const bool held = HeldBack(*scheduler);
+  // A machine slow enough to pass the pause meanwhile proves nothing here.
+  ASSERT_TRUE(absl::Now() - before_verdict >= Scheduler::kHoldBackPause || !held);
+  absl::SleepFor(Scheduler::kHoldBackPause);
+  EXPECT_TRUE(HeldBack(*scheduler));
+}
+
+// Takes that find batch mates (two tasks each, as under load) keep it.
+TEST(SchedulerInline, TakesWithBatchMatesKeepTheHoldingBack) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
+  for (int i = 0; i < 2 * Scheduler::kTakesPerVerdict; ++i) QueueBehindOneSmallTask(*scheduler, 2);
+  EXPECT_TRUE(HeldBack(*scheduler));
+  EXPECT_EQ(DeviceOf(*scheduler).batches().size(), size_t(2 * Scheduler::kTakesPerVerdict));
+}
+
 // A large task never runs on a thread that submitted a small one: it wakes
 // a worker even while that thread runs.
 TEST(SchedulerInline, ALargeTaskStillGoesToAWorker) {
