@@ -275,6 +275,10 @@ int main(int argc, char** argv) {
       "--baseline=tcp,grpc\n"
       "--shape for matmul is MxKxN: a is M x K, b is K x N, the result M x N.");
   gpucompute::common::HandleHelpAndVersion(argc, argv, "gpucompute-loadtest", GPUCOMPUTE_VERSION);
+  if (const std::string error = gpucompute::common::FlagSyntaxError(argc, argv); !error.empty()) {
+    std::fprintf(stderr, "gpucompute-loadtest: %s (see --help)\n", error.c_str());
+    return 2;
+  }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {  // [0] is the program
     std::fprintf(stderr,

@@ -87,6 +87,22 @@ TEST(LoadtestCommandLine, HelpListsTheFlagsAndExitsZeroVersionPrintsTheVersion) 
   EXPECT_EQ(version.output.rfind("gpucompute-loadtest 0.", 0), 0u) << version.output;
 }
 
+// A command line abseil would refuse is a usage error like any other:
+// exit 2 with a message that names the flag (abseil's own parse exits 1).
+TEST(LoadtestCommandLine, FlagSyntaxErrorsExitTwoNamingTheFlag) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--no_such_flag=1", "unknown flag --no_such_flag"},
+      {"--busy_poll=maybe", "--busy_poll: \"maybe\" is not a valid value"},
+      {"--nobusy_poll=1", "--nobusy_poll takes no value"},
+      {"--shape=2x2 --op", "--op needs a value"},
+  };
+  for (const auto& [args, message] : cases) {
+    RunResult r = RunLoadtest(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
 TEST(WindowStatsTest, NearestRankPercentiles) {
   WindowStats s;
   for (int i = 1; i <= 100; ++i) s.latencies_ns.push_back(i * 1000);

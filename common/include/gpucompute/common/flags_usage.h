@@ -15,4 +15,13 @@ namespace gpucompute::common {
 void HandleHelpAndVersion(int argc, char** argv, const std::string& program,
                           const std::string& version);
 
+// What absl::ParseCommandLine would refuse on this command line (it prints
+// its own message and exits 1): a flag the program does not define, a value
+// that is not of the flag's type, a flag that needs a value and has none,
+// or a negated boolean with a value. Names the first such flag; "" when
+// there is none, or when --undefok or --flagfile hand checks to abseil.
+// Lets a tool report a usage error as one (exit 2). Parsing a value sets
+// the flag to it, as ParseCommandLine will.
+std::string FlagSyntaxError(int argc, char** argv);
+
 }  // namespace gpucompute::common
