@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Servers that differ in a flag, compared on the small-request rows in
-# alternating rounds (A B A B ...), so that a host's drift between servers
-# (the health floor alone moves 5-20% from one server start to the next)
-# falls on both sides. Each round starts each server afresh and runs, over 8
+# alternating rounds (A B, B A, A B ...: each round starts with the next
+# server, so none holds one place in every round), so that a host's drift
+# between servers (the health floor alone moves 5-20% from one server start
+# to the next) falls on both sides. Each round starts each server afresh and runs, over 8
 # connections: the 1x1 Transpose at c=64 beside the health Check and
 # ListTensors, the 64^3 MatMul at c=1, 8 and 64 inline beside a gRPC echo of
 # its bytes, and with resident operands and a kept output beside the health
@@ -52,8 +53,10 @@ collect() {
   ' "$4" >> "$rows"
 }
 
+specs=("$@")
 for round in $(seq 1 "$rounds"); do
-  for spec in "$@"; do
+  for k in "${!specs[@]}"; do
+    spec=${specs[$(((round - 1 + k) % ${#specs[@]}))]}
     log=$out/${spec%%=*}_$round
     start_server "$spec" "$log.server.log"
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 \
