@@ -19,6 +19,9 @@
 # scheduler would otherwise mix them differently from one start to the next.
 # The echo floor is served in the load test's process, so pinned it shares
 # the load test's cores and reads low: judge pinned rounds by the health floor.
+# ROWS picks the load-test runs of each round (default "transpose matmul
+# matmul1"; e.g. ROWS=matmul for the MatMul at c=1, 8 and 64 alone, a third
+# of the time a round, so more rounds fit where one round settles nothing).
 set -u
 usage="usage: small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
@@ -59,17 +62,25 @@ for round in $(seq 1 "$rounds"); do
     spec=${specs[$(((round - 1 + k) % ${#specs[@]}))]}
     log=$out/${spec%%=*}_$round
     start_server "$spec" "$log.server.log"
-    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 \
-      --baseline=grpc,service > "$log.transpose.log" 2>&1
-    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
-      --placement=inline,tensor --baseline=echo,grpc > "$log.matmul.log" 2>&1
-    "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 --connections=1 \
-      --baseline=echo > "$log.matmul1.log" 2>&1
+    for row in ${ROWS:-transpose matmul matmul1}; do
+      case $row in
+        transpose)
+          "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 \
+            --baseline=grpc,service > "$log.transpose.log" 2>&1 ;;
+        matmul)
+          "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
+            --placement=inline,tensor --baseline=echo,grpc > "$log.matmul.log" 2>&1 ;;
+        matmul1)
+          "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 \
+            --connections=1 --baseline=echo > "$log.matmul1.log" 2>&1 ;;
+        *) echo "small_request_ab.sh: ROWS: unknown row \"$row\"" >&2; kill -TERM "$server"; exit 2 ;;
+      esac
+    done
     kill -TERM "$server"
     wait "$server"
-    collect "$label" "$round" T "$log.transpose.log"
-    collect "$label" "$round" M "$log.matmul.log"
-    collect "$label" "$round" M1 "$log.matmul1.log"
+    [ -f "$log.transpose.log" ] && collect "$label" "$round" T "$log.transpose.log"
+    [ -f "$log.matmul.log" ] && collect "$label" "$round" M "$log.matmul.log"
+    [ -f "$log.matmul1.log" ] && collect "$label" "$round" M1 "$log.matmul1.log"
   done
 done
 
