@@ -27,12 +27,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "gpucompute/common/stats.h"
 #include "gpucompute/kernels/dtype.h"
 #include "gpucompute/kernels/registry.h"
+#include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/variant_selector.h"
 #include "server/ops/metrics.h"
@@ -120,9 +120,7 @@ void SubmitAndWait(Scheduler& scheduler, bool batchable) {
     // What ComputeEngine::BatchPartOf makes for a 64^3 MatMul.
     const Problem p{Op::kMatMul, gpucompute::kernels::DType::kFloat32, 64, 64, 64};
     BatchPart part;
-    part.key = absl::StrCat(gpucompute::kernels::OpName(p.op), " ",
-                            gpucompute::kernels::DTypeName(p.dtype), " ", p.m, "x", p.n, "x", p.k,
-                            " sum all fastest");
+    part.key = gpucompute::server::BatchKey(p, nullptr, /*on_device=*/false);
     auto job = std::make_shared<ComputeJob>();
     part.prepare = [job, p](Device&) -> absl::StatusOr<ComputeJob> {
       ComputeJob out = *job;

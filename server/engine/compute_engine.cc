@@ -1,5 +1,6 @@
 #include "server/engine/compute_engine.h"
 
+#include <cstdint>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -59,6 +60,19 @@ ServedFrom ServedFromOf(const ComputeCall& c, bool calibrate_as_served) {
 }
 
 }  // namespace
+
+std::string BatchKey(const kernels::Problem& p, const kernels::Variant* variant, bool on_device) {
+  const int64_t numbers[] = {int64_t(p.op),
+                             int64_t(p.dtype),
+                             int64_t(p.reduce_op),
+                             int64_t(p.reduce_axis),
+                             p.m,
+                             p.n,
+                             p.k,
+                             int64_t(p.float32_output) | int64_t(on_device) << 1,
+                             int64_t(reinterpret_cast<uintptr_t>(variant))};
+  return std::string(reinterpret_cast<const char*>(numbers), sizeof numbers);
+}
 
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,
                              VariantSelector& selector, kernels::Backend backend,
@@ -238,11 +252,7 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
   const int64_t out_bytes = kernels::OutputBytes(p);
   if (RequestBytes(p) > kMaxBatchedRequestBytes) return std::nullopt;
   BatchPart part;
-  part.key =
-      absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
-                   kernels::DTypeName(kernels::OutputDType(p)), " ", p.m, "x", p.n, "x", p.k, " ",
-                   kernels::ReduceOpName(p.reduce_op), " ", kernels::ReduceAxisName(p.reduce_axis),
-                   " ", variant->name, on_device ? " on device" : "");
+  part.key = BatchKey(p, variant, on_device);
   part.prepare = [call, variant, memory, out_bytes, on_device,
                   kept](Device&) -> absl::StatusOr<ComputeJob> {
     ComputeJob job;

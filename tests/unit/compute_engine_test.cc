@@ -288,5 +288,30 @@ TEST_F(EngineAutoServedFrom, RequestsServedFromHostAndOnTensorsCalibrateApart) {
   EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false, false, false}));
 }
 
+// Batch mates share everything a batch key holds, and only they do: any
+// one field of the problem, the variant or the placement apart gives
+// another key.
+TEST(BatchKeyTest, EqualForBatchMatesOnlyEachFieldApartDiffers) {
+  const kernels::Variant one, other;  // told apart by address, as the registry's are
+  const kernels::Variant* variant = &one;
+  kernels::Problem base{kernels::Op::kMatMul, kernels::DType::kFloat16, 64, 32, 16};
+  const std::string key = BatchKey(base, variant, false);
+  EXPECT_EQ(key, BatchKey(base, variant, false));
+  std::vector<kernels::Problem> apart(8, base);
+  apart[0].op = kernels::Op::kTranspose;
+  apart[1].dtype = kernels::DType::kBFloat16;
+  apart[2].m = 65;
+  apart[3].n = 33;
+  apart[4].k = 17;
+  apart[5].reduce_op = kernels::ReduceOp::kMax;
+  apart[6].reduce_axis = kernels::ReduceAxis::kPerRow;
+  apart[7].float32_output = true;
+  for (size_t i = 0; i < apart.size(); ++i) {
+    EXPECT_NE(BatchKey(apart[i], variant, false), key) << "field " << i;
+  }
+  EXPECT_NE(BatchKey(base, variant, true), key);
+  EXPECT_NE(BatchKey(base, &other, false), key);
+}
+
 }  // namespace
 }  // namespace gpucompute::server
