@@ -320,17 +320,21 @@ TEST_F(SecurityTest, ConcurrentStreamsPerConnectionAreLimited) {
       return stub->MatMul(&ctx, req, &resp).ok();
     }));
   }
-  // A call counts as in flight until gRPC reports it done (its reactor's
-  // OnDone), which can come a moment after its client has the answer and
-  // has started the next call: one scrape may then read 2. Two calls truly
-  // at once (each takes milliseconds) read 2 or more in scrapes one after
-  // another, so the test takes the lower of each two successive scrapes.
+  // Requests in the server: admitted by the scheduler, queued or running.
+  // (The calls in flight gauge counts a call until gRPC reports it done, its
+  // reactor's OnDone, which on a loaded 2-core machine came after the
+  // client had its answer and had started the next call, in two scrapes
+  // one after the other.) A request leaves `running` on the thread that
+  // answered it, just after the answer; two requests truly at once (each
+  // takes milliseconds) read 2 or more in scrapes one after another, so the
+  // test takes the lower of each two successive scrapes.
   double held_in_flight = 0;
   double previous = 0;
   for (int i = 0; i < 100; ++i) {
     auto scrape = testing::ScrapeMetrics(server.metrics_port);
     ASSERT_TRUE(scrape.ok());
-    const double now = scrape->Sum("gpucompute_requests_in_flight");
+    const double now =
+        scrape->Sum("gpucompute_requests_queued") + scrape->Sum("gpucompute_requests_running");
     held_in_flight = std::max(held_in_flight, std::min(previous, now));
     previous = now;
   }
