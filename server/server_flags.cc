@@ -51,9 +51,10 @@ ABSL_FLAG(int32_t, inline_threads, 0,
           "what queued, as one batch, when its own ends (while those takes find batch mates; "
           "where they find one request at a time, as at 8 in flight over 8 connections, the "
           "device stops holding requests back for 20 ms at a time). Requests that never batch "
-          "(tensors read or kept, shared memory) run on their gRPC thread while the device has a "
-          "stream free. 0: half of what the device runs at once (--streams_per_device), so that "
-          "half of gRPC's threads hand such requests to the other half (0 to 1024)");
+          "(shared memory, or tensors and the call's own bytes mixed in one request) run on "
+          "their gRPC thread while the device has a stream free. 0: half of what the device runs "
+          "at once (--streams_per_device), so that half of gRPC's threads hand such requests to "
+          "the other half (0 to 1024)");
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
