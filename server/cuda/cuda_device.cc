@@ -311,12 +311,11 @@ class CudaDevice final : public Device {
     // at those repeats halved the rate of 64^3 MatMuls keeping their output
     // (39.5k/s to 20.7k/s at 64 in flight), so it is never graphed.
     // With replay off (no graphs kept), not even the key is built.
-    auto at = [](const void* p) { return absl::Hex(reinterpret_cast<uintptr_t>(p)); };
     const bool graphed =
         !plan.out_resident && slot.request_graphs().enabled() &&
         slot.request_graphs().Launch(
-            absl::StrCat(LaunchKey(job), " a=", at(a), " b=", at(b), " out=", at(out), " ws=",
-                         at(workspace), " up=", uploads ? up_bytes : 0, copies_down ? " down" : ""),
+            LaunchKey(job, {KeyWord(a), KeyWord(b), KeyWord(out), KeyWord(workspace),
+                            uploads ? int64_t(up_bytes) : 0, int64_t(copies_down)}),
             slot.stream(), [&] { return enqueue(true); });
     if (!graphed) {
       if (auto s = enqueue(false); !s.ok()) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "server/cuda/device_memory.h"
@@ -54,9 +55,17 @@ struct RequestPlan {
   bool pinned() const { return a.pinned || b.pinned || out_pinned; }
 };
 
-// What a job's launches depend on besides their buffers: the variant and
-// the problem (op, dtypes, shape, reduce op and axis); a graph cache key.
-std::string LaunchKey(const ComputeJob& job);
+// A graph cache key: what a job's launches depend on besides their buffers
+// (the variant and the problem: op, dtypes, shape, reduce op and axis), then
+// `more` (the pointers and sizes the caller's graph also depends on), as raw
+// bytes. Built for every small request a slot may replay: written out as
+// text (20 pieces, four pointers in hex) it cost more than the lookup.
+std::string LaunchKey(const ComputeJob& job, std::initializer_list<int64_t> more = {});
+
+// A pointer as a word of a LaunchKey.
+inline int64_t KeyWord(const void* pointer) {
+  return int64_t(reinterpret_cast<uintptr_t>(pointer));
+}
 
 // The plan of `job` on the GPU numbered `ordinal`.
 RequestPlan PlanOf(const ComputeJob& job, int ordinal);

@@ -62,9 +62,7 @@ struct Layout {
 // What a batch's work depends on besides the slot: the variant, the
 // problem and how many members run (their buffers, whether they are read
 // in place, and the branches they take follow from these).
-std::string BatchKey(const ComputeJob& job, int members) {
-  return absl::StrCat(LaunchKey(job), " x", members);
-}
+std::string BatchKey(const ComputeJob& job, int members) { return LaunchKey(job, {members}); }
 
 bool HostOnly(const ComputeJob& job) {
   return job.a_resident == nullptr && job.b_resident == nullptr && job.out_resident == nullptr &&
