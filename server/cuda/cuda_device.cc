@@ -29,6 +29,7 @@
 #include "server/cuda/small_batch.h"
 #include "server/cuda/tensor_blocks.h"
 #include "server/cuda/transfer_lanes.h"
+#include "server/engine/work_key.h"
 
 namespace gpucompute::server::cuda {
 
@@ -311,12 +312,12 @@ class CudaDevice final : public Device {
     // at those repeats halved the rate of 64^3 MatMuls keeping their output
     // (39.5k/s to 20.7k/s at 64 in flight), so it is never graphed.
     // With replay off (no graphs kept), not even the key is built.
-    const bool graphed =
-        !plan.out_resident && slot.request_graphs().enabled() &&
-        slot.request_graphs().Launch(
-            LaunchKey(job, {KeyWord(a), KeyWord(b), KeyWord(out), KeyWord(workspace),
-                            uploads ? int64_t(up_bytes) : 0, int64_t(copies_down)}),
-            slot.stream(), [&] { return enqueue(true); });
+    const bool graphed = !plan.out_resident && slot.request_graphs().enabled() &&
+                         slot.request_graphs().Launch(
+                             WorkKey(job.variant, job.problem,
+                                     {KeyWord(a), KeyWord(b), KeyWord(out), KeyWord(workspace),
+                                      uploads ? int64_t(up_bytes) : 0, int64_t(copies_down)}),
+                             slot.stream(), [&] { return enqueue(true); });
     if (!graphed) {
       if (auto s = enqueue(false); !s.ok()) {
         // Nothing may still read the staging when the next request fills it.

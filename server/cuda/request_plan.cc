@@ -19,26 +19,6 @@ Input InputOf(const HostPieces& host, bool pinned, const ResidentMemory* residen
   return in;
 }
 
-std::string LaunchKey(const ComputeJob& job, std::initializer_list<int64_t> more) {
-  const kernels::Problem& p = job.problem;
-  // The variant by address: the registry's variants live as long as the
-  // server, one object each.
-  const int64_t words[] = {KeyWord(job.variant),
-                           int64_t(p.op),
-                           int64_t(p.dtype),
-                           int64_t(p.float32_output),
-                           p.m,
-                           p.n,
-                           p.k,
-                           int64_t(p.reduce_op),
-                           int64_t(p.reduce_axis)};
-  std::string key;
-  key.reserve(sizeof words + more.size() * sizeof(int64_t));
-  key.append(reinterpret_cast<const char*>(words), sizeof words);
-  for (const int64_t word : more) key.append(reinterpret_cast<const char*>(&word), sizeof word);
-  return key;
-}
-
 RequestPlan PlanOf(const ComputeJob& job, int ordinal) {
   const kernels::Problem& p = job.problem;
   RequestPlan plan;

@@ -6,8 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
-#include <string>
 
 #include "server/cuda/device_memory.h"
 #include "server/cuda/resident_memory.h"
@@ -54,19 +52,6 @@ struct RequestPlan {
   bool peer() const { return a.source == Source::kPeer || b.source == Source::kPeer; }
   bool pinned() const { return a.pinned || b.pinned || out_pinned; }
 };
-
-// A graph cache key: what a job's launches depend on besides their buffers
-// (the variant and the problem: op, dtypes, shape, reduce op and axis), then
-// `more` (the pointers and sizes the caller's graph also depends on), as raw
-// bytes. Built for every small request a slot may replay: written out as
-// text (20 pieces, four pointers in hex), a 64^3 MatMul's key and its hash
-// lookup took 265 ns on the development machine; as bytes, 68 ns.
-std::string LaunchKey(const ComputeJob& job, std::initializer_list<int64_t> more = {});
-
-// A pointer as a word of a LaunchKey.
-inline int64_t KeyWord(const void* pointer) {
-  return int64_t(reinterpret_cast<uintptr_t>(pointer));
-}
 
 // The plan of `job` on the GPU numbered `ordinal`.
 RequestPlan PlanOf(const ComputeJob& job, int ordinal);

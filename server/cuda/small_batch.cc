@@ -10,6 +10,7 @@
 #include "server/cuda/branches.h"
 #include "server/cuda/device_memory.h"
 #include "server/cuda/request_plan.h"
+#include "server/engine/work_key.h"
 
 namespace gpucompute::server::cuda {
 namespace {
@@ -62,7 +63,9 @@ struct Layout {
 // What a batch's work depends on besides the slot: the variant, the
 // problem and how many members run (their buffers, whether they are read
 // in place, and the branches they take follow from these).
-std::string BatchKey(const ComputeJob& job, int members) { return LaunchKey(job, {members}); }
+std::string BatchGraphKey(const ComputeJob& job, int members) {
+  return WorkKey(job.variant, job.problem, {members});
+}
 
 bool HostOnly(const ComputeJob& job) {
   return job.a_resident == nullptr && job.b_resident == nullptr && job.out_resident == nullptr &&
@@ -156,7 +159,7 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   // The streams are made outside any capture; without them (or with replay
   // off) the members run one after another.
   if (slot.batch_graphs().enabled()) branches.Prepare().IgnoreError();
-  const bool replayed = slot.batch_graphs().Launch(BatchKey(jobs.front(), live), slot.stream(),
+  const bool replayed = slot.batch_graphs().Launch(BatchGraphKey(jobs.front(), live), slot.stream(),
                                                    [&] { return enqueue(true); });
   if (replayed) {
     ran.assign(size_t(live), true);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpucompute/common/stats.h"
+#include "server/engine/work_key.h"
 #include "server/ops/log.h"
 
 namespace gpucompute::server {
@@ -62,16 +63,7 @@ ServedFrom ServedFromOf(const ComputeCall& c, bool calibrate_as_served) {
 }  // namespace
 
 std::string BatchKey(const kernels::Problem& p, const kernels::Variant* variant, bool on_device) {
-  const int64_t numbers[] = {int64_t(p.op),
-                             int64_t(p.dtype),
-                             int64_t(p.reduce_op),
-                             int64_t(p.reduce_axis),
-                             p.m,
-                             p.n,
-                             p.k,
-                             int64_t(p.float32_output) | int64_t(on_device) << 1,
-                             int64_t(reinterpret_cast<uintptr_t>(variant))};
-  return std::string(reinterpret_cast<const char*>(numbers), sizeof numbers);
+  return WorkKey(variant, p, {on_device});
 }
 
 ComputeEngine::ComputeEngine(const kernels::Registry& registry, Scheduler& scheduler,

@@ -101,11 +101,11 @@ inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
 // worker, not on a gRPC thread.
 inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
-// What a batchable request's batch mates share (BatchPart::key), as bytes:
-// the problem exactly (op, dtypes, shape, reduction), the variant and
-// whether everything is on the device. Built for every batchable request,
-// whether or not it ever queues; written out as text it cost a 1x1
-// Transpose on the CPU backend 0.9 us of its 6.2 us on the server.
+// What a batchable request's batch mates share (BatchPart::key): the
+// variant and the problem (a WorkKey), and whether everything is on the
+// device. Built for every batchable request, whether or not it ever queues;
+// written out as text it cost a 1x1 Transpose on the CPU backend 0.9 us of
+// its 6.2 us on the server.
 std::string BatchKey(const kernels::Problem& p, const kernels::Variant* variant, bool on_device);
 
 struct ComputeEngineOptions {

@@ -3,6 +3,7 @@
 // memory up front only when the memory is there at once, and otherwise the
 // request queues for a worker, which allocates with the request's deadline.
 #include "server/engine/compute_engine.h"
+#include "server/engine/work_key.h"
 
 #include <gtest/gtest.h>
 
@@ -288,15 +289,17 @@ TEST_F(EngineAutoServedFrom, RequestsServedFromHostAndOnTensorsCalibrateApart) {
   EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false, false, false}));
 }
 
-// Batch mates share everything a batch key holds, and only they do: any
-// one field of the problem, the variant or the placement apart gives
-// another key.
-TEST(BatchKeyTest, EqualForBatchMatesOnlyEachFieldApartDiffers) {
+// Work keys (batch queues, CUDA graph caches): the same work gives the same
+// key, and any one field of the problem, the variant or a caller's word
+// apart gives another, so that nothing is batched with or replayed for work
+// that differs.
+TEST(WorkKeyTest, EqualForTheSameWorkOnlyEachFieldOrWordApartDiffers) {
   const kernels::Variant one, other;  // told apart by address, as the registry's are
-  const kernels::Variant* variant = &one;
-  kernels::Problem base{kernels::Op::kMatMul, kernels::DType::kFloat16, 64, 32, 16};
-  const std::string key = BatchKey(base, variant, false);
-  EXPECT_EQ(key, BatchKey(base, variant, false));
+  const kernels::Problem base{kernels::Op::kMatMul, kernels::DType::kFloat16, 64, 32, 16};
+  const float a = 0, b = 0;
+  const std::string key = WorkKey(&one, base, {KeyWord(&a), KeyWord(&b), 4096, 1});
+  EXPECT_EQ(key, WorkKey(&one, base, {KeyWord(&a), KeyWord(&b), 4096, 1}));
+
   std::vector<kernels::Problem> apart(8, base);
   apart[0].op = kernels::Op::kTranspose;
   apart[1].dtype = kernels::DType::kBFloat16;
@@ -307,10 +310,31 @@ TEST(BatchKeyTest, EqualForBatchMatesOnlyEachFieldApartDiffers) {
   apart[6].reduce_axis = kernels::ReduceAxis::kPerRow;
   apart[7].float32_output = true;
   for (size_t i = 0; i < apart.size(); ++i) {
-    EXPECT_NE(BatchKey(apart[i], variant, false), key) << "field " << i;
+    EXPECT_NE(WorkKey(&one, apart[i], {KeyWord(&a), KeyWord(&b), 4096, 1}), key) << "field " << i;
   }
-  EXPECT_NE(BatchKey(base, variant, true), key);
-  EXPECT_NE(BatchKey(base, &other, false), key);
+  EXPECT_NE(WorkKey(&other, base, {KeyWord(&a), KeyWord(&b), 4096, 1}), key);
+  // The caller's words: each one, their order, and how many there are.
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&b), KeyWord(&b), 4096, 1}), key);
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&a), KeyWord(&a), 4096, 1}), key);
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&a), KeyWord(&b), 4095, 1}), key);
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&a), KeyWord(&b), 4096, 0}), key);
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&b), KeyWord(&a), 4096, 1}), key);
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&a), KeyWord(&b), 4096}), key);
+  EXPECT_NE(WorkKey(&one, base, {KeyWord(&a), KeyWord(&b), 4096, 1, 0}), key);
+  EXPECT_NE(WorkKey(&one, base, {2}), WorkKey(&one, base));
+}
+
+// Batch mates share the work and its placement: on the device or not apart
+// gives another batch key.
+TEST(BatchKeyTest, TheWorkAndWhetherAllIsOnTheDevice) {
+  const kernels::Variant one, other;
+  const kernels::Problem base{kernels::Op::kMatMul, kernels::DType::kFloat16, 64, 32, 16};
+  kernels::Problem wider = base;
+  wider.n = 33;
+  EXPECT_EQ(BatchKey(base, &one, false), BatchKey(base, &one, false));
+  EXPECT_NE(BatchKey(base, &one, true), BatchKey(base, &one, false));
+  EXPECT_NE(BatchKey(wider, &one, false), BatchKey(base, &one, false));
+  EXPECT_NE(BatchKey(base, &other, false), BatchKey(base, &one, false));
 }
 
 }  // namespace
