@@ -200,7 +200,8 @@ void TensorStore::WakeBy(absl::Time deadline) {
 absl::StatusOr<std::shared_ptr<Tensor>> TensorStore::Use(const std::string& id,
                                                          const std::string& field) {
   const size_t at = id.find('@');
-  const std::string holder = at == std::string::npos ? "" : id.substr(at + 1);
+  const absl::string_view holder =
+      at == std::string::npos ? absl::string_view() : absl::string_view(id).substr(at + 1);
   if (at == std::string::npos || !IsOurHex(absl::string_view(id).substr(0, at))) {
     return absl::NotFoundError(
         absl::StrCat(field, ": \"", id,
