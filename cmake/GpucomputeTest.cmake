@@ -8,6 +8,9 @@ function(gpucompute_test name)
   cmake_parse_arguments(T "SERIAL" "LABELS" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+  # CPU servers that a test starts are told the ceilings in this file, not
+  # made to measure them (support/server_process.cc says why).
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${T_LABELS}" RUN_SERIAL ${T_SERIAL})
+    PROPERTIES LABELS "${T_LABELS}" RUN_SERIAL ${T_SERIAL}
+    ENVIRONMENT "GPUCOMPUTE_TEST_CEILINGS=${PROJECT_SOURCE_DIR}/tests/support/cpu_ceilings.json")
 endfunction()

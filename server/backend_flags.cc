@@ -179,7 +179,7 @@ absl::Status CheckBackendFlags() {
   return CudaOptionsFromFlags().status();
 }
 
-absl::StatusOr<Backend> OpenBackendFromFlags() {
+absl::StatusOr<Backend> OpenBackendFromFlags(const Ceilings& cpu_given) {
   if (absl::Status s = CheckBackendFlags(); !s.ok()) return s;
   const std::string choice = absl::GetFlag(FLAGS_backend);
   Backend backend;
@@ -198,7 +198,7 @@ absl::StatusOr<Backend> OpenBackendFromFlags() {
   } else {
     LogInfo("backend cpu: chosen by --backend=cpu");
   }
-  backend.devices.push_back(MakeCpuDevice(absl::GetFlag(FLAGS_cpu_workers)));
+  backend.devices.push_back(MakeCpuDevice(absl::GetFlag(FLAGS_cpu_workers), cpu_given));
   return backend;
 }
 

@@ -22,7 +22,8 @@ absl::Status CheckBackendFlags();
 
 // The devices --backend asks for: the GPUs (auto, cuda) or, when none is
 // usable and the choice is auto, or by --backend=cpu, the CPU. Errors name
-// the flag at fault, or say why --backend=cuda found no GPU.
-absl::StatusOr<Backend> OpenBackendFromFlags();
+// the flag at fault, or say why --backend=cuda found no GPU. The CPU does
+// not measure the ceilings `cpu_given` holds (> 0).
+absl::StatusOr<Backend> OpenBackendFromFlags(const Ceilings& cpu_given = {});
 
 }  // namespace gpucompute::server

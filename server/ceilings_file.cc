@@ -72,6 +72,15 @@ absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path
   return file;
 }
 
+Ceilings GivenCeilings(const tools::v1::CeilingsFile& file, const std::string& device) {
+  Ceilings given;
+  for (const Entry& entry : file.devices()) {
+    if (entry.device() != device) continue;
+    for (const Figure& f : kFigures) given.*f.ceiling = (entry.*f.read)();
+  }
+  return given;
+}
+
 absl::Status ApplyCeilings(const tools::v1::CeilingsFile& file, const std::string& path,
                            const std::vector<std::unique_ptr<Device>>& devices) {
   std::vector<std::string> names;

@@ -19,6 +19,10 @@ namespace gpucompute::server {
 // device named twice, or a figure that is negative or not finite.
 absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path);
 
+// The figures the file gives for the device named `device` (0 where it
+// gives none), so that the device need not measure them at start-up.
+Ceilings GivenCeilings(const tools::v1::CeilingsFile& file, const std::string& device);
+
 // Replaces, on each device the file names, every figure it gives (> 0); a
 // figure it leaves out keeps the measured one. INVALID_ARGUMENT for a device
 // this server does not have. Logs each device's resulting ceilings.

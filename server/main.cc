@@ -49,7 +49,9 @@ constexpr int kTensorTransferThreads = 8;
 // The devices --backend opens, their ceilings logged and those of the
 // --ceilings file applied.
 absl::StatusOr<Backend> OpenDevices(const ServerOptions& options) {
-  auto backend = OpenBackendFromFlags();
+  // What the file gives, the CPU does not measure (its start-up's longest step).
+  auto backend =
+      OpenBackendFromFlags(options.ceilings ? GivenCeilings(*options.ceilings, "cpu") : Ceilings{});
   if (!backend.ok()) return backend.status();
   for (const auto& d : backend->devices) {
     LogInfo(absl::StrCat("device ", d->description().name, ": ceilings ",

@@ -58,7 +58,8 @@ ABSL_FLAG(int32_t, inline_threads, 0,
 ABSL_FLAG(std::string, ceilings, "",
           "JSON file of device ceilings (gpucompute-bench --ceilings_out writes one) used for "
           "roofline fractions in place of the start-up measurement; a figure it leaves out "
-          "keeps the measured one");
+          "keeps the measured one (the CPU backend measures only what the file leaves out: "
+          "its measurement takes every core for about a second)");
 ABSL_FLAG(int32_t, profile_warmup, 2, "Profile: warm-up runs when the request says 0 (0 to 1000)");
 ABSL_FLAG(int32_t, profile_repetitions, 10,
           "Profile: timed runs when the request says 0 (1 to 1000)");

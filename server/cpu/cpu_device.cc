@@ -205,17 +205,20 @@ class HostResidentMemory final : public ResidentMemory {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(int workers)
+  CpuDevice(int workers, const Ceilings& given)
       : workers_(workers > 0 ? workers : int(std::max(1u, std::thread::hardware_concurrency()))) {
     description_.name = "cpu";
     description_.memory_bytes = PhysicalMemoryBytes();
     description_.multiprocessors = int32_t(std::max(1u, std::thread::hardware_concurrency()));
     description_.backend = kernels::Backend::kCpu;
-    const BandwidthCeilings bandwidth = MeasureBandwidth();
-    ceilings_.gbytes_per_s = bandwidth.copy_gbps;
-    ceilings_.gbytes_per_s_read = bandwidth.read_gbps;
+    ceilings_ = given;
+    if (given.gbytes_per_s <= 0 || given.gbytes_per_s_read <= 0) {
+      const BandwidthCeilings bandwidth = MeasureBandwidth();
+      if (given.gbytes_per_s <= 0) ceilings_.gbytes_per_s = bandwidth.copy_gbps;
+      if (given.gbytes_per_s_read <= 0) ceilings_.gbytes_per_s_read = bandwidth.read_gbps;
+    }
+    if (given.gflops <= 0) ceilings_.gflops = MeasureMultiplyAddGFlops();
     ceilings_.cache_bytes = LastLevelCacheBytes();
-    ceilings_.gflops = MeasureMultiplyAddGFlops();
   }
 
   const DeviceDescription& description() const override { return description_; }
@@ -317,6 +320,8 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> MakeCpuDevice(int workers) { return std::make_unique<CpuDevice>(workers); }
+std::unique_ptr<Device> MakeCpuDevice(int workers, const Ceilings& given) {
+  return std::make_unique<CpuDevice>(workers, given);
+}
 
 }  // namespace gpucompute::server

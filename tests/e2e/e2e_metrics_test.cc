@@ -306,11 +306,13 @@ TEST(Readiness, NotServingUntilDevicesAreOpen) {
   const int port = testing::FreeLoopbackPort();
   const std::string target = "127.0.0.1:" + std::to_string(port);
   std::atomic<bool> started{false};
-  // Later flags win: this --listen replaces ServerProcess's port 0.
+  // Later flags win: this --listen replaces ServerProcess's port 0. The
+  // server measures its ceilings (--ceilings= names no file): the window in
+  // which it listens but is not serving yet.
   auto server = std::async(std::launch::async, [&] {
     auto s = std::make_unique<testing::ServerProcess>(
-        GPUCOMPUTE_SERVER_PATH,
-        std::vector<std::string>{"--backend=cpu", "--metrics_listen=", "--listen=" + target});
+        GPUCOMPUTE_SERVER_PATH, std::vector<std::string>{"--backend=cpu", "--metrics_listen=",
+                                                         "--listen=" + target, "--ceilings="});
     started = true;
     return s;
   });
