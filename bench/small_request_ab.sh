@@ -11,7 +11,8 @@
 # connection the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over
 # the rounds of each row and ratio are printed, with each server's mean
 # batch per row, then what `auto` chose for each bucket on each server (its
-# calibration log lines, counted over the rounds).
+# calibration log lines, counted over the rounds, then round by round
+# beside the round's MatMul c=1 rate).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
 # BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
 # SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. 0-7 and 8-15) keep the
@@ -139,11 +140,26 @@ for name, num in [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=
 PY
 
 # What `auto` chose, per server: "auto for <bucket>: <variant> (<how timed>".
+# Each start calibrates afresh, and kernels a fraction of a microsecond
+# apart may rank either way: per round beside that round's c=1 rate, so a
+# rate that follows the choice shows.
+choices() { sed 's/^.*auto for //; s/: \([^ ]*\) (\([^:]*\):.*/: \1 (\2)/'; }
 echo
 for spec in "$@"; do
   label=${spec%%=*}
   echo "auto's choices on $label, counted over the rounds:"
-  chosen=$(grep -h "auto for " "$out/${label}"_*.server.log 2>/dev/null |
-    sed 's/^.*auto for //; s/: \([^ ]*\) (\([^:]*\):.*/: \1 (\2)/' | sort | uniq -c)
+  chosen=$(grep -h "auto for " "$out/${label}"_*.server.log 2>/dev/null | choices | sort | uniq -c)
   echo "${chosen:-      none logged (a single candidate is never calibrated)}"
+done
+echo
+echo "round by round: server, round, 64^3 MatMul inline c=1 req/s (k), auto's choices"
+for round in $(seq 1 "$rounds"); do
+  for spec in "$@"; do
+    label=${spec%%=*}
+    rate=$(awk -v l="$label" -v r="$round" '$1 == l && $2 == r && $3 == "M:auto_c=1" {
+      printf "%.2f", $4 / 1000 }' "$rows")
+    chosen=$(grep -h "auto for " "$out/${label}_$round.server.log" 2>/dev/null | choices |
+      sed 's/ (.*//' | paste -sd ';' -)
+    printf '%-10s %3s %8s  %s\n' "$label" "$round" "${rate:--}" "${chosen:--}"
+  done
 done
