@@ -62,6 +62,10 @@ ServedFrom ServedFromOf(const ComputeCall& c, bool calibrate_as_served) {
 
 }  // namespace
 
+int CalibrationRepetitions(const kernels::Problem& p) {
+  return RequestBytes(p) <= kInlineRequestBytes ? 15 : 3;
+}
+
 std::string BatchKey(const kernels::Problem& p, const kernels::Variant* variant, bool on_device) {
   return WorkKey(variant, p, {on_device});
 }
@@ -149,7 +153,7 @@ void ComputeEngine::Compute(ComputeCall call,
       ProfileJob calibration{VariantSelector::CalibrationProblem(job.problem),
                              choice.candidates,
                              1,
-                             3,
+                             CalibrationRepetitions(job.problem),
                              std::random_device{}(),
                              /*flush_cache=*/false};
       // Served from host memory, the candidates are timed as such a request
@@ -158,7 +162,6 @@ void ComputeEngine::Compute(ComputeCall call,
       // device memory) and 60-63k/s through `tiled32_padded` or
       // `register_tiled` at c=64.
       calibration.time_as_served_from_host = served_from == ServedFrom::kHostMemory;
-      if (calibration.time_as_served_from_host) calibration.repetitions = 9;
       auto measured = device.Measure(calibration, stop);
       if (measured.ok()) {
         selector_.Record(job.problem, *measured, served_from);

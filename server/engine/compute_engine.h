@@ -101,6 +101,14 @@ inline constexpr int64_t kMaxBatchedRequestBytes = int64_t{1} << 20;
 // worker, not on a gRPC thread.
 inline constexpr int64_t kInlineRequestBytes = int64_t{64} << 10;
 
+// Timed repetitions of each candidate when a request calibrates its bucket.
+// Kernels of a request of at most kInlineRequestBytes take a few
+// microseconds and differ by fractions of one: a median of 3 ranked 64^3
+// MatMuls `tiled16` at one server start and `tiled32` at the next, so such
+// requests time each candidate 15 times (about 8 kernels of 5 us: under a
+// millisecond, once per bucket). Larger ones keep 3.
+int CalibrationRepetitions(const kernels::Problem& p);
+
 // What a batchable request's batch mates share (BatchPart::key): the
 // variant and the problem (a WorkKey), and whether everything is on the
 // device. Built for every batchable request, whether or not it ever queues;

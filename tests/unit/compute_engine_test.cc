@@ -165,6 +165,7 @@ class MeasuringDevice final : public testing::HostDevice {
                                                           const StopRequested&) override {
     absl::MutexLock lock(&mu_);
     measured_as_served_.push_back(job.time_as_served_from_host);
+    repetitions_.push_back(job.repetitions);
     std::vector<VariantMeasurement> out;
     for (const kernels::Variant* v : job.variants) {
       VariantMeasurement m;
@@ -187,6 +188,10 @@ class MeasuringDevice final : public testing::HostDevice {
     absl::MutexLock lock(&mu_);
     return measured_as_served_;
   }
+  std::vector<int> repetitions() const {
+    absl::MutexLock lock(&mu_);
+    return repetitions_;
+  }
   std::string last_ran() const {
     absl::MutexLock lock(&mu_);
     return ran_.empty() ? "" : ran_.back();
@@ -195,6 +200,7 @@ class MeasuringDevice final : public testing::HostDevice {
  private:
   mutable absl::Mutex mu_;
   std::vector<bool> measured_as_served_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> repetitions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> ran_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -287,6 +293,19 @@ TEST_F(EngineAutoServedFrom, RequestsServedFromHostAndOnTensorsCalibrateApart) {
   EXPECT_EQ(Run(/*on_tensors=*/false, 128), "near");
   EXPECT_EQ(Run(/*on_tensors=*/true, 128), "near");
   EXPECT_EQ(device_->measured_as_served(), (std::vector<bool>{true, false, false, false}));
+}
+
+// A small request's bucket is ranked on 15 timings of each candidate, as
+// served or on device memory alike; past the small-request bound, on 3.
+TEST_F(EngineAutoServedFrom, SmallRequestsCalibrateOnMoreTimings) {
+  Run(/*on_tensors=*/false);
+  Run(/*on_tensors=*/true);
+  Run(/*on_tensors=*/true, 128);
+  EXPECT_EQ(device_->repetitions(), (std::vector<int>{15, 15, 3}));
+  const kernels::Problem small{kernels::Op::kTranspose, kernels::DType::kFloat32, 64, 64};
+  const kernels::Problem large{kernels::Op::kTranspose, kernels::DType::kFloat32, 4096, 4096};
+  EXPECT_EQ(CalibrationRepetitions(small), 15);
+  EXPECT_EQ(CalibrationRepetitions(large), 3);
 }
 
 // Work keys (batch queues, CUDA graph caches): the same work gives the same
