@@ -10,7 +10,8 @@
 # Check of the same load-test run; and over 1
 # connection the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over
 # the rounds of each row and ratio are printed, with each server's mean
-# batch per row, then what `auto` chose for each bucket on each server (its
+# batch per row, the first server's rates over each other's paired by round,
+# then what `auto` chose for each bucket on each server (its
 # calibration log lines, counted over the rounds, then round by round
 # beside the round's MatMul c=1 rate).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
@@ -126,6 +127,25 @@ for title, fmt in tables:
     for name, num, den in figures:
         cells = [values(label, num, den) for label in labels]
         print(f"{name:42s}" + "".join(f"{fmt(v, den) if v else '-':>16s}" for v in cells))
+
+# Paired by round: the first server's rate over each other server's in the
+# same round (started one after the other, minutes apart at most), so that
+# drift from one round to the next falls out of the ratio. The median, the
+# lowest and highest round, and in how many rounds the first server was ahead.
+for other in labels[1:]:
+    print(f"{labels[0] + ' / ' + other + ', paired by round':42s}"
+          f"{'median':>10s}{'lowest-highest':>16s}{'ahead':>10s}")
+    for name, num, den in figures:
+        if den:
+            continue
+        pairs = [runs[(labels[0], rnd)][num] / r[num] for (l, rnd), r in sorted(runs.items())
+                 if l == other and num in r and r[num] and num in runs.get((labels[0], rnd), {})]
+        if not pairs:
+            continue
+        spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
+        ahead = f"{sum(p >= 1.0 for p in pairs)} of {len(pairs)}"
+        print(f"{name.removesuffix(', req/s'):42s}{statistics.median(pairs):>10.2f}"
+              f"{spread:>16s}{ahead:>10s}")
 
 # How many requests ran together with each, where batching is on: a rate
 # that moves with batching means little unless batches formed.
