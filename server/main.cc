@@ -23,6 +23,7 @@
 #include "gpucompute/common/flags_usage.h"
 #include "server/backend_flags.h"
 #include "server/ceilings_file.h"
+#include "server/cpu/cpu_device.h"
 #include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/tensor_store.h"
@@ -50,8 +51,9 @@ constexpr int kTensorTransferThreads = 8;
 // --ceilings file applied.
 absl::StatusOr<Backend> OpenDevices(const ServerOptions& options) {
   // What the file gives, the CPU does not measure (its start-up's longest step).
-  auto backend =
-      OpenBackendFromFlags(options.ceilings ? GivenCeilings(*options.ceilings, "cpu") : Ceilings{});
+  auto backend = OpenBackendFromFlags(
+      options.ceilings ? GivenCeilings(*options.ceilings, std::string(kCpuDeviceName))
+                       : Ceilings{});
   if (!backend.ok()) return backend.status();
   for (const auto& d : backend->devices) {
     LogInfo(absl::StrCat("device ", d->description().name, ": ceilings ",

@@ -207,7 +207,7 @@ class CpuDevice final : public Device {
  public:
   CpuDevice(int workers, const Ceilings& given)
       : workers_(workers > 0 ? workers : int(std::max(1u, std::thread::hardware_concurrency()))) {
-    description_.name = "cpu";
+    description_.name = std::string(kCpuDeviceName);
     description_.memory_bytes = PhysicalMemoryBytes();
     description_.multiprocessors = int32_t(std::max(1u, std::thread::hardware_concurrency()));
     description_.backend = kernels::Backend::kCpu;

@@ -2,10 +2,15 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "server/engine/device.h"
 
 namespace gpucompute::server {
+
+// The CPU device's name: in its description, and the entry of a --ceilings
+// file that gives its figures.
+inline constexpr std::string_view kCpuDeviceName = "cpu";
 
 // `workers`: jobs run at once (0: one per hardware thread). Measures its
 // ceilings (memcpy and read bandwidth, multiply-add rate) when created,
