@@ -46,17 +46,22 @@ def main():
         sys.exit("no sendmsg of the client in the timeline")
     caller = senders.most_common(1)[0][0]
     mine = [e for e in events if e[1] == client and e[2] == caller]
-    spans = {"request -> server read": [], "server": [], "answer -> client read": [],
-             "client turnaround": [], "call, send to send": []}
+    spans = {
+        "request -> server read": [],
+        "server": [],
+        "answer -> client read": [],
+        "client turnaround": [],
+        "call, send to send": [],
+    }
     for i, (t_send, _, _, kind) in enumerate(mine):
         if kind != "send":
             continue
         # The answer is the last read before the next send: frames read
         # earlier (a ping, a window update) are not it.
-        t_next = next((e[0] for e in mine[i + 1:] if e[3] == "send"), None)
+        t_next = next((e[0] for e in mine[i + 1 :] if e[3] == "send"), None)
         if t_next is None:
             continue
-        reads_between = [e[0] for e in mine[i + 1:] if e[3] == "recv" and e[0] < t_next]
+        reads_between = [e[0] for e in mine[i + 1 :] if e[3] == "recv" and e[0] < t_next]
         if not reads_between:
             continue
         t_read = reads_between[-1]
@@ -76,8 +81,10 @@ def main():
             continue
         values.sort()
         n = len(values)
-        print(f"{name:26s} median {statistics.median(values):8.1f} us   "
-              f"p10 {values[n // 10]:8.1f}   p90 {values[9 * n // 10]:8.1f}   ({n} calls)")
+        print(
+            f"{name:26s} median {statistics.median(values):8.1f} us   "
+            f"p10 {values[n // 10]:8.1f}   p90 {values[9 * n // 10]:8.1f}   ({n} calls)"
+        )
 
 
 if __name__ == "__main__":

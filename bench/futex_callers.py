@@ -36,8 +36,7 @@ def main():
         outside = [f for f in frames if not any(p in f[1] for p in LOCK_PLUMBING)]
         sym, dso = outside[0] if outside else ("?", "?")
         by_caller[f"{dso.split('/')[-1]}: {sym}"] += 1
-        named = [f for f in frames
-                 if f[0] != "[unknown]" and not any(p in f[1] for p in LOCK_CODE)]
+        named = [f for f in frames if f[0] != "[unknown]" and not any(p in f[1] for p in LOCK_CODE)]
         sym, dso = named[0] if named else ("?", "?")
         by_user[f"{dso.split('/')[-1]}: {sym}"] += 1
         by_chain[" <- ".join(s[:60] for s, _ in outside[:depth])] += 1
@@ -55,10 +54,12 @@ def main():
     count(thread, frames)
 
     print(f"futex calls recorded: {calls}")
-    for title, counter, top in (("by thread", by_thread, 12),
-                                ("by first caller outside libc", by_caller, 25),
-                                ("by first named frame past the lock", by_user, 25),
-                                (f"by the first {depth} frames outside libc", by_chain, 30)):
+    for title, counter, top in (
+        ("by thread", by_thread, 12),
+        ("by first caller outside libc", by_caller, 25),
+        ("by first named frame past the lock", by_user, 25),
+        (f"by the first {depth} frames outside libc", by_chain, 30),
+    ):
         print(f"== {title}")
         for key, n in counter.most_common(top):
             print(f"{100.0 * n / max(calls, 1):5.1f}% {key}")

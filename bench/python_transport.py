@@ -35,8 +35,9 @@ def main() -> None:
         stub = pb_grpc.ComputeStub(client._channels.channels[0])  # same channel and options
 
         def via_protobuf():
-            request = pb.TransposeRequest(input=pb.Matrix(
-                dtype=pb.DTYPE_FLOAT32, rows=n, cols=n, data=x.tobytes()))
+            request = pb.TransposeRequest(
+                input=pb.Matrix(dtype=pb.DTYPE_FLOAT32, rows=n, cols=n, data=x.tobytes())
+            )
             out = stub.Transpose(request, timeout=300).output
             return np.frombuffer(out.data, dtype=np.float32).reshape(out.rows, out.cols)
 
@@ -58,16 +59,20 @@ def main() -> None:
     print(f"Transpose {n}x{n} FP32 ({payload / 2**20:.0f} MiB both ways), median of {args.runs}")
     for name, t in medians.items():
         print(f"  {name:18s} {t * 1e3:8.1f} ms  {payload / t / 1e9:5.2f} GB/s payload")
-    print(f"  speed-up of the client's raw path: "
-          f"{medians['protobuf stub'] / medians['gpucompute.Client']:.2f}x")
+    print(
+        f"  speed-up of the client's raw path: "
+        f"{medians['protobuf stub'] / medians['gpucompute.Client']:.2f}x"
+    )
 
     print(f"{args.threads} threads, {args.runs} calls each, one shared client:")
     for connections in sorted({1, args.threads}):
         with gpucompute.Client(args.server, timeout=300, connections=connections) as client:
+
             def work(_):
                 for _ in range(args.runs):
                     if not np.array_equal(client.transpose(x), x.T):
                         raise SystemExit("wrong result")
+
             work(0)  # connects and warms up
             start = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:

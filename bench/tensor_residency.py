@@ -32,35 +32,46 @@ def main():
     import grpc
     from gpucompute.v1 import compute_pb2 as pb, compute_pb2_grpc as pbg
 
-    channel = grpc.insecure_channel(args.target, options=[
-        ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+    channel = grpc.insecure_channel(
+        args.target,
+        options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
+    )
     stub = pbg.ComputeStub(channel)
     chunk = 4 << 20
 
     def upload(array):
         raw = array.tobytes()
+
         def messages():
-            yield pb.UploadRequest(dtype=pb.DTYPE_FLOAT32, rows=array.shape[0],
-                                   cols=array.shape[1], data=raw[:chunk])
+            yield pb.UploadRequest(
+                dtype=pb.DTYPE_FLOAT32, rows=array.shape[0], cols=array.shape[1], data=raw[:chunk]
+            )
             for at in range(chunk, len(raw), chunk):
-                yield pb.UploadRequest(data=raw[at:at + chunk])
+                yield pb.UploadRequest(data=raw[at : at + chunk])
+
         return stub.Upload(messages(), timeout=600)
 
     def download(tensor_id):
-        return b"".join(r.data for r in stub.Download(pb.DownloadRequest(tensor_id=tensor_id),
-                                                      timeout=600))
+        return b"".join(
+            r.data for r in stub.Download(pb.DownloadRequest(tensor_id=tensor_id), timeout=600)
+        )
 
     rng = np.random.default_rng(7)
     for n in args.sizes:
         a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
         b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
         ta, tb = upload(a), upload(b)
-        resident = pb.MatMulRequest(a=pb.Matrix(tensor_id=ta.id), b=pb.Matrix(tensor_id=tb.id),
-                                    variant=args.variant, output=pb.OutputPlacement(keep=True))
+        resident = pb.MatMulRequest(
+            a=pb.Matrix(tensor_id=ta.id),
+            b=pb.Matrix(tensor_id=tb.id),
+            variant=args.variant,
+            output=pb.OutputPlacement(keep=True),
+        )
         inline = pb.MatMulRequest(
             a=pb.Matrix(dtype=pb.DTYPE_FLOAT32, rows=n, cols=n, data=a.tobytes()),
             b=pb.Matrix(dtype=pb.DTYPE_FLOAT32, rows=n, cols=n, data=b.tobytes()),
-            variant=args.variant)
+            variant=args.variant,
+        )
         for name, request in (("resident, kept", resident), ("inline", inline)):
             lat, compute, kept = [], [], []
             for i in range(args.repeats + 2):
@@ -80,8 +91,10 @@ def main():
             else:
                 err = float("nan")
             p50, cu = statistics.median(lat), statistics.median(compute)
-            print(f"matmul {n}^3 {name:15s} p50 {p50:10.1f} us  compute_us {cu:9.1f}  "
-                  f"p50/compute {p50 / max(cu, 1):6.2f}  overhead {p50 - cu:9.1f} us  err {err:.1e}")
+            print(
+                f"matmul {n}^3 {name:15s} p50 {p50:10.1f} us  compute_us {cu:9.1f}  "
+                f"p50/compute {p50 / max(cu, 1):6.2f}  overhead {p50 - cu:9.1f} us  err {err:.1e}"
+            )
         stub.ReleaseTensors(pb.ReleaseTensorsRequest(tensor_ids=[ta.id, tb.id]))
 
     big = rng.uniform(-1, 1, (args.big, args.big)).astype(np.float32)  # 16384: 1 GiB
@@ -92,8 +105,10 @@ def main():
     back = download(t.id)
     down = time.perf_counter() - start
     stub.ReleaseTensors(pb.ReleaseTensorsRequest(tensor_ids=[t.id]))
-    print(f"{big.nbytes >> 20} MiB tensor: upload {big.nbytes / up / 1e9:.2f} GB/s, download "
-          f"{big.nbytes / down / 1e9:.2f} GB/s, round trip exact: {back == big.tobytes()}")
+    print(
+        f"{big.nbytes >> 20} MiB tensor: upload {big.nbytes / up / 1e9:.2f} GB/s, download "
+        f"{big.nbytes / down / 1e9:.2f} GB/s, round trip exact: {back == big.tobytes()}"
+    )
 
 
 if __name__ == "__main__":

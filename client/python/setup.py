@@ -36,8 +36,12 @@ def proto_root() -> Path:
 def generate(out_dir: Path) -> None:
     root = proto_root()
     out_dir.mkdir(parents=True, exist_ok=True)
-    args = [f"-I{root}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
-            str(root / PROTO)]
+    args = [
+        f"-I{root}",
+        f"--python_out={out_dir}",
+        f"--grpc_python_out={out_dir}",
+        str(root / PROTO),
+    ]
     try:
         import grpc_tools
         from grpc_tools import protoc
@@ -50,9 +54,11 @@ def generate(out_dir: Path) -> None:
         return
     protoc_bin, plugin = shutil.which("protoc"), shutil.which("grpc_python_plugin")
     if not protoc_bin or not plugin:
-        sys.exit("gpucompute: generating the stubs needs grpcio-tools (pip install grpcio-tools) "
-                 "or protoc and grpc_python_plugin on PATH (Debian: apt-get install "
-                 "protobuf-compiler protobuf-compiler-grpc)")
+        sys.exit(
+            "gpucompute: generating the stubs needs grpcio-tools (pip install grpcio-tools) "
+            "or protoc and grpc_python_plugin on PATH (Debian: apt-get install "
+            "protobuf-compiler protobuf-compiler-grpc)"
+        )
     subprocess.run([protoc_bin, f"--plugin=protoc-gen-grpc_python={plugin}", *args], check=True)
 
 

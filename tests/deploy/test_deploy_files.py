@@ -39,9 +39,19 @@ FALLBACK_METRICS_PORT = 8002
 # the ones found in the server source are added below). A flags file naming
 # any other flag would stop the server at start (absl rejects unknown flags).
 DOCUMENTED_SERVER_FLAGS = {
-    "listen", "backend", "max_matrix_bytes", "devices", "metrics_listen",
-    "tls_cert", "tls_key", "tls_client_ca", "auth_token_file",
-    "autotune_cache", "device_memory_fraction", "max_queue_depth", "flagfile",
+    "listen",
+    "backend",
+    "max_matrix_bytes",
+    "devices",
+    "metrics_listen",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "auth_token_file",
+    "autotune_cache",
+    "device_memory_fraction",
+    "max_queue_depth",
+    "flagfile",
 }
 
 # Longest drain the server allows itself after SIGTERM when the source does
@@ -56,8 +66,9 @@ def server_flag_defaults():
     """{flag: (default text, file)} from the server's ABSL_FLAG definitions."""
     pattern = re.compile(r'ABSL_FLAG\(\s*[^,]+?\s*,\s*(\w+)\s*,\s*("[^"]*"|[^,]+?)\s*,', re.S)
     server = REPO / "server"
-    sources = sorted(p for p in server.rglob("*") if p.suffix in (".cc", ".h")) \
-        if server.is_dir() else []
+    sources = (
+        sorted(p for p in server.rglob("*") if p.suffix in (".cc", ".h")) if server.is_dir() else []
+    )
     sources.sort(key=lambda p: p.name != "main.cc")
     found = {}
     for path in sources:
@@ -86,12 +97,14 @@ def _port_of(address):
 
 GRPC_PORT, _grpc_from = _default("listen", FALLBACK_GRPC_PORT, _port_of)
 METRICS_PORT, _metrics_from = _default("metrics_listen", FALLBACK_METRICS_PORT, _port_of)
-SHUTDOWN_GRACE, _grace_from = _default("shutdown_grace_seconds",
-                                       FALLBACK_SHUTDOWN_GRACE_SECONDS, int)
+SHUTDOWN_GRACE, _grace_from = _default(
+    "shutdown_grace_seconds", FALLBACK_SHUTDOWN_GRACE_SECONDS, int
+)
 PORTS_FROM = f"{_grpc_from}; {_metrics_from}"
 
 
 # ---------------------------------------------------------------- Dockerfile
+
 
 class Instruction:
     def __init__(self, keyword, args, line):
@@ -134,8 +147,9 @@ def parse_dockerfile(path):
 
 
 def substitute(text, values):
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)",
-                  lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text)
+    return re.sub(
+        r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text
+    )
 
 
 def arg_default(instruction):
@@ -196,12 +210,16 @@ class DockerfileTest(unittest.TestCase):
         self.assertGreaterEqual(len(self.stages), 2, "expected a build and a runtime stage")
         build = CUDA_IMAGE.match(self.build.image)
         runtime = CUDA_IMAGE.match(self.runtime.image)
-        self.assertTrue(build and build.group(2) == "devel",
-                        f"first stage should be nvidia/cuda:13.0.x-devel-ubuntu24.04, "
-                        f"is {self.build.image}")
-        self.assertTrue(runtime and runtime.group(2) == "runtime",
-                        f"last stage should be nvidia/cuda:13.0.x-runtime-ubuntu24.04, "
-                        f"is {self.runtime.image}")
+        self.assertTrue(
+            build and build.group(2) == "devel",
+            f"first stage should be nvidia/cuda:13.0.x-devel-ubuntu24.04, "
+            f"is {self.build.image}",
+        )
+        self.assertTrue(
+            runtime and runtime.group(2) == "runtime",
+            f"last stage should be nvidia/cuda:13.0.x-runtime-ubuntu24.04, "
+            f"is {self.runtime.image}",
+        )
         self.assertEqual(build.group(1), runtime.group(1), "devel and runtime CUDA versions differ")
 
     def test_images_name_no_registry_host(self):
@@ -213,15 +231,17 @@ class DockerfileTest(unittest.TestCase):
         self.assertTrue(users, "runtime stage has no USER")
         user = users[-1].args.split(":")[0]
         self.assertNotIn(user, ("root", "0"))
-        self.assertEqual(user, str(IMAGE_UID),
-                         "USER should be the numeric UID, so that runAsNonRoot can verify it")
+        self.assertEqual(
+            user,
+            str(IMAGE_UID),
+            "USER should be the numeric UID, so that runAsNonRoot can verify it",
+        )
 
     def test_expose_matches_server_default_ports(self):
         exposed = set()
         for ins in self.runtime.all("EXPOSE"):
             exposed |= {int(p.split("/")[0]) for p in ins.args.split()}
-        self.assertEqual(exposed, {GRPC_PORT, METRICS_PORT},
-                         f"server defaults from {PORTS_FROM}")
+        self.assertEqual(exposed, {GRPC_PORT, METRICS_PORT}, f"server defaults from {PORTS_FROM}")
 
     def test_healthcheck_runs_gpucompute_health(self):
         checks = self.runtime.all("HEALTHCHECK")
@@ -235,7 +255,9 @@ class DockerfileTest(unittest.TestCase):
         entry = self.runtime.all("ENTRYPOINT")
         self.assertTrue(entry, "no ENTRYPOINT")
         words = entry[-1].json_or_words()
-        self.assertTrue(entry[-1].args.startswith("["), "use the exec form (signals reach the server)")
+        self.assertTrue(
+            entry[-1].args.startswith("["), "use the exec form (signals reach the server)"
+        )
         self.assertEqual(words[0], "gpucompute-server")
         self.assertIn(f"--listen=0.0.0.0:{GRPC_PORT}", words)
         self.assertIn(f"--metrics_listen=0.0.0.0:{METRICS_PORT}", words)
@@ -258,8 +280,11 @@ class DockerfileTest(unittest.TestCase):
         for target in ("gpucompute-server", "gpucompute", "gpucompute-loadtest"):
             self.assertIn(target, built, "the build stage does not build it")
         copied = " ".join(i.args for i in self.runtime.all("COPY") if "--from=" in i.args)
-        for binary in ("build/server/gpucompute-server", "build/client/cli/gpucompute",
-                       "build/client/loadtest/gpucompute-loadtest"):
+        for binary in (
+            "build/server/gpucompute-server",
+            "build/client/cli/gpucompute",
+            "build/client/loadtest/gpucompute-loadtest",
+        ):
             self.assertIn(binary, copied)
 
     def test_run_steps_use_scripts_that_exist(self):
@@ -291,6 +316,7 @@ class DockerfileTest(unittest.TestCase):
 
 
 # ------------------------------------------------------------------- Compose
+
 
 def interpolate(value):
     """Compose's ${VAR:-default} / ${VAR-default} with the variables unset."""
@@ -329,8 +355,7 @@ class ComposeTest(unittest.TestCase):
         self.assertTrue(nvidia, "no device reservation with driver: nvidia")
         for device in nvidia:
             self.assertIn("gpu", device.get("capabilities", []))
-            self.assertTrue("count" in device or "device_ids" in device,
-                            "give count or device_ids")
+            self.assertTrue("count" in device or "device_ids" in device, "give count or device_ids")
             if "count" in device:
                 self.assertTrue(device["count"] == "all" or int(device["count"]) >= 1)
 
@@ -349,8 +374,11 @@ class ComposeTest(unittest.TestCase):
     def test_stop_grace_period_covers_the_server_drain(self):
         grace = self.server.get("stop_grace_period", "10s")
         self.assertRegex(grace, r"^\d+s$")
-        self.assertGreater(int(grace[:-1]), SHUTDOWN_GRACE,
-                           f"Docker would kill the server mid-drain ({_grace_from})")
+        self.assertGreater(
+            int(grace[:-1]),
+            SHUTDOWN_GRACE,
+            f"Docker would kill the server mid-drain ({_grace_from})",
+        )
 
     def test_prometheus_scrapes_the_server_metrics_port(self):
         prometheus = self.services["prometheus"]
@@ -359,8 +387,12 @@ class ComposeTest(unittest.TestCase):
         config_path = (self.path.parent / "prometheus" / "prometheus.yml").resolve()
         self.assertIn(config_path, [(self.path.parent / m).resolve() for m in mounted])
         config = yaml.safe_load(config_path.read_text())
-        targets = [t for job in config["scrape_configs"]
-                   for group in job.get("static_configs", []) for t in group["targets"]]
+        targets = [
+            t
+            for job in config["scrape_configs"]
+            for group in job.get("static_configs", [])
+            for t in group["targets"]
+        ]
         self.assertIn(f"gpucompute:{METRICS_PORT}", targets)
         for target in targets:
             self.assertIn(target.split(":")[0], self.services, f"{target}: no such service")
@@ -384,6 +416,7 @@ class ComposeTest(unittest.TestCase):
 
 # ---------------------------------------------------------------- Kubernetes
 
+
 def load_k8s_files():
     """{path: [documents]} for every YAML file under deploy/k8s."""
     files = {}
@@ -393,9 +426,15 @@ def load_k8s_files():
 
 
 def k8s_objects(files):
-    return [d for docs in files.values() for d in docs
-            if isinstance(d, dict) and "kind" in d and "apiVersion" in d
-            and not d["apiVersion"].startswith("kustomize.config.k8s.io")]
+    return [
+        d
+        for docs in files.values()
+        for d in docs
+        if isinstance(d, dict)
+        and "kind" in d
+        and "apiVersion" in d
+        and not d["apiVersion"].startswith("kustomize.config.k8s.io")
+    ]
 
 
 def json_pointer(path):
@@ -469,8 +508,11 @@ class KubernetesTest(unittest.TestCase):
         limits, requests = resources["limits"], resources.get("requests", {})
         self.assertGreaterEqual(int(limits["nvidia.com/gpu"]), 1)
         if "nvidia.com/gpu" in requests:
-            self.assertEqual(str(requests["nvidia.com/gpu"]), str(limits["nvidia.com/gpu"]),
-                             "extended resources: request must equal limit")
+            self.assertEqual(
+                str(requests["nvidia.com/gpu"]),
+                str(limits["nvidia.com/gpu"]),
+                "extended resources: request must equal limit",
+            )
         for key in ("cpu", "memory"):
             self.assertIn(key, limits)
             self.assertIn(key, requests)
@@ -508,8 +550,11 @@ class KubernetesTest(unittest.TestCase):
         sleep = 0
         if pre_stop.get("exec", {}).get("command", [""])[0] == "sleep":
             sleep = int(pre_stop["exec"]["command"][1])
-        self.assertGreater(grace - sleep, SHUTDOWN_GRACE,
-                           f"the kubelet would kill the server mid-drain ({_grace_from})")
+        self.assertGreater(
+            grace - sleep,
+            SHUTDOWN_GRACE,
+            f"the kubelet would kill the server mid-drain ({_grace_from})",
+        )
 
     def test_writable_paths_are_volumes(self):
         mounts = {m["mountPath"] for m in self.container.get("volumeMounts", [])}
@@ -517,13 +562,19 @@ class KubernetesTest(unittest.TestCase):
         self.assertIn("/var/lib/gpucompute", mounts)
 
     def test_flags_configmap_is_mounted_and_passed_with_flagfile(self):
-        flagfiles = [a.split("=", 1)[1] for a in self.container.get("args", [])
-                     if a.startswith("--flagfile=")]
+        flagfiles = [
+            a.split("=", 1)[1]
+            for a in self.container.get("args", [])
+            if a.startswith("--flagfile=")
+        ]
         self.assertEqual(len(flagfiles), 1, "pass the ConfigMap's flags file with --flagfile")
         flagfile = pathlib.PurePosixPath(flagfiles[0])
         volumes = {v["name"]: v for v in self.pod["volumes"]}
-        mount = [m for m in self.container["volumeMounts"]
-                 if flagfile.parent == pathlib.PurePosixPath(m["mountPath"])]
+        mount = [
+            m
+            for m in self.container["volumeMounts"]
+            if flagfile.parent == pathlib.PurePosixPath(m["mountPath"])
+        ]
         self.assertEqual(len(mount), 1, f"{flagfile.parent} is not a volume mount")
         config_map = volumes[mount[0]["name"]].get("configMap")
         self.assertIsNotNone(config_map, "the flags file should come from a ConfigMap")
@@ -546,8 +597,11 @@ class KubernetesTest(unittest.TestCase):
         selector = self.deployment["spec"]["selector"]["matchLabels"]
         self.assertLessEqual(selector.items(), labels.items())
         for service in services:
-            self.assertLessEqual(service["spec"]["selector"].items(), labels.items(),
-                                 f"{service['metadata']['name']} selects no pod")
+            self.assertLessEqual(
+                service["spec"]["selector"].items(),
+                labels.items(),
+                f"{service['metadata']['name']} selects no pod",
+            )
         ports = {p["port"]: p for p in headless[0]["spec"]["ports"]}
         self.assertIn(GRPC_PORT, ports)
         self.assertIn(METRICS_PORT, ports)
@@ -557,8 +611,11 @@ class KubernetesTest(unittest.TestCase):
             self.assertTrue(target in names or target in (GRPC_PORT, METRICS_PORT), port)
 
     def test_components_patch_into_a_valid_deployment(self):
-        components = sorted(p.parent for p, docs in self.files.items()
-                            if p.name == "kustomization.yaml" and docs[0]["kind"] == "Component")
+        components = sorted(
+            p.parent
+            for p, docs in self.files.items()
+            if p.name == "kustomization.yaml" and docs[0]["kind"] == "Component"
+        )
         self.assertTrue(components, "no components (tls, mtls, auth) under deploy/k8s")
         deployment = self.deployment
         # In the order overlays/secure lists them: mtls patches what tls added.
@@ -573,8 +630,11 @@ class KubernetesTest(unittest.TestCase):
             value = [a for a in args if a.startswith(flag)]
             self.assertEqual(len(value), 1, flag)
             path = pathlib.PurePosixPath(value[0].split("=", 1)[1])
-            mount = [m for m in container["volumeMounts"]
-                     if path.parent == pathlib.PurePosixPath(m["mountPath"])]
+            mount = [
+                m
+                for m in container["volumeMounts"]
+                if path.parent == pathlib.PurePosixPath(m["mountPath"])
+            ]
             self.assertEqual(len(mount), 1, f"{path} is not on a mounted volume")
             volume = {v["name"]: v for v in pod["volumes"]}[mount[0]["name"]]
             self.assertIn("secret", volume, f"{path} should come from a Secret")
@@ -592,11 +652,15 @@ class KubernetesTest(unittest.TestCase):
         kubectl = shutil.which("kubectl")
         if not kubectl:
             self.skipTest("kubectl not installed: `kubectl kustomize` build not checked")
-        roots = sorted(p.parent for p, docs in self.files.items()
-                       if p.name == "kustomization.yaml" and docs[0]["kind"] == "Kustomization")
+        roots = sorted(
+            p.parent
+            for p, docs in self.files.items()
+            if p.name == "kustomization.yaml" and docs[0]["kind"] == "Kustomization"
+        )
         for root in roots:
-            result = subprocess.run([kubectl, "kustomize", str(root)],
-                                    capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                [kubectl, "kustomize", str(root)], capture_output=True, text=True, timeout=120
+            )
             self.assertEqual(result.returncode, 0, f"{root}: {result.stderr}")
             kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout) if d]
             self.assertIn("Deployment", kinds, root)
@@ -668,8 +732,11 @@ class SharedMemoryChecks:
         self.assertIn(f"0.0.0.0:{GRPC_PORT}", addresses, "keep TCP for the probes and others")
         self.assertIn(f"unix:{SOCKET_PATH}", addresses)
         self.assertRegex(flag_value(args, "unix_socket_mode") or "", r"^0[0-7]{3}$")
-        self.assertNotIn(flag_value(args, "unix_socket_mode")[-1], "2367",
-                         "other users must not write to (call through) the socket")
+        self.assertNotIn(
+            flag_value(args, "unix_socket_mode")[-1],
+            "2367",
+            "other users must not write to (call through) the socket",
+        )
         for flag in ("shared_memory_max_bytes", "shared_memory_max_regions"):
             value = flag_value(args, flag)
             self.assertIsNotNone(value, f"bound pinned (locked) memory with --{flag}")
@@ -704,8 +771,11 @@ class ComposeSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
 
     def test_server_shares_its_ipc_namespace_with_room_and_memlock(self):
         self.assertEqual(self.server.get("ipc"), "shareable")
-        self.assertRegex(str(self.server.get("shm_size", "")), r"^\d+[kmg]?b?$",
-                         "Docker's default /dev/shm is 64 MiB")
+        self.assertRegex(
+            str(self.server.get("shm_size", "")),
+            r"^\d+[kmg]?b?$",
+            "Docker's default /dev/shm is 64 MiB",
+        )
         memlock = self.server.get("ulimits", {}).get("memlock")
         self.assertEqual(memlock, -1, "pinning registered pages needs memlock unlimited")
         # Volumes replace the base list: keep the autotune cache.
@@ -715,8 +785,11 @@ class ComposeSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
     def test_client_joins_the_server_ipc_and_socket_directory_as_the_same_user(self):
         self.assertIn("shm", self.client.get("profiles", []), "the client is opt-in")
         self.assertEqual(self.client.get("ipc"), "service:gpucompute")
-        self.assertEqual(str(self.client.get("user", "")).split(":")[0], str(IMAGE_UID),
-                         "objects are created 0600: the server must run as the same user")
+        self.assertEqual(
+            str(self.client.get("user", "")).split(":")[0],
+            str(IMAGE_UID),
+            "objects are created 0600: the server must run as the same user",
+        )
         self.assertIsNone(registry_host(self.client["image"]), self.client["image"])
         entry = self.client.get("entrypoint", [])
         entry = entry if isinstance(entry, list) else shlex.split(entry)
@@ -726,8 +799,11 @@ class ComposeSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
         mounts = {}
         for name in ("server", "client"):
             service = getattr(self, name)
-            mounts[name] = [v.split(":")[0] for v in service.get("volumes", [])
-                            if isinstance(v, str) and v.split(":")[1] == directory]
+            mounts[name] = [
+                v.split(":")[0]
+                for v in service.get("volumes", [])
+                if isinstance(v, str) and v.split(":")[1] == directory
+            ]
             self.assertEqual(len(mounts[name]), 1, f"{name}: nothing mounted at {directory}")
         self.assertEqual(mounts["server"], mounts["client"], "one volume for both")
         self.assertEqual(self.client["depends_on"]["gpucompute"]["condition"], "service_healthy")
@@ -741,13 +817,32 @@ class ComposeSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
 
     def test_compose_config_merges(self):
         docker = shutil.which("docker")
-        if not docker or subprocess.run([docker, "compose", "version"], capture_output=True,
-                                        timeout=60).returncode != 0:
+        if (
+            not docker
+            or subprocess.run(
+                [docker, "compose", "version"], capture_output=True, timeout=60
+            ).returncode
+            != 0
+        ):
             self.skipTest("docker compose not installed: merged configuration not checked")
         result = subprocess.run(
-            [docker, "compose", "-f", str(DEPLOY / "docker-compose.yml"), "-f", str(self.path),
-             "--profile", "shm", "config", "--format", "json"],
-            capture_output=True, text=True, timeout=120)
+            [
+                docker,
+                "compose",
+                "-f",
+                str(DEPLOY / "docker-compose.yml"),
+                "-f",
+                str(self.path),
+                "--profile",
+                "shm",
+                "config",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         self.assertEqual(result.returncode, 0, result.stderr)
         merged = json.loads(result.stdout)["services"]
         self.check_server_args(merged["gpucompute"]["command"])
@@ -770,8 +865,10 @@ class KubernetesSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
 
     def test_an_overlay_applies_the_component(self):
         overlay = self.files[K8S / "overlays" / "shared-memory" / "kustomization.yaml"][0]
-        refs = [(K8S / "overlays" / "shared-memory" / c).resolve()
-                for c in overlay.get("components", [])]
+        refs = [
+            (K8S / "overlays" / "shared-memory" / c).resolve()
+            for c in overlay.get("components", [])
+        ]
         self.assertIn(self.component.resolve(), refs)
 
     def test_server_args(self):
@@ -790,8 +887,7 @@ class KubernetesSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
         for path, medium in (("/dev/shm", "Memory"), (directory, None)):
             names = set()
             for container in self.containers.values():
-                mounts = [m for m in container.get("volumeMounts", [])
-                          if m["mountPath"] == path]
+                mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == path]
                 self.assertEqual(len(mounts), 1, f"{container['name']}: {path} not mounted")
                 self.assertFalse(mounts[0].get("readOnly", False), path)
                 names.add(mounts[0]["name"])
@@ -806,8 +902,11 @@ class KubernetesSharedMemoryTest(unittest.TestCase, SharedMemoryChecks):
         pod_sc = self.pod.get("securityContext", {})
         for container in self.containers.values():
             sc = container.get("securityContext", {})
-            self.assertEqual(sc.get("runAsUser", pod_sc.get("runAsUser")), IMAGE_UID,
-                             f"{container['name']}: objects are created 0600")
+            self.assertEqual(
+                sc.get("runAsUser", pod_sc.get("runAsUser")),
+                IMAGE_UID,
+                f"{container['name']}: objects are created 0600",
+            )
             self.assertTrue(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")))
             self.assertIs(sc.get("allowPrivilegeEscalation"), False)
             self.assertIs(sc.get("readOnlyRootFilesystem"), True)
@@ -824,6 +923,8 @@ if __name__ == "__main__":
     if SERVER_DEFAULTS:
         for flag, where in sorted(server_flags_in_deploy_files().items()):
             if flag not in SERVER_DEFAULTS and flag != "flagfile":
-                print(f"  note: --{flag} ({', '.join(sorted(set(where)))}) is not defined in "
-                      f"server/ yet; the server exits at start on an unknown flag")
+                print(
+                    f"  note: --{flag} ({', '.join(sorted(set(where)))}) is not defined in "
+                    f"server/ yet; the server exits at start on an unknown flag"
+                )
     unittest.main(verbosity=2)

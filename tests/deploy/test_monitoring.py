@@ -40,8 +40,19 @@ SAMPLER_SOURCE = REPO / "server" / "ops" / "gpu_sampler.cc"
 SCRAPE_LABELS = {"instance", "job", "le"}
 # Labels of the GPU gauges (the sampler's: device, reason, direction).
 GPU_LABELS = {"device", "reason", "direction"}
-PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
-                "unless", "bool", "offset"}
+PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+}
 
 
 def dashboard_exprs():
@@ -111,16 +122,22 @@ class RulesTest(unittest.TestCase):
 
     def test_the_issue_s_alerts_are_there(self):
         exprs = " ".join(e for _, e in rule_exprs())
-        for series in ("gpucompute_requests_total", "gpucompute_request_duration_seconds_bucket",
-                       "gpucompute_requests_queued", "gpucompute_queue_capacity",
-                       "gpucompute_device_healthy", "gpucompute_tensor_held_bytes",
-                       "gpucompute_gpu_throttled"):
+        for series in (
+            "gpucompute_requests_total",
+            "gpucompute_request_duration_seconds_bucket",
+            "gpucompute_requests_queued",
+            "gpucompute_queue_capacity",
+            "gpucompute_device_healthy",
+            "gpucompute_tensor_held_bytes",
+            "gpucompute_gpu_throttled",
+        ):
             self.assertIn(series, exprs)
 
     @unittest.skipUnless(shutil.which("promtool"), "promtool not installed (Debian: prometheus)")
     def test_promtool_accepts_the_rules(self):
-        result = subprocess.run(["promtool", "check", "rules", str(RULES)],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True
+        )
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
     def test_prometheus_loads_the_rules_file(self):
@@ -132,7 +149,8 @@ class DashboardTest(unittest.TestCase):
     def test_panels_are_laid_out_and_query_the_provisioned_source(self):
         dashboard = json.loads(DASHBOARD.read_text())
         datasources = yaml.safe_load(
-            (DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text())
+            (DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text()
+        )
         uid = datasources["datasources"][0]["uid"]
         ids = [p["id"] for p in dashboard["panels"]]
         self.assertEqual(len(ids), len(set(ids)))
@@ -147,11 +165,17 @@ class DashboardTest(unittest.TestCase):
 
     def test_the_issue_s_panels_are_there(self):
         exprs = " ".join(e for _, e in dashboard_exprs())
-        for series in ("gpucompute_requests_total", "gpucompute_request_duration_seconds_bucket",
-                       "gpucompute_requests_queued", "gpucompute_gpu_utilization_ratio",
-                       "gpucompute_gpu_memory_used_bytes", "gpucompute_gpu_power_watts",
-                       "gpucompute_request_batch_size_bucket", "gpucompute_tensor_held_bytes",
-                       "gpucompute_shared_memory_registered_bytes"):
+        for series in (
+            "gpucompute_requests_total",
+            "gpucompute_request_duration_seconds_bucket",
+            "gpucompute_requests_queued",
+            "gpucompute_gpu_utilization_ratio",
+            "gpucompute_gpu_memory_used_bytes",
+            "gpucompute_gpu_power_watts",
+            "gpucompute_request_batch_size_bucket",
+            "gpucompute_tensor_held_bytes",
+            "gpucompute_shared_memory_registered_bytes",
+        ):
             self.assertIn(series, exprs)
 
 
@@ -160,7 +184,8 @@ class ProvisioningTest(unittest.TestCase):
         compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
         services = compose["services"]
         provider = yaml.safe_load(
-            (DEPLOY / "grafana" / "provisioning" / "dashboards" / "gpucompute.yml").read_text())
+            (DEPLOY / "grafana" / "provisioning" / "dashboards" / "gpucompute.yml").read_text()
+        )
         path = provider["providers"][0]["options"]["path"]
         mounts = dict(v.split(":")[:2] for v in services["grafana"]["volumes"] if ":" in v)
         self.assertEqual(mounts["./grafana/provisioning"], "/etc/grafana/provisioning")
@@ -172,12 +197,17 @@ class ProvisioningTest(unittest.TestCase):
     def test_kubernetes_configmaps_carry_the_current_files(self):
         base = DEPLOY / "k8s" / "base"
         kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
-        for name, key, source in (("grafana-dashboard.yaml", "gpucompute.json", DASHBOARD),
-                                  ("prometheus-rules.yaml", "rules.yml", RULES)):
+        for name, key, source in (
+            ("grafana-dashboard.yaml", "gpucompute.json", DASHBOARD),
+            ("prometheus-rules.yaml", "rules.yml", RULES),
+        ):
             self.assertIn(name, kustomization["resources"])
             configmap = yaml.safe_load((base / name).read_text())
-            self.assertEqual(configmap["data"][key], source.read_text(),
-                             f"{name} is stale: run deploy/k8s/render-monitoring-configmaps")
+            self.assertEqual(
+                configmap["data"][key],
+                source.read_text(),
+                f"{name} is stale: run deploy/k8s/render-monitoring-configmaps",
+            )
         dashboard = yaml.safe_load((base / "grafana-dashboard.yaml").read_text())
         self.assertEqual(dashboard["metadata"]["labels"]["grafana_dashboard"], "1")
 
@@ -207,11 +237,19 @@ class LiveSeriesTest(unittest.TestCase):
     def setUpClass(cls):
         cls.grpc_port, cls.metrics_port = free_port(), free_port()
         cls.server = subprocess.Popen(
-            [SERVER, "--backend=cpu", f"--listen=127.0.0.1:{cls.grpc_port}",
-             f"--metrics_listen=127.0.0.1:{cls.metrics_port}", "--cpu_workers=2",
-             # The shared-memory gauges exist only where it is allowed.
-             "--allow_shared_memory"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                SERVER,
+                "--backend=cpu",
+                f"--listen=127.0.0.1:{cls.grpc_port}",
+                f"--metrics_listen=127.0.0.1:{cls.metrics_port}",
+                "--cpu_workers=2",
+                # The shared-memory gauges exist only where it is allowed.
+                "--allow_shared_memory",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         line = cls.server.stdout.readline()
         while line and "listening on" not in line:
             line = cls.server.stdout.readline()
@@ -224,8 +262,12 @@ class LiveSeriesTest(unittest.TestCase):
         cls.server.wait(timeout=60)
 
     def cli(self, *args, ok=True):
-        result = subprocess.run([CLI, *args, f"--server=127.0.0.1:{self.grpc_port}"],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [CLI, *args, f"--server=127.0.0.1:{self.grpc_port}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if ok:
             self.assertEqual(result.returncode, 0, result.stderr)
 
@@ -248,10 +290,23 @@ class LiveSeriesTest(unittest.TestCase):
         self.load([(3, 5), (64, 33)])
         self.cli("transpose", "--random=4x4", "--variant=no_such_variant", ok=False)
         if LOADTEST:
-            subprocess.run([LOADTEST, f"--server=127.0.0.1:{self.grpc_port}", "--op=matmul",
-                            "--shape=32x32x32", "--concurrency=4", "--warmup=0.1s",
-                            "--max_time=1s", "--window=0.2s", "--stable_windows=1",
-                            "--progress=never"], capture_output=True, timeout=120, check=True)
+            subprocess.run(
+                [
+                    LOADTEST,
+                    f"--server=127.0.0.1:{self.grpc_port}",
+                    "--op=matmul",
+                    "--shape=32x32x32",
+                    "--concurrency=4",
+                    "--warmup=0.1s",
+                    "--max_time=1s",
+                    "--window=0.2s",
+                    "--stable_windows=1",
+                    "--progress=never",
+                ],
+                capture_output=True,
+                timeout=120,
+                check=True,
+            )
         samples, types = self.settled_scrape()
         labels_of, values_of = {}, {}
         for name, labels, _ in samples:
@@ -276,8 +331,11 @@ class LiveSeriesTest(unittest.TestCase):
                     continue
                 self.assertIn(label, labels_of[metric], f"{where}: {metric} has no label {label}")
                 if op == "=":
-                    self.assertIn(value, values_of[(metric, label)],
-                                  f"{where}: {metric}{{{label}=\"{value}\"}} matches nothing")
+                    self.assertIn(
+                        value,
+                        values_of[(metric, label)],
+                        f'{where}: {metric}{{{label}="{value}"}} matches nothing',
+                    )
             for label in grouping_labels(expr) - SCRAPE_LABELS - PROMQL_WORDS:
                 self.assertIn(label, used_labels, f"{where}: no series it uses has {label}")
         self.assertEqual(types["gpucompute_request_duration_seconds"], "histogram")

@@ -19,8 +19,9 @@ import pathlib
 import re
 import unittest
 
-ROOT = pathlib.Path(os.environ.get("GPUCOMPUTE_SOURCE_DIR",
-                                   pathlib.Path(__file__).resolve().parents[2]))
+ROOT = pathlib.Path(
+    os.environ.get("GPUCOMPUTE_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2])
+)
 
 # rpc: (C++ Client method, CLI command or op flag), where either is not the
 # default (the rpc's name, and a command calling it).
@@ -52,10 +53,11 @@ def cli_sources():
 def rpcs():
     """rpc name -> whether either side streams."""
     proto = read("proto/gpucompute/v1/compute.proto")
-    service = proto[proto.index("service Compute {"):]
-    service = service[:service.index("\n}")]
-    found = re.findall(r"^\s*rpc\s+(\w+)\s*\(\s*(stream\s+)?\w+\s*\)\s*returns\s*\(\s*(stream\s+)?",
-                       service, re.M)
+    service = proto[proto.index("service Compute {") :]
+    service = service[: service.index("\n}")]
+    found = re.findall(
+        r"^\s*rpc\s+(\w+)\s*\(\s*(stream\s+)?\w+\s*\)\s*returns\s*\(\s*(stream\s+)?", service, re.M
+    )
     return {name: bool(a or b) for name, a, b in found}
 
 
@@ -64,7 +66,8 @@ def hand_written():
     tree = ast.parse(read("client/python/gpucompute/_generated_methods.py"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "HAND_WRITTEN" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "HAND_WRITTEN" for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     raise AssertionError("_generated_methods.py has no HAND_WRITTEN")
 
@@ -72,34 +75,42 @@ def hand_written():
 class RpcReachability(unittest.TestCase):
     def test_the_proto_was_parsed(self):
         self.assertGreaterEqual(len(rpcs()), 12, "the proto's service was not parsed")
-        self.assertEqual(sorted(RENAMED.keys() - rpcs().keys()), [], "rows for rpcs the proto lacks")
+        self.assertEqual(
+            sorted(RENAMED.keys() - rpcs().keys()), [], "rows for rpcs the proto lacks"
+        )
 
     def test_the_cpp_client_has_each_method(self):
         header = read("client/include/gpucompute/client.h")
         for rpc in rpcs():
             method = RENAMED.get(rpc, (rpc, None))[0]
             with self.subTest(rpc=rpc):
-                self.assertTrue(re.search(rf"\b{method}\(", header),
-                                f"client.h has no Client::{method} for {rpc}")
+                self.assertTrue(
+                    re.search(rf"\b{method}\(", header),
+                    f"client.h has no Client::{method} for {rpc}",
+                )
 
     def test_the_cli_has_each_command(self):
         sources = cli_sources()
         for rpc in rpcs():
             with self.subTest(rpc=rpc):
                 if rpc not in RENAMED:
-                    self.assertTrue(re.search(rf"\.{rpc}\(", sources),
-                                    f"no CLI command calls Client::{rpc}")
+                    self.assertTrue(
+                        re.search(rf"\.{rpc}\(", sources), f"no CLI command calls Client::{rpc}"
+                    )
                     continue
                 command = RENAMED[rpc][1]
                 name = command[2:] if command.startswith("--") else command
                 # A command-table or flag-table entry: {"name", ...
-                self.assertTrue(re.search(rf'\{{"{re.escape(name)}",', sources),
-                                f"no CLI command or flag {command} for {rpc}")
+                self.assertTrue(
+                    re.search(rf'\{{"{re.escape(name)}",', sources),
+                    f"no CLI command or flag {command} for {rpc}",
+                )
 
     def test_both_python_clients_have_each_method(self):
         table = hand_written()
-        self.assertEqual(sorted(table.keys() - rpcs().keys()), [],
-                         "HAND_WRITTEN rows for rpcs the proto lacks")
+        self.assertEqual(
+            sorted(table.keys() - rpcs().keys()), [], "HAND_WRITTEN rows for rpcs the proto lacks"
+        )
         for rpc, streams in rpcs().items():
             with self.subTest(rpc=rpc):
                 if rpc not in table:

@@ -20,6 +20,17 @@ from gpucompute._tensors import TensorInfo, TensorList
 from gpucompute.client import Client, SharedMemoryRegion, Tensor
 from gpucompute import aio
 
-__all__ = ["Client", "ComputeError", "ProfileResult", "Report", "Result", "SharedMemoryInfo",
-           "SharedMemoryRegion", "Tensor", "TensorInfo", "TensorList", "aio"]
+__all__ = [
+    "Client",
+    "ComputeError",
+    "ProfileResult",
+    "Report",
+    "Result",
+    "SharedMemoryInfo",
+    "SharedMemoryRegion",
+    "Tensor",
+    "TensorInfo",
+    "TensorList",
+    "aio",
+]
 __version__ = "0.1.0"

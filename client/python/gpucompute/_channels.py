@@ -34,7 +34,7 @@ def with_default_port(target: str) -> str:
     prefix, host = "", target
     for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
         if target.startswith(scheme):
-            prefix, host = scheme, target[len(scheme):]
+            prefix, host = scheme, target[len(scheme) :]
             break
     if not prefix and ":" in target and not target.startswith("["):
         return target
@@ -55,19 +55,31 @@ class Channels:
     def __init__(self, module, target: str, connections: int = 1, **setup):
         target = with_default_port(target)
         credentials, opts, self.metadata = channel_setup(target, connections=connections, **setup)
-        self.channels = [module.secure_channel(target, credentials, opts) if credentials
-                         else module.insecure_channel(target, opts) for _ in range(connections)]
+        self.channels = [
+            module.secure_channel(target, credentials, opts)
+            if credentials
+            else module.insecure_channel(target, opts)
+            for _ in range(connections)
+        ]
         self._stub = pb_grpc.ComputeStub(self.channels[0])
-        self._compute = [{m: ch.unary_unary(f"/gpucompute.v1.Compute/{m}") for m in COMPUTE_METHODS}
-                         for ch in self.channels]
+        self._compute = [
+            {m: ch.unary_unary(f"/gpucompute.v1.Compute/{m}") for m in COMPUTE_METHODS}
+            for ch in self.channels
+        ]
         # Upload's messages are written by hand (_wire.upload_messages) and
         # Download's read by hand (Download), so that chunks are copied once.
-        self._streams = [{
-            "Upload": ch.stream_unary("/gpucompute.v1.Compute/Upload",
-                                      response_deserializer=pb.TensorInfo.FromString),
-            "Download": ch.unary_stream("/gpucompute.v1.Compute/Download",
-                                        request_serializer=pb.DownloadRequest.SerializeToString),
-        } for ch in self.channels]
+        self._streams = [
+            {
+                "Upload": ch.stream_unary(
+                    "/gpucompute.v1.Compute/Upload", response_deserializer=pb.TensorInfo.FromString
+                ),
+                "Download": ch.unary_stream(
+                    "/gpucompute.v1.Compute/Download",
+                    request_serializer=pb.DownloadRequest.SerializeToString,
+                ),
+            }
+            for ch in self.channels
+        ]
         self._turn = itertools.count()
 
     def call(self, method: str):
@@ -88,8 +100,7 @@ class Targets:
     naming a tensor goes to a channel opened to its instance as an address
     (deploy/README.md: each pod's --instance_name is its pod IP:port)."""
 
-    def __init__(self, module, targets: Union[str, Sequence[str]], connections: int = 1,
-                 **setup):
+    def __init__(self, module, targets: Union[str, Sequence[str]], connections: int = 1, **setup):
         if isinstance(targets, str):
             targets = [targets]
         targets = list(targets)
@@ -97,11 +108,11 @@ class Targets:
             raise ValueError("give at least one target")
         self.targets = [with_default_port(t) for t in targets]
         self.channels = [Channels(module, t, connections, **setup) for t in targets]
-        self.base = len(self.channels)   # the targets given; later ones: instances dialled
+        self.base = len(self.channels)  # the targets given; later ones: instances dialled
         self.balanced = bool(setup.get("lb"))
         self._dial = lambda address: Channels(module, address, connections, **setup)
-        self.instances: dict = {}      # instance name -> index into channels
-        self.asked: set = set()        # indexes whose GetServerInfo answered
+        self.instances: dict = {}  # instance name -> index into channels
+        self.asked: set = set()  # indexes whose GetServerInfo answered
         self._turn = itertools.count()
         self._lock = threading.Lock()
 
@@ -140,8 +151,9 @@ class Targets:
         """Targets whose instance name is not known yet (GetServerInfo tells)."""
         if self.balanced:
             return []
-        return [i for i in range(self.base)
-                if i not in self.asked and i not in self.instances.values()]
+        return [
+            i for i in range(self.base) if i not in self.asked and i not in self.instances.values()
+        ]
 
     def unknown(self, instance: str) -> int:
         """The target of an instance no target answered for: behind a
@@ -162,10 +174,20 @@ def _read(value: PathOrBytes) -> Optional[bytes]:
     return Path(value).read_bytes()
 
 
-def channel_setup(target: str, *, tls: bool, root_certificates: PathOrBytes,
-                  certificate_chain: PathOrBytes, private_key: PathOrBytes,
-                  server_name: Optional[str], token: Optional[str], token_file: PathOrBytes,
-                  lb: Optional[str], options: Sequence[Tuple[str, Any]], connections: int = 1):
+def channel_setup(
+    target: str,
+    *,
+    tls: bool,
+    root_certificates: PathOrBytes,
+    certificate_chain: PathOrBytes,
+    private_key: PathOrBytes,
+    server_name: Optional[str],
+    token: Optional[str],
+    token_file: PathOrBytes,
+    lb: Optional[str],
+    options: Sequence[Tuple[str, Any]],
+    connections: int = 1,
+):
     """(credentials or None, channel options, call metadata) for new channels."""
     if connections < 1:
         raise ValueError(f"connections must be at least 1, got {connections}")
@@ -198,6 +220,8 @@ def channel_setup(target: str, *, tls: bool, root_certificates: PathOrBytes,
     credentials = None
     if tls or root_certificates is not None or certificate_chain is not None or server_name:
         credentials = grpc.ssl_channel_credentials(
-            root_certificates=_read(root_certificates), private_key=_read(private_key),
-            certificate_chain=_read(certificate_chain))
+            root_certificates=_read(root_certificates),
+            private_key=_read(private_key),
+            certificate_chain=_read(certificate_chain),
+        )
     return credentials, list(opts.items()), metadata

@@ -33,8 +33,10 @@ def bfloat16() -> np.dtype:
     try:
         import ml_dtypes
     except ImportError:
-        raise ImportError("bfloat16 matrices need the ml_dtypes package "
-                          "(pip install ml_dtypes); float16, float32 and float64 do not") from None
+        raise ImportError(
+            "bfloat16 matrices need the ml_dtypes package "
+            "(pip install ml_dtypes); float16, float32 and float64 do not"
+        ) from None
     return np.dtype(ml_dtypes.bfloat16)
 
 

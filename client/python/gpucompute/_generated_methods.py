@@ -31,13 +31,15 @@ HAND_WRITTEN = {
 
 
 def snake_case(name: str) -> str:
-    """"ListTensors" -> "list_tensors"."""
-    return "".join(f"_{ch.lower()}" if ch.isupper() and i else ch.lower()
-                   for i, ch in enumerate(name))
+    """ "ListTensors" -> "list_tensors"."""
+    return "".join(
+        f"_{ch.lower()}" if ch.isupper() and i else ch.lower() for i, ch in enumerate(name)
+    )
 
 
-def add_generated_methods(cls, *, asynchronous: bool, unset: Any,
-                          hand_written: dict = HAND_WRITTEN) -> None:
+def add_generated_methods(
+    cls, *, asynchronous: bool, unset: Any, hand_written: dict = HAND_WRITTEN
+) -> None:
     """Gives `cls` (Client or aio.Client, whose `_call` sends a request) a
     method for each unary rpc not in `hand_written`; checks that each
     hand-written method exists, so a renamed one fails at import."""
@@ -48,8 +50,10 @@ def add_generated_methods(cls, *, asynchronous: bool, unset: Any,
         if rpc.name in hand_written:
             continue
         if rpc.client_streaming or rpc.server_streaming:
-            raise TypeError(f"rpc {rpc.name} streams: it needs hand-written methods "
-                            "(HAND_WRITTEN in gpucompute/_generated_methods.py)")
+            raise TypeError(
+                f"rpc {rpc.name} streams: it needs hand-written methods "
+                "(HAND_WRITTEN in gpucompute/_generated_methods.py)"
+            )
         setattr(cls, snake_case(rpc.name), _unary_method(rpc, asynchronous, unset))
 
 
@@ -62,12 +66,18 @@ def _unary_method(rpc, asynchronous: bool, unset: Any):
         return request if request is not None else request_type(**fields)
 
     if asynchronous:
+
         async def method(self, request=None, *, timeout: Optional[float] = unset, **fields):
             return await self._call(rpc.name, request_of(request, fields), timeout)
+
     else:
+
         def method(self, request=None, *, timeout: Optional[float] = unset, **fields):
             return self._call(rpc.name, request_of(request, fields), timeout)
+
     method.__name__ = method.__qualname__ = snake_case(rpc.name)
-    method.__doc__ = (f"Calls {rpc.name}: a {request_type.__name__}, or its fields as keyword "
-                      f"arguments; returns the {rpc.output_type.name} message.")
+    method.__doc__ = (
+        f"Calls {rpc.name}: a {request_type.__name__}, or its fields as keyword "
+        f"arguments; returns the {rpc.output_type.name} message."
+    )
     return method

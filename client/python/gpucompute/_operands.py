@@ -22,12 +22,15 @@ def row_major(array: Any, name: str) -> Tuple[int, np.ndarray]:
     if a.ndim == 1:
         a = a.reshape(1, -1)
     if a.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array (or 1-D, sent as 1 x N), "
-                         f"got shape {a.shape}")
+        raise ValueError(
+            f"{name}: expected a 2-D array (or 1-D, sent as 1 x N), " f"got shape {a.shape}"
+        )
     wire = _dtypes.wire_dtype(a.dtype)
     if wire is None:
-        raise TypeError(f"{name}: dtype {a.dtype} is not one of {_dtypes.NAMES}; "
-                        f"convert it first, e.g. {name}.astype(numpy.float32)")
+        raise TypeError(
+            f"{name}: dtype {a.dtype} is not one of {_dtypes.NAMES}; "
+            f"convert it first, e.g. {name}.astype(numpy.float32)"
+        )
     # Copies only when the array is F-ordered, strided or big-endian.
     if wire != pb.DTYPE_BFLOAT16:
         a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
@@ -43,8 +46,12 @@ def _as_2d(a: np.ndarray) -> np.ndarray:
 def _wire_view(a: np.ndarray) -> bool:
     """Whether a's memory is a row-major little-endian matrix of a dtype the
     server takes."""
-    return (a.ndim == 2 and a.flags.c_contiguous and _dtypes.wire_dtype(a.dtype) is not None
-            and _dtypes.is_little_endian(a.dtype))
+    return (
+        a.ndim == 2
+        and a.flags.c_contiguous
+        and _dtypes.wire_dtype(a.dtype) is not None
+        and _dtypes.is_little_endian(a.dtype)
+    )
 
 
 def shm_operand(x: Any, owner) -> Optional[Tuple[SharedMemoryBase, int, Tuple[int, int, int]]]:
@@ -76,37 +83,46 @@ def operand_shape(x: Any) -> Tuple[Optional[np.dtype], Optional[Tuple[int, int]]
     return a.dtype.newbyteorder("<") if a.dtype.kind == "f" else a.dtype, _as_2d(a).shape
 
 
-def out_slice(out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[int, int]],
-              name: str = "out") -> Tuple[SharedMemoryBase, int, int]:
+def out_slice(
+    out: Any, owner, dtype: Optional[np.dtype], shape: Optional[Tuple[int, int]], name: str = "out"
+) -> Tuple[SharedMemoryBase, int, int]:
     """(region, offset, byte_size) of an array that is to receive a result:
     a C-contiguous view of an open region of `owner` with the result's dtype
     and shape (where known; 1-D stands for 1 x N). ValueError otherwise."""
     if not isinstance(out, np.ndarray):
-        raise TypeError(f"{name}: expected an array from SharedMemoryRegion.ndarray(), "
-                        f"got {type(out).__name__}")
+        raise TypeError(
+            f"{name}: expected an array from SharedMemoryRegion.ndarray(), "
+            f"got {type(out).__name__}"
+        )
     region = region_of(out)
     if region is None:
-        raise ValueError(f"{name}: not a view of a shared-memory region; take it from "
-                         f"region.ndarray(shape, dtype) of client.shared_memory(nbytes)")
+        raise ValueError(
+            f"{name}: not a view of a shared-memory region; take it from "
+            f"region.ndarray(shape, dtype) of client.shared_memory(nbytes)"
+        )
     if region.closed:
         raise ValueError(f"{name}: its shared-memory region {region.name!r} is closed")
     if owner is not None and region._client is not owner:
-        raise ValueError(f"{name}: its shared-memory region {region.name!r} belongs to "
-                         f"another client")
+        raise ValueError(
+            f"{name}: its shared-memory region {region.name!r} belongs to " f"another client"
+        )
     check_out_array(out, dtype, shape, name)
     return region, out.ctypes.data - region._address, out.nbytes
 
 
-def check_out_array(out: np.ndarray, dtype: Optional[np.dtype],
-                    shape: Optional[Tuple[int, int]], name: str = "out") -> None:
+def check_out_array(
+    out: np.ndarray, dtype: Optional[np.dtype], shape: Optional[Tuple[int, int]], name: str = "out"
+) -> None:
     """ValueError unless `out` can receive a result: a writable, non-empty,
     C-contiguous little-endian array (float32, float64, float16 or bfloat16)
     of 1 or 2 dimensions,
     of the result's dtype and shape where known."""
     if out.ndim not in (1, 2) or not _wire_view(_as_2d(out)):
         layout = "C-contiguous" if out.flags.c_contiguous else "not C-contiguous"
-        raise ValueError(f"{name}: expected a C-contiguous little-endian array of "
-                         f"{_dtypes.NAMES} of 1 or 2 dimensions, got {out.dtype} {out.shape}, {layout}")
+        raise ValueError(
+            f"{name}: expected a C-contiguous little-endian array of "
+            f"{_dtypes.NAMES} of 1 or 2 dimensions, got {out.dtype} {out.shape}, {layout}"
+        )
     if not out.flags.writeable:
         raise ValueError(f"{name}: the array is read-only")
     if out.size == 0:
@@ -114,8 +130,12 @@ def check_out_array(out: np.ndarray, dtype: Optional[np.dtype],
     check_out_matches(out, dtype, shape, None)
 
 
-def check_out_matches(out: np.ndarray, dtype: Optional[np.dtype],
-                      shape: Optional[Tuple[int, int]], method: Optional[str]) -> None:
+def check_out_matches(
+    out: np.ndarray,
+    dtype: Optional[np.dtype],
+    shape: Optional[Tuple[int, int]],
+    method: Optional[str],
+) -> None:
     """ValueError when out's dtype or shape (1-D: 1 x N) differs from a
     result's; method: the call that already wrote the result there, or None."""
     got = (np.dtype(out.dtype).newbyteorder("<"), _as_2d(out).shape)
@@ -123,8 +143,10 @@ def check_out_matches(out: np.ndarray, dtype: Optional[np.dtype],
     if dtype is not None and got[0] != dtype:
         problems.append(f"dtype {dtype}, out has {out.dtype}")
     if shape is not None and got[1] != tuple(shape):
-        problems.append(f"shape {shape[0]} x {shape[1]}, out has {out.shape}"
-                        + (" (1-D is 1 x N)" if out.ndim == 1 else ""))
+        problems.append(
+            f"shape {shape[0]} x {shape[1]}, out has {out.shape}"
+            + (" (1-D is 1 x N)" if out.ndim == 1 else "")
+        )
     if problems:
         what = f"{method}: the result written to out has" if method else "out: the result has"
         raise ValueError(f"{what} " + "; ".join(problems))

@@ -32,8 +32,16 @@ class Report:
 
     @classmethod
     def from_proto(cls, r: pb.ExecutionReport) -> "Report":
-        return cls(r.variant, r.device, r.queue_us, r.upload_us, r.compute_us, r.download_us,
-                   r.total_us, max(1, r.batch_size))
+        return cls(
+            r.variant,
+            r.device,
+            r.queue_us,
+            r.upload_us,
+            r.compute_us,
+            r.download_us,
+            r.total_us,
+            max(1, r.batch_size),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +52,9 @@ class Result:
     report: Report
 
 
-def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
-           out: Optional[np.ndarray] = None):
+def result(
+    method: str, raw: bytes, with_report: bool, make_tensor=None, out: Optional[np.ndarray] = None
+):
     """The result matrix of a compute response: a read-only row-major array
     over the received bytes (no copy; .copy() to modify it), or, for an
     output kept, make_tensor(TensorInfo) (device and expires unknown), or,
@@ -61,29 +70,49 @@ def result(method: str, raw: bytes, with_report: bool, make_tensor=None,
         if r.shared_memory is None:
             # Inline after all (a server that ignored the placement): copied into out.
             if end - start != out.nbytes:
-                raise ComputeError(method, grpc.StatusCode.INTERNAL,
-                                   f"malformed result matrix: {r.rows} x {r.cols}, "
-                                   f"{end - start} bytes")
+                raise ComputeError(
+                    method,
+                    grpc.StatusCode.INTERNAL,
+                    f"malformed result matrix: {r.rows} x {r.cols}, " f"{end - start} bytes",
+                )
             out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8, end - start, start)
     elif r.tensor_id is not None and make_tensor is not None and np_dtype is not None:
-        out = make_tensor(TensorInfo(r.tensor_id, np_dtype, (r.rows, r.cols),
-                                     r.rows * r.cols * np_dtype.itemsize, None, None,
-                                     instance_of(r.tensor_id)))
-    elif (np_dtype is None or r.rows < 0 or r.cols < 0 or r.tensor_id is not None or
-          r.shared_memory is not None or end - start != r.rows * r.cols * np_dtype.itemsize):
-        raise ComputeError(method, grpc.StatusCode.INTERNAL,
-                           f"malformed result matrix: dtype {r.dtype}, {r.rows} x {r.cols}, "
-                           f"{end - start} bytes" +
-                           (f", tensor_id {r.tensor_id!r}" if r.tensor_id is not None else "") +
-                           (", in shared memory (no out= given)"
-                            if r.shared_memory is not None else ""))
+        out = make_tensor(
+            TensorInfo(
+                r.tensor_id,
+                np_dtype,
+                (r.rows, r.cols),
+                r.rows * r.cols * np_dtype.itemsize,
+                None,
+                None,
+                instance_of(r.tensor_id),
+            )
+        )
+    elif (
+        np_dtype is None
+        or r.rows < 0
+        or r.cols < 0
+        or r.tensor_id is not None
+        or r.shared_memory is not None
+        or end - start != r.rows * r.cols * np_dtype.itemsize
+    ):
+        raise ComputeError(
+            method,
+            grpc.StatusCode.INTERNAL,
+            f"malformed result matrix: dtype {r.dtype}, {r.rows} x {r.cols}, "
+            f"{end - start} bytes"
+            + (f", tensor_id {r.tensor_id!r}" if r.tensor_id is not None else "")
+            + (", in shared memory (no out= given)" if r.shared_memory is not None else ""),
+        )
     else:
-        out = np.frombuffer(raw, dtype=np_dtype, count=r.rows * r.cols,
-                            offset=start).reshape(r.rows, r.cols)
+        out = np.frombuffer(raw, dtype=np_dtype, count=r.rows * r.cols, offset=start).reshape(
+            r.rows, r.cols
+        )
     if not with_report:
         return out
-    return Result(out, Report.from_proto(r.report if r.report is not None
-                                         else pb.ExecutionReport()))
+    return Result(
+        out, Report.from_proto(r.report if r.report is not None else pb.ExecutionReport())
+    )
 
 
 class Download:
@@ -106,13 +135,17 @@ class Download:
         try:
             info, (start, end) = _wire.parse_download(raw)
         except Exception as e:
-            raise ComputeError("Download", grpc.StatusCode.INTERNAL,
-                               f"malformed response: {e}") from None
+            raise ComputeError(
+                "Download", grpc.StatusCode.INTERNAL, f"malformed response: {e}"
+            ) from None
         if self._out is None:
             np_dtype = _numpy_dtype("Download", info.dtype) if info is not None else None
             if np_dtype is None or info.rows < 0 or info.cols < 0:
-                raise ComputeError("Download", grpc.StatusCode.INTERNAL,
-                                   f"first message lacks a valid TensorInfo: {info}")
+                raise ComputeError(
+                    "Download",
+                    grpc.StatusCode.INTERNAL,
+                    f"first message lacks a valid TensorInfo: {info}",
+                )
             self.info = TensorInfo.from_proto(info)
             if self._given is not None:
                 check_out_matches(self._given, np_dtype, (info.rows, info.cols), "Download")
@@ -122,10 +155,13 @@ class Download:
             self._bytes = self._out.reshape(-1).view(np.uint8)
         n = end - start
         if self._pos + n > self._bytes.size:
-            raise ComputeError("Download", grpc.StatusCode.INTERNAL,
-                               f"more than the tensor's {self._bytes.size} bytes")
+            raise ComputeError(
+                "Download",
+                grpc.StatusCode.INTERNAL,
+                f"more than the tensor's {self._bytes.size} bytes",
+            )
         if n:
-            self._bytes[self._pos:self._pos + n] = np.frombuffer(raw, np.uint8, n, start)
+            self._bytes[self._pos : self._pos + n] = np.frombuffer(raw, np.uint8, n, start)
         self._pos += n
 
     def result(self) -> np.ndarray:
@@ -134,8 +170,9 @@ class Download:
         if self._out is None or self._pos != self._bytes.size:
             got = "no message" if self._out is None else f"{self._pos} bytes"
             want = "" if self._out is None else f" of {self._bytes.size}"
-            raise ComputeError("Download", grpc.StatusCode.INTERNAL,
-                               f"stream ended after {got}{want}")
+            raise ComputeError(
+                "Download", grpc.StatusCode.INTERNAL, f"stream ended after {got}{want}"
+            )
         return self._out
 
 

@@ -29,11 +29,11 @@ _REGION_ATTR = "_gpucompute_region"
 class SharedMemoryInfo:
     """A shared-memory region registered with a server (ListSharedMemory)."""
 
-    name: str         # the client's name for it, used in requests
-    key: str          # shm_open name of the object, e.g. "/gpucompute-1234-9f0c..."
-    offset: int       # region start inside the object
+    name: str  # the client's name for it, used in requests
+    key: str  # shm_open name of the object, e.g. "/gpucompute-1234-9f0c..."
+    offset: int  # region start inside the object
     byte_size: int
-    pinned: bool      # registered for DMA on the server's devices
+    pinned: bool  # registered for DMA on the server's devices
 
     @classmethod
     def from_proto(cls, r: pb.SharedMemoryRegion) -> "SharedMemoryInfo":
@@ -44,8 +44,9 @@ def _posixshmem():
     try:
         import _posixshmem
     except ImportError:
-        raise RuntimeError("shared memory needs POSIX shm_open (CPython's _posixshmem), which "
-                           "this Python lacks") from None
+        raise RuntimeError(
+            "shared memory needs POSIX shm_open (CPython's _posixshmem), which " "this Python lacks"
+        ) from None
     return _posixshmem
 
 
@@ -98,8 +99,15 @@ class SharedMemoryBase:
     shm object this process created, mapped here and registered with the
     server under `name`."""
 
-    def __init__(self, client, index: int, key: str, mapping: mmap.mmap, info: SharedMemoryInfo,
-                 unregister_on_gc=None):
+    def __init__(
+        self,
+        client,
+        index: int,
+        key: str,
+        mapping: mmap.mmap,
+        info: SharedMemoryInfo,
+        unregister_on_gc=None,
+    ):
         self._client = client
         self._index = index  # the target it is registered with
         self._mmap = mapping
@@ -143,8 +151,10 @@ class SharedMemoryBase:
         offset = int(offset)
         size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if offset < 0 or offset + size > self.nbytes:
-            raise ValueError(f"{shape} {dtype} at offset {offset} is {size} bytes: past the end "
-                             f"of region {self.name!r} ({self.nbytes} bytes)")
+            raise ValueError(
+                f"{shape} {dtype} at offset {offset} is {size} bytes: past the end "
+                f"of region {self.name!r} ({self.nbytes} bytes)"
+            )
         buffer = (ctypes.c_char * size).from_buffer(self._mmap, offset)
         setattr(buffer, _REGION_ATTR, self)  # found again from any view of the array
         return np.frombuffer(buffer, dtype=dtype).reshape(shape)
@@ -163,7 +173,9 @@ class SharedMemoryBase:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("pinned" if self.pinned else "not pinned")
-        return f"<{type(self).__name__} {self.name!r} {self.key} {self.info.byte_size} bytes, {state}>"
+        return (
+            f"<{type(self).__name__} {self.name!r} {self.key} {self.info.byte_size} bytes, {state}>"
+        )
 
 
 def region_of(array: Any) -> Optional[SharedMemoryBase]:

@@ -25,14 +25,19 @@ class TensorInfo:
     bytes: int
     device: Optional[str]
     expires: Optional[datetime.datetime]  # idle deadline, UTC; every use renews it
-    server: str                           # the instance holding it
+    server: str  # the instance holding it
 
     @classmethod
     def from_proto(cls, t: pb.TensorInfo) -> "TensorInfo":
-        return cls(t.id, _info_dtype(t.dtype), (t.rows, t.cols), t.bytes,
-                   t.device, datetime.datetime.fromtimestamp(t.expires_unix_ms / 1000,
-                                                             datetime.timezone.utc),
-                   t.server or instance_of(t.id))
+        return cls(
+            t.id,
+            _info_dtype(t.dtype),
+            (t.rows, t.cols),
+            t.bytes,
+            t.device,
+            datetime.datetime.fromtimestamp(t.expires_unix_ms / 1000, datetime.timezone.utc),
+            t.server or instance_of(t.id),
+        )
 
 
 def _info_dtype(wire: int) -> np.dtype:
@@ -83,8 +88,10 @@ class TensorBase:
         return self.info.server
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} {self.id} {self.dtype} {self.shape[0]}x{self.shape[1]}"
-                f" on {self.server!r}>")
+        return (
+            f"<{type(self).__name__} {self.id} {self.dtype} {self.shape[0]}x{self.shape[1]}"
+            f" on {self.server!r}>"
+        )
 
 
 def tensor_id(x: Any) -> Optional[str]:

@@ -60,7 +60,7 @@ def matrix_parts(wire_dtype: int, array: np.ndarray) -> List[Part]:
     """A Matrix message for a row-major little-endian 2-D array, whose bytes
     are referenced, not copied."""
     data = _bytes_of(array) if array.size else b""
-    header = (_scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1]))
+    header = _scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1])
     # Always written, even empty: data is a member of the payload oneof, and
     # protobuf writes a set member whatever its length.
     header += _key(4, _LEN) + _varint(len(data))
@@ -80,8 +80,9 @@ def shm_slice(region: str, offset: int, byte_size: int) -> List[Part]:
     return [_string(1, region) + _scalar(2, offset) + _scalar(3, byte_size)]
 
 
-def shm_matrix_parts(wire_dtype: int, rows: int, cols: int, region: str, offset: int,
-                     byte_size: int) -> List[Part]:
+def shm_matrix_parts(
+    wire_dtype: int, rows: int, cols: int, region: str, offset: int, byte_size: int
+) -> List[Part]:
     """A Matrix whose bytes lie in a registered shared-memory region: dtype,
     rows, cols and shared_memory (field 6, a oneof message, written even when
     all its fields are at their defaults, as protobuf writes a set member)."""
@@ -89,51 +90,71 @@ def shm_matrix_parts(wire_dtype: int, rows: int, cols: int, region: str, offset:
     return [header] + _message(6, shm_slice(region, offset, byte_size))
 
 
-def output_placement(keep: bool, ttl_seconds: int,
-                     shared_memory: Optional[List[Part]] = None) -> List[Part]:
+def output_placement(
+    keep: bool, ttl_seconds: int, shared_memory: Optional[List[Part]] = None
+) -> List[Part]:
     """Field 10 (OutputPlacement) of MatMul/Transpose/ReduceRequest, or
     nothing when the result comes back inline. shared_memory: the fields of
     the SharedMemorySlice the result is written to (OutputPlacement field 2)."""
     if shared_memory is not None:
-        return _message(10, [_scalar(1, int(keep))] + _message(2, shared_memory) +
-                        [_scalar(3, ttl_seconds)])
+        return _message(
+            10, [_scalar(1, int(keep))] + _message(2, shared_memory) + [_scalar(3, ttl_seconds)]
+        )
     if not keep:
         return []
     return _message(10, [_scalar(1, 1) + _scalar(3, ttl_seconds)])
 
 
-def matmul_request(a: List[Part], b: List[Part], variant: str, allow_tf32: bool,
-                   output: List[Part] = (), output_dtype: int = 0) -> bytes:
-    return b"".join(_message(1, a) + _message(2, b) +
-                    [_string(3, variant), _scalar(4, int(allow_tf32)), _scalar(5, output_dtype)] +
-                    list(output))
+def matmul_request(
+    a: List[Part],
+    b: List[Part],
+    variant: str,
+    allow_tf32: bool,
+    output: List[Part] = (),
+    output_dtype: int = 0,
+) -> bytes:
+    return b"".join(
+        _message(1, a)
+        + _message(2, b)
+        + [_string(3, variant), _scalar(4, int(allow_tf32)), _scalar(5, output_dtype)]
+        + list(output)
+    )
 
 
 def transpose_request(x: List[Part], variant: str, output: List[Part] = ()) -> bytes:
     return b"".join(_message(1, x) + [_string(2, variant)] + list(output))
 
 
-def reduce_request(x: List[Part], op: int, axis: int, variant: str,
-                   output: List[Part] = (), output_dtype: int = 0) -> bytes:
-    return b"".join(_message(1, x) + [_scalar(2, op), _scalar(3, axis), _string(4, variant),
-                                      _scalar(5, output_dtype)] + list(output))
+def reduce_request(
+    x: List[Part], op: int, axis: int, variant: str, output: List[Part] = (), output_dtype: int = 0
+) -> bytes:
+    return b"".join(
+        _message(1, x)
+        + [_scalar(2, op), _scalar(3, axis), _string(4, variant), _scalar(5, output_dtype)]
+        + list(output)
+    )
 
 
-def upload_messages(wire_dtype: int, array: np.ndarray, ttl_seconds: int,
-                    chunk_bytes: int) -> Iterator[bytes]:
+def upload_messages(
+    wire_dtype: int, array: np.ndarray, ttl_seconds: int, chunk_bytes: int
+) -> Iterator[bytes]:
     """The UploadRequest stream of a row-major little-endian 2-D array: the
     first message carries dtype, rows, cols, ttl_seconds and the first chunk,
     later ones the next chunk only. Each message copies its chunk once (into
     the bytes handed to gRPC); the whole payload is never copied at once."""
     view = _bytes_of(array) if array.size else memoryview(b"")
     total = len(view)
-    header = (_scalar(1, wire_dtype) + _scalar(2, array.shape[0]) + _scalar(3, array.shape[1]) +
-              _scalar(4, ttl_seconds))
+    header = (
+        _scalar(1, wire_dtype)
+        + _scalar(2, array.shape[0])
+        + _scalar(3, array.shape[1])
+        + _scalar(4, ttl_seconds)
+    )
     pos = 0
     while True:
         n = min(chunk_bytes, total - pos)
         # bytes data = 5 is no oneof member: left out when empty, as proto3 does.
-        data = [_key(5, _LEN) + _varint(n), view[pos:pos + n]] if n else []
+        data = [_key(5, _LEN) + _varint(n), view[pos : pos + n]] if n else []
         yield b"".join([header] + data)
         header = b""
         pos += n
@@ -141,12 +162,12 @@ def upload_messages(wire_dtype: int, array: np.ndarray, ttl_seconds: int,
             return
 
 
-def upload_shm_message(wire_dtype: int, rows: int, cols: int, ttl_seconds: int,
-                       shared_memory: List[Part]) -> bytes:
+def upload_shm_message(
+    wire_dtype: int, rows: int, cols: int, ttl_seconds: int, shared_memory: List[Part]
+) -> bytes:
     """The one UploadRequest of a payload in shared memory: dtype, rows, cols,
     ttl_seconds and shared_memory (field 6), no data."""
-    header = (_scalar(1, wire_dtype) + _scalar(2, rows) + _scalar(3, cols) +
-              _scalar(4, ttl_seconds))
+    header = _scalar(1, wire_dtype) + _scalar(2, rows) + _scalar(3, cols) + _scalar(4, ttl_seconds)
     return b"".join([header] + _message(6, shared_memory))
 
 
@@ -200,6 +221,7 @@ class Response:
     rows, cols and either the (start, end) range of its data in the raw
     message, its tensor_id (an output kept) or the (start, end) range of its
     SharedMemorySlice (an output written to shared memory), and the report."""
+
     __slots__ = ("dtype", "rows", "cols", "data", "tensor_id", "shared_memory", "report")
 
     def __init__(self):
@@ -228,12 +250,12 @@ def parse_response(raw: bytes) -> Response:
                 elif n == 4 and t == _LEN:
                     r.data, r.tensor_id, r.shared_memory = v, None, None
                 elif n == 5 and t == _LEN:
-                    r.data, r.tensor_id = (0, 0), bytes(raw[v[0]:v[1]]).decode()
+                    r.data, r.tensor_id = (0, 0), bytes(raw[v[0] : v[1]]).decode()
                     r.shared_memory = None
                 elif n == 6 and t == _LEN:
                     r.data, r.tensor_id, r.shared_memory = (0, 0), None, v
         elif number == 2 and wire_type == _LEN:
-            report = pb.ExecutionReport.FromString(raw[value[0]:value[1]])
+            report = pb.ExecutionReport.FromString(raw[value[0] : value[1]])
             if r.report is None:
                 r.report = report
             else:
@@ -246,7 +268,7 @@ def parse_download(raw: bytes) -> Tuple[Optional[pb.TensorInfo], Tuple[int, int]
     info, data = None, (0, 0)
     for number, wire_type, value in _Reader(raw).fields():
         if number == 1 and wire_type == _LEN:
-            part = pb.TensorInfo.FromString(raw[value[0]:value[1]])
+            part = pb.TensorInfo.FromString(raw[value[0] : value[1]])
             if info is None:
                 info = part
             else:

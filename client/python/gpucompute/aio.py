@@ -19,13 +19,25 @@ from gpucompute._channels import PathOrBytes, Targets
 from gpucompute._errors import ComputeError, error_from_rpc
 from gpucompute._generated_methods import add_generated_methods
 from gpucompute._profile_result import ProfileResult
-from gpucompute._requests import (DEFAULT_CHUNK_BYTES, download_request, matmul_request,
-                                  profile_request, reduce_request, transpose_request,
-                                  upload_messages)
+from gpucompute._requests import (
+    DEFAULT_CHUNK_BYTES,
+    download_request,
+    matmul_request,
+    profile_request,
+    reduce_request,
+    transpose_request,
+    upload_messages,
+)
 from gpucompute._results import Download, Result, result
-from gpucompute._shared_memory import (SharedMemoryBase, SharedMemoryInfo, create_shm_object,
-                                       region_index, region_name, release_shm_object,
-                                       shared_memory_request)
+from gpucompute._shared_memory import (
+    SharedMemoryBase,
+    SharedMemoryInfo,
+    create_shm_object,
+    region_index,
+    region_name,
+    release_shm_object,
+    shared_memory_request,
+)
 from gpucompute._tensors import TensorBase, TensorInfo, TensorList, instance_of, tensor_id
 from gpucompute.v1 import compute_pb2 as pb
 
@@ -36,11 +48,17 @@ class Tensor(TensorBase):
     """The asyncio twin of gpucompute.Tensor: `await t.download()`,
     `await t.release()`, `await t.refresh()`, and `async with` releases it."""
 
-    async def download(self, *, release: bool = False, chunk_bytes: int = 0,
-                       out: Optional[np.ndarray] = None,
-                       timeout: Optional[float] = _UNSET) -> np.ndarray:
-        return await self._client.download(self, release=release, chunk_bytes=chunk_bytes,
-                                           out=out, timeout=timeout)
+    async def download(
+        self,
+        *,
+        release: bool = False,
+        chunk_bytes: int = 0,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+    ) -> np.ndarray:
+        return await self._client.download(
+            self, release=release, chunk_bytes=chunk_bytes, out=out, timeout=timeout
+        )
 
     async def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
         return await self._client.release(self, timeout=timeout) == 1
@@ -88,17 +106,36 @@ class Client:
     """See gpucompute.Client for the arguments; create it inside a running
     event loop and share it between tasks."""
 
-    def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
-                 tls: bool = False, root_certificates: PathOrBytes = None,
-                 certificate_chain: PathOrBytes = None, private_key: PathOrBytes = None,
-                 server_name: Optional[str] = None, token: Optional[str] = None,
-                 token_file: PathOrBytes = None, lb: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
+    def __init__(
+        self,
+        target: Union[str, Sequence[str]] = "localhost:50051",
+        *,
+        timeout: Optional[float] = 120.0,
+        tls: bool = False,
+        root_certificates: PathOrBytes = None,
+        certificate_chain: PathOrBytes = None,
+        private_key: PathOrBytes = None,
+        server_name: Optional[str] = None,
+        token: Optional[str] = None,
+        token_file: PathOrBytes = None,
+        lb: Optional[str] = None,
+        options: Sequence[Tuple[str, Any]] = (),
+        connections: int = 1,
+    ):
         self._targets = Targets(
-            grpc.aio, target, tls=tls, root_certificates=root_certificates,
-            certificate_chain=certificate_chain, private_key=private_key,
-            server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
-            connections=connections)
+            grpc.aio,
+            target,
+            tls=tls,
+            root_certificates=root_certificates,
+            certificate_chain=certificate_chain,
+            private_key=private_key,
+            server_name=server_name,
+            token=token,
+            token_file=token_file,
+            lb=lb,
+            options=options,
+            connections=connections,
+        )
         self._channels = self._targets.channels[0]
         self.target = target
         self.timeout = timeout
@@ -123,8 +160,10 @@ class Client:
     async def _call(self, method: str, request, timeout, index: int = 0):
         try:
             return await self._targets.channels[index].call(method)(
-                request, timeout=self.timeout if timeout is _UNSET else timeout,
-                metadata=self._targets.metadata)
+                request,
+                timeout=self.timeout if timeout is _UNSET else timeout,
+                metadata=self._targets.metadata,
+            )
         except grpc.RpcError as e:
             raise error_from_rpc(method, e) from None
 
@@ -133,8 +172,9 @@ class Client:
         if i is None:
             for j in self._targets.unasked():
                 try:
-                    info = await self._call("GetServerInfo", pb.ServerInfoRequest(),
-                                            self.timeout, j)
+                    info = await self._call(
+                        "GetServerInfo", pb.ServerInfoRequest(), self.timeout, j
+                    )
                 except ComputeError:
                     continue
                 self._targets.asked.add(j)
@@ -149,16 +189,25 @@ class Client:
         index = region_index(*operands)
         return self._targets.any() if index is None else index
 
-    async def _compute(self, method: str, request: bytes, index: int, timeout, report: bool,
-                       out: Optional[np.ndarray] = None):
+    async def _compute(
+        self,
+        method: str,
+        request: bytes,
+        index: int,
+        timeout,
+        report: bool,
+        out: Optional[np.ndarray] = None,
+    ):
         def make(info: TensorInfo) -> Tensor:
             self._targets.learn(info.server, index)
             return Tensor(self, info)
+
         response = await self._call(method, request, timeout, index)
         return result(method, response, report, make, out)
 
-    async def shared_memory(self, nbytes: int, *, name: Optional[str] = None,
-                            timeout: Optional[float] = _UNSET) -> SharedMemoryRegion:
+    async def shared_memory(
+        self, nbytes: int, *, name: Optional[str] = None, timeout: Optional[float] = _UNSET
+    ) -> SharedMemoryRegion:
         """See gpucompute.Client.shared_memory: `async with await
         client.shared_memory(n) as region:`. A region garbage-collected
         without close() is unlinked, and unregistered by a task on the loop
@@ -167,8 +216,12 @@ class Client:
         key, mapping = create_shm_object(nbytes)
         name = region_name(key, name)
         try:
-            answer = await self._call("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
-                name=name, key=key, byte_size=nbytes), timeout, 0)
+            answer = await self._call(
+                "RegisterSharedMemory",
+                pb.RegisterSharedMemoryRequest(name=name, key=key, byte_size=nbytes),
+                timeout,
+                0,
+            )
         except BaseException:
             release_shm_object(key, mapping)
             raise
@@ -176,8 +229,11 @@ class Client:
 
         def spawn():
             if client() is not None:
-                task = loop.create_task(client()._call(
-                    "UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0))
+                task = loop.create_task(
+                    client()._call(
+                        "UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0
+                    )
+                )
                 _pending.add(task)
                 task.add_done_callback(_forget)
 
@@ -185,50 +241,71 @@ class Client:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(spawn)
 
-        region = SharedMemoryRegion(self, 0, key, mapping, SharedMemoryInfo.from_proto(answer),
-                                    unregister_on_gc)
+        region = SharedMemoryRegion(
+            self, 0, key, mapping, SharedMemoryInfo.from_proto(answer), unregister_on_gc
+        )
         self._regions.add(region)
         return region
 
     async def _unregister_region(self, name: str, index: int, timeout) -> None:
         try:
-            await self._call("UnregisterSharedMemory",
-                             pb.UnregisterSharedMemoryRequest(name=name), timeout, index)
+            await self._call(
+                "UnregisterSharedMemory",
+                pb.UnregisterSharedMemoryRequest(name=name),
+                timeout,
+                index,
+            )
         except ComputeError as e:
             if e.code != grpc.StatusCode.NOT_FOUND:
                 raise
 
-    async def list_shared_memory(self, *, timeout: Optional[float] = _UNSET
-                                 ) -> List[SharedMemoryInfo]:
+    async def list_shared_memory(
+        self, *, timeout: Optional[float] = _UNSET
+    ) -> List[SharedMemoryInfo]:
         r = await self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
         return [SharedMemoryInfo.from_proto(x) for x in r.regions]
 
-    async def unregister_shared_memory(self, name: str = "", *,
-                                       timeout: Optional[float] = _UNSET) -> int:
-        r = await self._call("UnregisterSharedMemory",
-                             pb.UnregisterSharedMemoryRequest(name=name), timeout, 0)
+    async def unregister_shared_memory(
+        self, name: str = "", *, timeout: Optional[float] = _UNSET
+    ) -> int:
+        r = await self._call(
+            "UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), timeout, 0
+        )
         return r.unregistered
 
-    async def upload(self, array, ttl_seconds: Optional[int] = None, *,
-                     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                     timeout: Optional[float] = _UNSET) -> Tensor:
+    async def upload(
+        self,
+        array,
+        ttl_seconds: Optional[int] = None,
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        timeout: Optional[float] = _UNSET,
+    ) -> Tensor:
         messages = upload_messages(array, ttl_seconds, chunk_bytes, self)
         index = await self._route(array)
         info = TensorInfo.from_proto(await self._call("Upload", messages, timeout, index))
         self._targets.learn(info.server, index)
         return Tensor(self, info)
 
-    async def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
-                       out: Optional[np.ndarray] = None,
-                       timeout: Optional[float] = _UNSET) -> np.ndarray:
+    async def download(
+        self,
+        tensor,
+        *,
+        release: bool = False,
+        chunk_bytes: int = 0,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+    ) -> np.ndarray:
         request = download_request(tensor, chunk_bytes, release, out, self)
         tid = request.tensor_id
         index = await self._index(instance_of(tid))
         out = Download(out, request.HasField("shared_memory"))
         try:
             async for raw in self._targets.channels[index].call("Download")(
-                    request, timeout=self.timeout if timeout is _UNSET else timeout,
-                    metadata=self._targets.metadata):
+                request,
+                timeout=self.timeout if timeout is _UNSET else timeout,
+                metadata=self._targets.metadata,
+            ):
                 out.add(raw)
         except grpc.RpcError as e:
             raise error_from_rpc("Download", e) from None
@@ -245,8 +322,9 @@ class Client:
             groups[await self._index(instance_of(tid))].append(tid)
         released = 0
         for index, ids in groups.items():
-            r = await self._call("ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids),
-                                 timeout, index)
+            r = await self._call(
+                "ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids), timeout, index
+            )
             released += r.released
         return released
 
@@ -267,44 +345,86 @@ class Client:
         for t in r.tensors:
             if t.id == tid:
                 return TensorInfo.from_proto(t)
-        raise ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
-                           f"tensor {tid} is not held: released or expired")
+        raise ComputeError(
+            "ListTensors",
+            grpc.StatusCode.NOT_FOUND,
+            f"tensor {tid} is not held: released or expired",
+        )
 
-    async def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
-                     output_dtype: Any = None,
-                     keep: bool = False, ttl_seconds: Optional[int] = None,
-                     out: Optional[np.ndarray] = None, timeout: Optional[float] = _UNSET,
-                     report: bool = False) -> Union[np.ndarray, Tensor, Result]:
-        request = matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
-                                 output_dtype)
-        return await self._compute("MatMul", request, await self._route(a, b, out), timeout,
-                                   report, out)
+    async def matmul(
+        self,
+        a,
+        b,
+        *,
+        variant: str = "",
+        allow_tf32: bool = False,
+        output_dtype: Any = None,
+        keep: bool = False,
+        ttl_seconds: Optional[int] = None,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+        report: bool = False,
+    ) -> Union[np.ndarray, Tensor, Result]:
+        request = matmul_request(
+            a, b, variant, allow_tf32, keep, ttl_seconds, out, self, output_dtype
+        )
+        return await self._compute(
+            "MatMul", request, await self._route(a, b, out), timeout, report, out
+        )
 
-    async def transpose(self, x, *, variant: str = "", keep: bool = False,
-                        ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-                        timeout: Optional[float] = _UNSET,
-                        report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+    async def transpose(
+        self,
+        x,
+        *,
+        variant: str = "",
+        keep: bool = False,
+        ttl_seconds: Optional[int] = None,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+        report: bool = False,
+    ) -> Union[np.ndarray, Tensor, Result]:
         request = transpose_request(x, variant, keep, ttl_seconds, out, self)
-        return await self._compute("Transpose", request, await self._route(x, out), timeout,
-                                   report, out)
+        return await self._compute(
+            "Transpose", request, await self._route(x, out), timeout, report, out
+        )
 
-    async def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None,
-                     *, variant: str = "", output_dtype: Any = None, keep: bool = False,
-                     ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-                     timeout: Optional[float] = _UNSET,
-                     report: bool = False) -> Union[np.ndarray, Tensor, Result]:
-        request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
-                                 output_dtype)
-        return await self._compute("Reduce", request, await self._route(x, out), timeout,
-                                   report, out)
+    async def reduce(
+        self,
+        x,
+        op: Union[str, int] = "sum",
+        axis: Union[str, int, None] = None,
+        *,
+        variant: str = "",
+        output_dtype: Any = None,
+        keep: bool = False,
+        ttl_seconds: Optional[int] = None,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+        report: bool = False,
+    ) -> Union[np.ndarray, Tensor, Result]:
+        request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self, output_dtype)
+        return await self._compute(
+            "Reduce", request, await self._route(x, out), timeout, report, out
+        )
 
-    async def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
-                      variants: Sequence[str] = (), reduce_op: str = "sum",
-                      axis: Union[str, int, None] = None, warmup: int = 0,
-                      repetitions: int = 0, counters: bool = False, warm_cache: bool = False,
-                      timeout: Optional[float] = _UNSET) -> ProfileResult:
-        request = profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
-                                  repetitions, counters, warm_cache)
+    async def profile(
+        self,
+        op: str,
+        shape: Sequence[int],
+        dtype: Any = np.float32,
+        *,
+        variants: Sequence[str] = (),
+        reduce_op: str = "sum",
+        axis: Union[str, int, None] = None,
+        warmup: int = 0,
+        repetitions: int = 0,
+        counters: bool = False,
+        warm_cache: bool = False,
+        timeout: Optional[float] = _UNSET,
+    ) -> ProfileResult:
+        request = profile_request(
+            op, shape, dtype, variants, reduce_op, axis, warmup, repetitions, counters, warm_cache
+        )
         return ProfileResult(await self._call("Profile", request, timeout))
 
     async def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:

@@ -13,13 +13,25 @@ from gpucompute._channels import PathOrBytes, Targets
 from gpucompute._errors import ComputeError, error_from_rpc
 from gpucompute._generated_methods import add_generated_methods
 from gpucompute._profile_result import ProfileResult
-from gpucompute._requests import (DEFAULT_CHUNK_BYTES, download_request, matmul_request,
-                                  profile_request, reduce_request, transpose_request,
-                                  upload_messages)
+from gpucompute._requests import (
+    DEFAULT_CHUNK_BYTES,
+    download_request,
+    matmul_request,
+    profile_request,
+    reduce_request,
+    transpose_request,
+    upload_messages,
+)
 from gpucompute._results import Download, Result, result
-from gpucompute._shared_memory import (SharedMemoryBase, SharedMemoryInfo, create_shm_object,
-                                       region_index, region_name, release_shm_object,
-                                       shared_memory_request)
+from gpucompute._shared_memory import (
+    SharedMemoryBase,
+    SharedMemoryInfo,
+    create_shm_object,
+    region_index,
+    region_name,
+    release_shm_object,
+    shared_memory_request,
+)
 from gpucompute._tensors import TensorBase, TensorInfo, TensorList, instance_of, tensor_id
 from gpucompute.v1 import compute_pb2 as pb
 
@@ -36,14 +48,20 @@ class Tensor(TensorBase):
         None until refresh().
     """
 
-    def download(self, *, release: bool = False, chunk_bytes: int = 0,
-                 out: Optional[np.ndarray] = None,
-                 timeout: Optional[float] = _UNSET) -> np.ndarray:
+    def download(
+        self,
+        *,
+        release: bool = False,
+        chunk_bytes: int = 0,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+    ) -> np.ndarray:
         """The matrix as a new writable row-major array, or written into
         `out` (an array of its shape and dtype, or a view of a shared-memory
         region) and `out` returned."""
-        return self._client.download(self, release=release, chunk_bytes=chunk_bytes, out=out,
-                                     timeout=timeout)
+        return self._client.download(
+            self, release=release, chunk_bytes=chunk_bytes, out=out, timeout=timeout
+        )
 
     def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
         """Frees it on the server; False when it was no longer held."""
@@ -119,17 +137,36 @@ class Client:
     out= on matmul, transpose, reduce and download receives a result there.
     """
 
-    def __init__(self, target: Union[str, Sequence[str]] = "localhost:50051", *, timeout: Optional[float] = 120.0,
-                 tls: bool = False, root_certificates: PathOrBytes = None,
-                 certificate_chain: PathOrBytes = None, private_key: PathOrBytes = None,
-                 server_name: Optional[str] = None, token: Optional[str] = None,
-                 token_file: PathOrBytes = None, lb: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = (), connections: int = 1):
+    def __init__(
+        self,
+        target: Union[str, Sequence[str]] = "localhost:50051",
+        *,
+        timeout: Optional[float] = 120.0,
+        tls: bool = False,
+        root_certificates: PathOrBytes = None,
+        certificate_chain: PathOrBytes = None,
+        private_key: PathOrBytes = None,
+        server_name: Optional[str] = None,
+        token: Optional[str] = None,
+        token_file: PathOrBytes = None,
+        lb: Optional[str] = None,
+        options: Sequence[Tuple[str, Any]] = (),
+        connections: int = 1,
+    ):
         self._targets = Targets(
-            grpc, target, tls=tls, root_certificates=root_certificates,
-            certificate_chain=certificate_chain, private_key=private_key,
-            server_name=server_name, token=token, token_file=token_file, lb=lb, options=options,
-            connections=connections)
+            grpc,
+            target,
+            tls=tls,
+            root_certificates=root_certificates,
+            certificate_chain=certificate_chain,
+            private_key=private_key,
+            server_name=server_name,
+            token=token,
+            token_file=token_file,
+            lb=lb,
+            options=options,
+            connections=connections,
+        )
         self._channels = self._targets.channels[0]
         self.target = target
         self.timeout = timeout
@@ -154,8 +191,10 @@ class Client:
     def _call(self, method: str, request, timeout, index: int = 0):
         try:
             return self._targets.channels[index].call(method)(
-                request, timeout=self.timeout if timeout is _UNSET else timeout,
-                metadata=self._targets.metadata)
+                request,
+                timeout=self.timeout if timeout is _UNSET else timeout,
+                metadata=self._targets.metadata,
+            )
         except grpc.RpcError as e:
             raise error_from_rpc(method, e) from None
 
@@ -185,17 +224,26 @@ class Client:
         def make(info: TensorInfo) -> Tensor:
             self._targets.learn(info.server, index)
             return Tensor(self, info)
+
         return make
 
-    def _compute(self, method: str, request: bytes, index: int, timeout, report: bool,
-                 out: Optional[np.ndarray] = None):
+    def _compute(
+        self,
+        method: str,
+        request: bytes,
+        index: int,
+        timeout,
+        report: bool,
+        out: Optional[np.ndarray] = None,
+    ):
         response = self._call(method, request, timeout, index)
         return result(method, response, report, self._tensor(index), out)
 
     # Shared memory.
 
-    def shared_memory(self, nbytes: int, *, name: Optional[str] = None,
-                      timeout: Optional[float] = _UNSET) -> SharedMemoryRegion:
+    def shared_memory(
+        self, nbytes: int, *, name: Optional[str] = None, timeout: Optional[float] = _UNSET
+    ) -> SharedMemoryRegion:
         """Creates a POSIX shared-memory object of `nbytes` bytes (readable
         and writable by this user only) and registers it with the server (the
         first target's; it must run on this host with --allow_shared_memory)
@@ -205,8 +253,12 @@ class Client:
         key, mapping = create_shm_object(nbytes)
         name = region_name(key, name)
         try:
-            answer = self._call("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
-                name=name, key=key, byte_size=nbytes), timeout, 0)
+            answer = self._call(
+                "RegisterSharedMemory",
+                pb.RegisterSharedMemoryRequest(name=name, key=key, byte_size=nbytes),
+                timeout,
+                0,
+            )
         except BaseException:
             release_shm_object(key, mapping)
             raise
@@ -216,15 +268,20 @@ class Client:
             if client() is not None:
                 client()._unregister_quietly(name)
 
-        region = SharedMemoryRegion(self, 0, key, mapping, SharedMemoryInfo.from_proto(answer),
-                                    unregister_on_gc)
+        region = SharedMemoryRegion(
+            self, 0, key, mapping, SharedMemoryInfo.from_proto(answer), unregister_on_gc
+        )
         self._regions.add(region)
         return region
 
     def _unregister_region(self, name: str, index: int, timeout) -> None:
         try:
-            self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name),
-                       timeout, index)
+            self._call(
+                "UnregisterSharedMemory",
+                pb.UnregisterSharedMemoryRequest(name=name),
+                timeout,
+                index,
+            )
         except ComputeError as e:
             if e.code != grpc.StatusCode.NOT_FOUND:
                 raise
@@ -232,26 +289,30 @@ class Client:
     def _unregister_quietly(self, name: str) -> None:
         self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0)
 
-    def list_shared_memory(self, *, timeout: Optional[float] = _UNSET
-                           ) -> List[SharedMemoryInfo]:
+    def list_shared_memory(self, *, timeout: Optional[float] = _UNSET) -> List[SharedMemoryInfo]:
         """The regions registered with the server (the first target's), by
         this client and any other."""
         r = self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
         return [SharedMemoryInfo.from_proto(x) for x in r.regions]
 
-    def unregister_shared_memory(self, name: str = "", *,
-                                 timeout: Optional[float] = _UNSET) -> int:
+    def unregister_shared_memory(self, name: str = "", *, timeout: Optional[float] = _UNSET) -> int:
         """Unregisters a region by name ("": every region on the server,
         e.g. those a crashed process left); the number unregistered. Prefer
         region.close(), which also unlinks the object."""
-        return self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name),
-                          timeout, 0).unregistered
+        return self._call(
+            "UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), timeout, 0
+        ).unregistered
 
     # Tensors.
 
-    def upload(self, array, ttl_seconds: Optional[int] = None, *,
-               chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-               timeout: Optional[float] = _UNSET) -> Tensor:
+    def upload(
+        self,
+        array,
+        ttl_seconds: Optional[int] = None,
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        timeout: Optional[float] = _UNSET,
+    ) -> Tensor:
         """Holds `array` (2-D float32/float64, any layout; 1-D is 1 x N) on the
         server, streamed in messages of `chunk_bytes` of data: any size the
         server's tensor budget admits. ttl_seconds: idle lifetime (None: the
@@ -263,9 +324,15 @@ class Client:
         self._targets.learn(info.server, index)
         return Tensor(self, info)
 
-    def download(self, tensor, *, release: bool = False, chunk_bytes: int = 0,
-                 out: Optional[np.ndarray] = None,
-                 timeout: Optional[float] = _UNSET) -> np.ndarray:
+    def download(
+        self,
+        tensor,
+        *,
+        release: bool = False,
+        chunk_bytes: int = 0,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+    ) -> np.ndarray:
         """The matrix of a Tensor (or id) as a new writable row-major array,
         allocated once and filled chunk by chunk. release: free it once sent.
         chunk_bytes: data bytes per message (0: the server's default).
@@ -279,8 +346,10 @@ class Client:
         out = Download(out, request.HasField("shared_memory"))
         try:
             for raw in self._targets.channels[index].call("Download")(
-                    request, timeout=self.timeout if timeout is _UNSET else timeout,
-                    metadata=self._targets.metadata):
+                request,
+                timeout=self.timeout if timeout is _UNSET else timeout,
+                metadata=self._targets.metadata,
+            ):
                 out.add(raw)
         except grpc.RpcError as e:
             raise error_from_rpc("Download", e) from None
@@ -299,8 +368,9 @@ class Client:
             groups[self._index(instance_of(tid))].append(tid)
         released = 0
         for index, ids in groups.items():
-            released += self._call("ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids),
-                                   timeout, index).released
+            released += self._call(
+                "ReleaseTensors", pb.ReleaseTensorsRequest(tensor_ids=ids), timeout, index
+            ).released
         return released
 
     def tensors(self, *, timeout: Optional[float] = _UNSET) -> TensorList:
@@ -322,14 +392,26 @@ class Client:
         for t in r.tensors:
             if t.id == tid:
                 return TensorInfo.from_proto(t)
-        raise ComputeError("ListTensors", grpc.StatusCode.NOT_FOUND,
-                           f"tensor {tid} is not held: released or expired")
+        raise ComputeError(
+            "ListTensors",
+            grpc.StatusCode.NOT_FOUND,
+            f"tensor {tid} is not held: released or expired",
+        )
 
-    def matmul(self, a, b, *, variant: str = "", allow_tf32: bool = False,
-               output_dtype: Any = None, keep: bool = False,
-               ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-               timeout: Optional[float] = _UNSET,
-               report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+    def matmul(
+        self,
+        a,
+        b,
+        *,
+        variant: str = "",
+        allow_tf32: bool = False,
+        output_dtype: Any = None,
+        keep: bool = False,
+        ttl_seconds: Optional[int] = None,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+        report: bool = False,
+    ) -> Union[np.ndarray, Tensor, Result]:
         """a @ b for a (m x k) and b (k x n) of the same dtype; each an array
         or a Tensor. keep=True holds the result on the server and returns a
         Tensor (ttl_seconds: its idle lifetime). Arrays of a shared-memory
@@ -338,35 +420,61 @@ class Client:
         float16 and bfloat16 (ml_dtypes.bfloat16) inputs accumulate in float32;
         output_dtype=numpy.float32 returns that unrounded, else the result has
         the inputs' dtype."""
-        request = matmul_request(a, b, variant, allow_tf32, keep, ttl_seconds, out, self,
-                                 output_dtype)
+        request = matmul_request(
+            a, b, variant, allow_tf32, keep, ttl_seconds, out, self, output_dtype
+        )
         return self._compute("MatMul", request, self._route(a, b, out), timeout, report, out)
 
-    def transpose(self, x, *, variant: str = "", keep: bool = False,
-                  ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-                  timeout: Optional[float] = _UNSET,
-                  report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+    def transpose(
+        self,
+        x,
+        *,
+        variant: str = "",
+        keep: bool = False,
+        ttl_seconds: Optional[int] = None,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+        report: bool = False,
+    ) -> Union[np.ndarray, Tensor, Result]:
         """x.T; out= as for matmul (cols x rows)."""
         request = transpose_request(x, variant, keep, ttl_seconds, out, self)
         return self._compute("Transpose", request, self._route(x, out), timeout, report, out)
 
-    def reduce(self, x, op: Union[str, int] = "sum", axis: Union[str, int, None] = None, *,
-               variant: str = "", output_dtype: Any = None, keep: bool = False,
-               ttl_seconds: Optional[int] = None, out: Optional[np.ndarray] = None,
-               timeout: Optional[float] = _UNSET,
-               report: bool = False) -> Union[np.ndarray, Tensor, Result]:
+    def reduce(
+        self,
+        x,
+        op: Union[str, int] = "sum",
+        axis: Union[str, int, None] = None,
+        *,
+        variant: str = "",
+        output_dtype: Any = None,
+        keep: bool = False,
+        ttl_seconds: Optional[int] = None,
+        out: Optional[np.ndarray] = None,
+        timeout: Optional[float] = _UNSET,
+        report: bool = False,
+    ) -> Union[np.ndarray, Tensor, Result]:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
         gives rows x 1, 0 or 'per_column' gives 1 x cols (NumPy's axis numbers).
         output_dtype as for matmul; out= as for matmul, of that shape."""
-        request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self,
-                                 output_dtype)
+        request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self, output_dtype)
         return self._compute("Reduce", request, self._route(x, out), timeout, report, out)
 
-    def profile(self, op: str, shape: Sequence[int], dtype: Any = np.float32, *,
-                variants: Sequence[str] = (), reduce_op: str = "sum",
-                axis: Union[str, int, None] = None, warmup: int = 0, repetitions: int = 0,
-                counters: bool = False, warm_cache: bool = False,
-                timeout: Optional[float] = _UNSET) -> ProfileResult:
+    def profile(
+        self,
+        op: str,
+        shape: Sequence[int],
+        dtype: Any = np.float32,
+        *,
+        variants: Sequence[str] = (),
+        reduce_op: str = "sum",
+        axis: Union[str, int, None] = None,
+        warmup: int = 0,
+        repetitions: int = 0,
+        counters: bool = False,
+        warm_cache: bool = False,
+        timeout: Optional[float] = _UNSET,
+    ) -> ProfileResult:
         """Times every variant (or `variants`) on server-generated data.
         shape: (m, k, n) for matmul (a is m x k, b is k x n), (m, n) otherwise.
         counters: ask for hardware counters; no server reads them yet, and each
@@ -374,8 +482,9 @@ class Client:
         differ by one idea, with the time ratio that idea bought.
         warm_cache: time runs with warm caches; by default each timed run starts
         with the device's last-level cache (a GPU's L2) flushed."""
-        request = profile_request(op, shape, dtype, variants, reduce_op, axis, warmup,
-                                  repetitions, counters, warm_cache)
+        request = profile_request(
+            op, shape, dtype, variants, reduce_op, axis, warmup, repetitions, counters, warm_cache
+        )
         return ProfileResult(self._call("Profile", request, timeout))
 
     def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:

@@ -27,8 +27,9 @@ def start_server(*flags):
     binary = os.environ.get("GPUCOMPUTE_SERVER")
     if not binary:
         pytest.skip("set GPUCOMPUTE_SERVER to a gpucompute-server binary to run these tests")
-    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--backend=cpu", *flags],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [binary, "--listen=127.0.0.1:0", "--backend=cpu", *flags], stdout=subprocess.PIPE, text=True
+    )
     try:
         target = None
         for line in proc.stdout:

@@ -30,6 +30,7 @@ def test_concurrent_calls(server_target, connections):
             assert info.backend == "cpu"
             prof = await client.profile("reduce", (16, 16), np.float64)
             assert prof[0]["ok"]
+
     run(main())
 
 
@@ -43,6 +44,7 @@ def test_errors_and_deadline(server_target):
             with pytest.raises(gpucompute.ComputeError) as e:
                 await client.matmul(a, a, timeout=0.001)
             assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
     run(main())
 
 
@@ -54,8 +56,9 @@ def test_tensors(server_target, replica_target):
 
     async def main():
         async with gpucompute.aio.Client(server_target) as client:
-            ta, tb = await asyncio.gather(client.upload(a, chunk_bytes=100),
-                                          client.upload(b, ttl_seconds=60))
+            ta, tb = await asyncio.gather(
+                client.upload(a, chunk_bytes=100), client.upload(b, ttl_seconds=60)
+            )
             assert isinstance(ta, gpucompute.aio.Tensor) and ta.shape == (19, 11)
             np.testing.assert_array_equal(await ta.download(chunk_bytes=33), a)
             c = await client.matmul(ta, tb, keep=True, report=True)
@@ -66,8 +69,9 @@ def test_tensors(server_target, replica_target):
                 assert step.report.upload_us == 0 and step.report.download_us == 0
             info = await r.output.refresh()
             assert info.device == "cpu" and info.shape == (1, 19)
-            np.testing.assert_allclose(await r.output.download(), (a @ b).T.sum(axis=0)[None, :],
-                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(
+                await r.output.download(), (a @ b).T.sum(axis=0)[None, :], rtol=1e-12, atol=1e-12
+            )
             np.testing.assert_array_equal(await client.transpose(ta), a.T)
             chain = [ta, tb, c.output, t.output, r.output]
             assert {x.id for x in chain} <= {i.id for i in await client.tensors()}
@@ -88,4 +92,5 @@ def test_tensors(server_target, replica_target):
             for t, x in zip(outs, (a, b, a, b)):
                 np.testing.assert_array_equal(t, x.T)
             assert await client.release(t1.id, t2) == 2
+
     run(main())

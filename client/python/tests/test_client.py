@@ -64,9 +64,14 @@ def test_reduce_matches_numpy(client, rng, op):
     x = uniform(rng, (37, 53), np.float64)
     ref = getattr(np, op)
     tol = 1e-12 * np.abs(x).sum()
-    for axis, expected in [(None, ref(x).reshape(1, 1)), ("all", ref(x).reshape(1, 1)),
-                           (1, ref(x, axis=1)[:, None]), ("per_row", ref(x, axis=1)[:, None]),
-                           (0, ref(x, axis=0)[None, :]), ("per_column", ref(x, axis=0)[None, :])]:
+    for axis, expected in [
+        (None, ref(x).reshape(1, 1)),
+        ("all", ref(x).reshape(1, 1)),
+        (1, ref(x, axis=1)[:, None]),
+        ("per_row", ref(x, axis=1)[:, None]),
+        (0, ref(x, axis=0)[None, :]),
+        ("per_column", ref(x, axis=0)[None, :]),
+    ]:
         out = client.reduce(x, op, axis)
         assert out.shape == expected.shape, (op, axis)
         assert np.max(np.abs(out - expected)) <= tol, (op, axis)
@@ -195,7 +200,8 @@ def test_profile_counters_say_why_there_are_none(client):
     result = client.profile("transpose", (33, 17), counters=True, repetitions=1)
     assert result.rows and all(
         "hardware counters need a CUDA device; this server runs the CPU backend" in r["note"]
-        for r in result.rows)
+        for r in result.rows
+    )
 
 
 def test_readme_example(server_target, capsys):
@@ -212,22 +218,33 @@ def test_token_file_first_line_is_the_token(tmp_path):
     token_file = tmp_path / "token"
     token_file.write_bytes(b"  s3cret \r\nsecond line ignored, as by the server\n")
     _, _, metadata = gpucompute._channels.channel_setup(
-        "localhost:1", tls=False, root_certificates=None, certificate_chain=None,
-        private_key=None, server_name=None, token=None, token_file=token_file, lb=None,
-        options=())
+        "localhost:1",
+        tls=False,
+        root_certificates=None,
+        certificate_chain=None,
+        private_key=None,
+        server_name=None,
+        token=None,
+        token_file=token_file,
+        lb=None,
+        options=(),
+    )
     assert metadata == (("authorization", "Bearer s3cret"),)
 
 
-@pytest.mark.parametrize("target,expected", [
-    ("gpu-host", "gpu-host:50051"),
-    ("gpu-host:7000", "gpu-host:7000"),
-    ("dns:///gpu-host", "dns:///gpu-host:50051"),
-    ("dns:///gpu-host:7000", "dns:///gpu-host:7000"),
-    ("[::1]", "[::1]:50051"),
-    ("[::1]:7000", "[::1]:7000"),
-    ("ipv4:10.0.0.1", "ipv4:10.0.0.1:50051"),
-    ("unix:/run/gpucompute.sock", "unix:/run/gpucompute.sock"),
-])
+@pytest.mark.parametrize(
+    "target,expected",
+    [
+        ("gpu-host", "gpu-host:50051"),
+        ("gpu-host:7000", "gpu-host:7000"),
+        ("dns:///gpu-host", "dns:///gpu-host:50051"),
+        ("dns:///gpu-host:7000", "dns:///gpu-host:7000"),
+        ("[::1]", "[::1]:50051"),
+        ("[::1]:7000", "[::1]:7000"),
+        ("ipv4:10.0.0.1", "ipv4:10.0.0.1:50051"),
+        ("unix:/run/gpucompute.sock", "unix:/run/gpucompute.sock"),
+    ],
+)
 def test_a_target_without_a_port_gets_the_servers_default(target, expected):
     # Not gRPC's own default (443 for Python, 0 for C++ target strings).
     assert _channels.with_default_port(target) == expected

@@ -33,8 +33,9 @@ def test_a_generated_method_calls_its_rpc(server_target):
     class Client(gpucompute.Client):
         pass
 
-    add_generated_methods(Client, asynchronous=False, unset=None,
-                          hand_written=without("ListTensors"))
+    add_generated_methods(
+        Client, asynchronous=False, unset=None, hand_written=without("ListTensors")
+    )
     with Client(server_target, timeout=30) as client:
         response = client.list_tensors()
         assert isinstance(response, pb.ListTensorsResponse)
@@ -48,8 +49,9 @@ def test_a_generated_async_method_calls_its_rpc(server_target):
     class Client(gpucompute.aio.Client):
         pass
 
-    add_generated_methods(Client, asynchronous=True, unset=None,
-                          hand_written=without("ReleaseTensors"))
+    add_generated_methods(
+        Client, asynchronous=True, unset=None, hand_written=without("ReleaseTensors")
+    )
 
     async def main():
         async with Client(server_target, timeout=30) as client:

@@ -24,7 +24,7 @@ except ImportError:  # the bfloat16 tests skip; the "without" test runs either w
 needs_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason="ml_dtypes is not installed")
 
 # Part 3's MatMul bounds, relative to max(1, max|ref|).
-MATMUL_TOL = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+MATMUL_TOL = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_reduce_within_tolerance(client, rng, op):
     out = client.reduce(x16, op, axis="per_row")
     assert out.dtype == np.float16 and out.shape == (129, 1)
     scale = np.abs(x16.astype(np.float64)).sum(axis=1) / (257 if op == "mean" else 1)
-    bound = 1e-5 * scale + 2.0 ** -11 * np.abs(ref)
+    bound = 1e-5 * scale + 2.0**-11 * np.abs(ref)
     assert np.all(np.abs(out[:, 0].astype(np.float64) - ref) <= bound + 1e-12)
     wide = client.reduce(x16, op, axis="per_row", output_dtype="float32")
     assert wide.dtype == np.float32
@@ -86,8 +86,9 @@ def test_overflow_is_infinity_and_errors_name_the_field(client):
     assert np.isinf(client.matmul(a, -a)[0, 0]) and client.matmul(a, -a)[0, 0] < 0
     assert client.matmul(a, -a, output_dtype=np.float32)[0, 0] == -90000
     with pytest.raises(gpucompute.ComputeError, match="output_dtype") as e:
-        client.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
-                      output_dtype=np.float16)
+        client.matmul(
+            np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), output_dtype=np.float16
+        )
     assert e.value.code.name == "INVALID_ARGUMENT"
     with pytest.raises(gpucompute.ComputeError, match="b.dtype"):
         client.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float32))
@@ -99,16 +100,23 @@ def test_tensors_keep_the_output_dtype(client, rng):
         assert ta.dtype == np.float16
         kept = client.matmul(ta, tb, keep=True, output_dtype=np.float32)
         assert kept.dtype == np.float32 and kept.shape == (8, 8)
-        np.testing.assert_allclose(kept.download(release=True),
-                                   a.astype(np.float64) @ a.T.astype(np.float64), atol=1e-4)
+        np.testing.assert_allclose(
+            kept.download(release=True), a.astype(np.float64) @ a.T.astype(np.float64), atol=1e-4
+        )
 
 
 def test_the_dtype_table_matches_the_servers():
     """The package's table (gpucompute/_dtypes.py) against the server's
     (kernels/include/gpucompute/kernels/dtype.h): names, wire values, .npy
     descriptors and element sizes."""
-    header = (Path(__file__).resolve().parents[3] / "kernels" / "include" / "gpucompute" /
-              "kernels" / "dtype.h").read_text()
+    header = (
+        Path(__file__).resolve().parents[3]
+        / "kernels"
+        / "include"
+        / "gpucompute"
+        / "kernels"
+        / "dtype.h"
+    ).read_text()
     rows = re.findall(r'\{DType::k\w+,\s*"(\w+)",\s*(\d+),\s*(\d+),\s*"([^"]+)"', header)
     assert len(rows) == len(_dtypes.DTYPES) == len(pb.DType.values()) - 1
     for (wire, name, descr), (h_name, h_wire, h_size, h_descr) in zip(_dtypes.DTYPES, rows):
@@ -141,7 +149,8 @@ def test_bfloat16_without_ml_dtypes_is_a_clear_error(server_target):
     if ml_dtypes is not None:
         with gpucompute.Client(server_target, timeout=60) as c:
             tensor_id = c.upload(np.ones((2, 2), ml_dtypes.bfloat16), ttl_seconds=60).id
-    script = textwrap.dedent(f"""
+    script = textwrap.dedent(
+        f"""
         import sys
         sys.modules["ml_dtypes"] = None  # import fails as if not installed
         import numpy as np
@@ -159,9 +168,11 @@ def test_bfloat16_without_ml_dtypes_is_a_clear_error(server_target):
                     c.download({tensor_id!r}, release=True)
                 except gpucompute.ComputeError as e:
                     print("DOWNLOAD-ERROR:", e)
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=120)
+    """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert "IMPORT-ERROR: bfloat16 matrices need the ml_dtypes package" in out.stdout
     if tensor_id:

@@ -37,11 +37,16 @@ def proto_matrix(array):
 
 
 def shm_matrix(dtype, rows, cols, region, offset, byte_size):
-    return pb.Matrix(dtype=dtype, rows=rows, cols=cols, shared_memory=pb.SharedMemorySlice(
-        region=region, offset=offset, byte_size=byte_size))
+    return pb.Matrix(
+        dtype=dtype,
+        rows=rows,
+        cols=cols,
+        shared_memory=pb.SharedMemorySlice(region=region, offset=offset, byte_size=byte_size),
+    )
 
 
 # Without a server: regions made here, requests compared with protobuf's.
+
 
 @pytest.fixture
 def region():
@@ -57,17 +62,28 @@ def test_views_travel_as_slices(region, rng):
     a = region.ndarray((3, 4), np.float32, offset=64)
     b = uniform(rng, (4, 5), np.float32)
     a[:] = uniform(rng, (3, 4), np.float32)
-    assert _requests.matmul_request(a, b, "", False) == pb.MatMulRequest(
-        a=shm_matrix(F32, 3, 4, "r", 64, 48), b=proto_matrix(b)).SerializeToString()
+    assert (
+        _requests.matmul_request(a, b, "", False)
+        == pb.MatMulRequest(
+            a=shm_matrix(F32, 3, 4, "r", 64, 48), b=proto_matrix(b)
+        ).SerializeToString()
+    )
     # Offset 0 is left out, as proto3 does; a 1-D view is one row.
     x = region.ndarray(7, np.float64)
-    assert _requests.transpose_request(x, "") == pb.TransposeRequest(
-        input=shm_matrix(F64, 1, 7, "r", 0, 56)).SerializeToString()
+    assert (
+        _requests.transpose_request(x, "")
+        == pb.TransposeRequest(input=shm_matrix(F64, 1, 7, "r", 0, 56)).SerializeToString()
+    )
     # A block of rows of a view is C-contiguous: its own slice of the region.
     big = region.ndarray((10, 6), np.float64, offset=1024)
-    assert _requests.reduce_request(big[2:5], "max", 0, "") == pb.ReduceRequest(
-        input=shm_matrix(F64, 3, 6, "r", 1024 + 2 * 48, 144), op=pb.REDUCE_OP_MAX,
-        axis=pb.REDUCE_AXIS_PER_COLUMN).SerializeToString()
+    assert (
+        _requests.reduce_request(big[2:5], "max", 0, "")
+        == pb.ReduceRequest(
+            input=shm_matrix(F64, 3, 6, "r", 1024 + 2 * 48, 144),
+            op=pb.REDUCE_OP_MAX,
+            axis=pb.REDUCE_AXIS_PER_COLUMN,
+        ).SerializeToString()
+    )
 
 
 def test_views_not_row_major_go_inline(region, rng):
@@ -77,8 +93,10 @@ def test_views_not_row_major_go_inline(region, rng):
     be = region.ndarray((2, 3), ">f4", offset=512)
     be[:] = uniform(rng, (2, 3), np.float32)
     for x in (v.T, v[:, ::2], be, region.ndarray((0, 3), np.float32)):
-        assert _requests.transpose_request(x, "") == pb.TransposeRequest(
-            input=proto_matrix(x)).SerializeToString()
+        assert (
+            _requests.transpose_request(x, "")
+            == pb.TransposeRequest(input=proto_matrix(x)).SerializeToString()
+        )
     with pytest.raises(TypeError, match="float32"):
         _requests.transpose_request(region.ndarray((2, 2), np.int32), "")
 
@@ -86,43 +104,70 @@ def test_views_not_row_major_go_inline(region, rng):
 def test_out_places_the_result_in_the_region(region, rng):
     x = uniform(rng, (5, 3), np.float32)
     out = region.ndarray((3, 5), np.float32, offset=256)
-    assert _requests.transpose_request(x, "", out=out) == pb.TransposeRequest(
-        input=proto_matrix(x), output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(
-            region="r", offset=256, byte_size=60))).SerializeToString()
+    assert (
+        _requests.transpose_request(x, "", out=out)
+        == pb.TransposeRequest(
+            input=proto_matrix(x),
+            output=pb.OutputPlacement(
+                shared_memory=pb.SharedMemorySlice(region="r", offset=256, byte_size=60)
+            ),
+        ).SerializeToString()
+    )
     col = region.ndarray(3, np.float32, offset=8)  # 1-D: 1 x 3, reduce per column
-    assert _requests.reduce_request(x, "sum", 0, "", out=col) == pb.ReduceRequest(
-        input=proto_matrix(x), axis=pb.REDUCE_AXIS_PER_COLUMN,
-        output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(
-            region="r", offset=8, byte_size=12))).SerializeToString()
+    assert (
+        _requests.reduce_request(x, "sum", 0, "", out=col)
+        == pb.ReduceRequest(
+            input=proto_matrix(x),
+            axis=pb.REDUCE_AXIS_PER_COLUMN,
+            output=pb.OutputPlacement(
+                shared_memory=pb.SharedMemorySlice(region="r", offset=8, byte_size=12)
+            ),
+        ).SerializeToString()
+    )
     b = region.ndarray((3, 2), np.float32, offset=4096)
     out = region.ndarray((5, 2), np.float32)
-    assert _requests.matmul_request(x, b, "", True, out=out) == pb.MatMulRequest(
-        a=proto_matrix(x), b=shm_matrix(F32, 3, 2, "r", 4096, 24), allow_tf32=True,
-        output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(
-            region="r", byte_size=40))).SerializeToString()
+    assert (
+        _requests.matmul_request(x, b, "", True, out=out)
+        == pb.MatMulRequest(
+            a=proto_matrix(x),
+            b=shm_matrix(F32, 3, 2, "r", 4096, 24),
+            allow_tf32=True,
+            output=pb.OutputPlacement(shared_memory=pb.SharedMemorySlice(region="r", byte_size=40)),
+        ).SerializeToString()
+    )
 
 
 def test_upload_and_download_name_the_slice(region, rng):
     x = region.ndarray((9, 11), np.float64, offset=800)
     x[:] = uniform(rng, (9, 11), np.float64)
-    assert list(_requests.upload_messages(x, 30, 1)) == [pb.UploadRequest(
-        dtype=F64, rows=9, cols=11, ttl_seconds=30, shared_memory=pb.SharedMemorySlice(
-            region="r", offset=800, byte_size=792)).SerializeToString()]
+    assert list(_requests.upload_messages(x, 30, 1)) == [
+        pb.UploadRequest(
+            dtype=F64,
+            rows=9,
+            cols=11,
+            ttl_seconds=30,
+            shared_memory=pb.SharedMemorySlice(region="r", offset=800, byte_size=792),
+        ).SerializeToString()
+    ]
     out = region.ndarray((9, 11), np.float64, offset=8000)
     assert _requests.download_request("id@h", 0, True, out, None) == pb.DownloadRequest(
-        tensor_id="id@h", release=True, shared_memory=pb.SharedMemorySlice(
-            region="r", offset=8000, byte_size=792))
+        tensor_id="id@h",
+        release=True,
+        shared_memory=pb.SharedMemorySlice(region="r", offset=8000, byte_size=792),
+    )
 
 
 def test_out_is_checked_before_any_call(region):
     x = np.ones((4, 6), np.float32)
     good = region.ndarray((6, 4), np.float32)
-    bad = [(np.empty((6, 4), np.float32), "not a view of a shared-memory region"),
-           (region.ndarray((4, 6), np.float32), r"shape 6 x 4, out has \(4, 6\)"),
-           (region.ndarray((6, 4), np.float64), "dtype float32, out has float64"),
-           (region.ndarray(24, np.float32), r"out has \(24,\) \(1-D is 1 x N\)"),
-           (region.ndarray((4, 6), np.float32).T, "not C-contiguous"),
-           ([[0.0] * 4] * 6, "expected an array")]
+    bad = [
+        (np.empty((6, 4), np.float32), "not a view of a shared-memory region"),
+        (region.ndarray((4, 6), np.float32), r"shape 6 x 4, out has \(4, 6\)"),
+        (region.ndarray((6, 4), np.float64), "dtype float32, out has float64"),
+        (region.ndarray(24, np.float32), r"out has \(24,\) \(1-D is 1 x N\)"),
+        (region.ndarray((4, 6), np.float32).T, "not C-contiguous"),
+        ([[0.0] * 4] * 6, "expected an array"),
+    ]
     for out, why in bad:
         with pytest.raises((ValueError, TypeError), match=why):
             _requests.transpose_request(x, "", out=out)
@@ -144,8 +189,10 @@ def test_views_of_another_clients_region(region, rng):
     x = region.ndarray((2, 3), np.float64)
     x[:] = uniform(rng, (2, 3), np.float64)
     other = object()
-    assert _requests.transpose_request(x, "", owner=other) == pb.TransposeRequest(
-        input=proto_matrix(x)).SerializeToString()
+    assert (
+        _requests.transpose_request(x, "", owner=other)
+        == pb.TransposeRequest(input=proto_matrix(x)).SerializeToString()
+    )
     with pytest.raises(ValueError, match="another client"):
         _requests.transpose_request(np.ones((3, 2)), "", out=x, owner=other)
 
@@ -154,8 +201,10 @@ def test_responses_in_shared_memory(region):
     out = region.ndarray((2, 3), np.float64)
     out[:] = 7
     slice_ = pb.SharedMemorySlice(region="r", byte_size=48)
-    raw = pb.TransposeResponse(output=pb.Matrix(dtype=F64, rows=2, cols=3, shared_memory=slice_),
-                               report=pb.ExecutionReport(variant="v")).SerializeToString()
+    raw = pb.TransposeResponse(
+        output=pb.Matrix(dtype=F64, rows=2, cols=3, shared_memory=slice_),
+        report=pb.ExecutionReport(variant="v"),
+    ).SerializeToString()
     assert _results.result("Transpose", raw, False, out=out) is out
     r = _results.result("Transpose", raw, True, out=out)
     assert r.output is out and r.report.variant == "v"
@@ -163,8 +212,14 @@ def test_responses_in_shared_memory(region):
     with pytest.raises(_errors.ComputeError, match="in shared memory"):
         _results.result("Transpose", raw, False)  # no out= asked for it
     with pytest.raises(ValueError, match=r"written to out has shape 3 x 2"):
-        _results.result("Transpose", pb.TransposeResponse(output=pb.Matrix(
-            dtype=F64, rows=3, cols=2, shared_memory=slice_)).SerializeToString(), False, out=out)
+        _results.result(
+            "Transpose",
+            pb.TransposeResponse(
+                output=pb.Matrix(dtype=F64, rows=3, cols=2, shared_memory=slice_)
+            ).SerializeToString(),
+            False,
+            out=out,
+        )
     # A server that answers inline after all: the bytes are copied into out.
     inline = pb.TransposeResponse(output=proto_matrix(np.arange(6.0).reshape(2, 3)))
     assert _results.result("Transpose", inline.SerializeToString(), False, out=out) is out
@@ -202,6 +257,7 @@ def test_a_view_keeps_its_region(rng):
 
 # Against servers.
 
+
 @pytest.fixture(scope="module")
 def client(shm_target):
     with gpucompute.Client(shm_target, timeout=60) as cl:
@@ -231,8 +287,12 @@ def test_ops_read_and_write_shared_memory(client, rng, dtype):
         assert r.output is t and r.report.device == "cpu"
         np.testing.assert_array_equal(t, a.T)
         np.testing.assert_array_equal(client.transpose(a[10:20]), a[10:20].T)  # a row block
-        for op, axis, shape in [("sum", None, (1, 1)), ("max", 1, (m, 1)), ("mean", 0, (1, k)),
-                                ("min", 0, (k,))]:
+        for op, axis, shape in [
+            ("sum", None, (1, 1)),
+            ("max", 1, (m, 1)),
+            ("mean", 0, (1, k)),
+            ("min", 0, (k,)),
+        ]:
             o = region.ndarray(shape, dtype, offset=300_000 + 1000 * size)
             assert client.reduce(a, op, axis, out=o) is o
             want = getattr(np, op)(a.astype(np.float64), axis=axis).reshape(shape)
@@ -291,9 +351,14 @@ def test_slice_past_the_end_is_invalid_argument(client):
             with pytest.raises(gpucompute.ComputeError) as e:
                 client._call("Transpose", request.SerializeToString(), 30)
             assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT, why
-        request = pb.TransposeRequest(input=proto_matrix(np.ones((4, 4))), output=pb.OutputPlacement(
-            shared_memory=pb.SharedMemorySlice(region=region.name, offset=4096 - size + 1,
-                                               byte_size=size)))
+        request = pb.TransposeRequest(
+            input=proto_matrix(np.ones((4, 4))),
+            output=pb.OutputPlacement(
+                shared_memory=pb.SharedMemorySlice(
+                    region=region.name, offset=4096 - size + 1, byte_size=size
+                )
+            ),
+        )
         with pytest.raises(gpucompute.ComputeError) as e:
             client._call("Transpose", request.SerializeToString(), 30)
         assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
@@ -304,8 +369,12 @@ def test_slice_past_the_end_is_invalid_argument(client):
         assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
         # keep and shared_memory in one placement
         out = region.ndarray((4, 4), np.float64)
-        request = pb.TransposeRequest(input=proto_matrix(np.ones((4, 4))), output=pb.OutputPlacement(
-            keep=True, shared_memory=pb.SharedMemorySlice(region=region.name, byte_size=size)))
+        request = pb.TransposeRequest(
+            input=proto_matrix(np.ones((4, 4))),
+            output=pb.OutputPlacement(
+                keep=True, shared_memory=pb.SharedMemorySlice(region=region.name, byte_size=size)
+            ),
+        )
         with pytest.raises(gpucompute.ComputeError) as e:
             client._call("Transpose", request.SerializeToString(), 30)
         assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
@@ -336,12 +405,15 @@ def test_unknown_region_is_not_found(client, rng):
 
 
 def test_missing_object_is_not_found(client):
-    request = pb.RegisterSharedMemoryRequest(name="pyshm-missing", key="/gpucompute-no-such-object",
-                                             byte_size=4096)
+    request = pb.RegisterSharedMemoryRequest(
+        name="pyshm-missing", key="/gpucompute-no-such-object", byte_size=4096
+    )
     with pytest.raises(gpucompute.ComputeError) as e:
         client._call("RegisterSharedMemory", request, 30)
-    assert e.value.code == grpc.StatusCode.NOT_FOUND and "/gpucompute-no-such-object" in \
-        e.value.message
+    assert (
+        e.value.code == grpc.StatusCode.NOT_FOUND
+        and "/gpucompute-no-such-object" in e.value.message
+    )
 
 
 def test_garbage_collected_region_is_unregistered_and_unlinked(client):
@@ -399,8 +471,11 @@ def test_asyncio_twin(shm_target, rng):
                 vb = region.ndarray(b.shape, np.float64, offset=va.nbytes)
                 va[:], vb[:] = a, b
                 out = region.ndarray((37, 29), np.float64, offset=va.nbytes + vb.nbytes)
-                outs = await asyncio.gather(client.matmul(va, vb, out=out),
-                                            client.transpose(va), client.reduce(vb, "sum", 1))
+                outs = await asyncio.gather(
+                    client.matmul(va, vb, out=out),
+                    client.transpose(va),
+                    client.reduce(vb, "sum", 1),
+                )
                 assert outs[0] is out
                 np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
                 np.testing.assert_array_equal(outs[1], a.T)
@@ -432,8 +507,7 @@ def test_asyncio_twin(shm_target, rng):
 def test_readme_shared_memory_example(shm_target):
     """The README's shared-memory example, run as written against this server."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    code = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S)
-            if "shared_memory(" in b][0]
+    code = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "shared_memory(" in b][0]
     scope = {"gpucompute": gpucompute, "np": np}
     exec(compile(code.replace("localhost:50051", shm_target), "README.md", "exec"), scope)
     assert scope["region"].closed

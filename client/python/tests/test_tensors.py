@@ -51,8 +51,11 @@ def test_one_dimensional_array_is_one_row(client, rng):
 
 
 def test_any_layout_uploads_row_major(client, rng):
-    for x in (np.asfortranarray(uniform(rng, (9, 7), np.float64)),
-              uniform(rng, (20, 30), np.float32)[::3, ::2], uniform(rng, (4, 6), ">f8")):
+    for x in (
+        np.asfortranarray(uniform(rng, (9, 7), np.float64)),
+        uniform(rng, (20, 30), np.float32)[::3, ::2],
+        uniform(rng, (4, 6), ">f8"),
+    ):
         with client.upload(x) as t:
             np.testing.assert_array_equal(t.download(), x)
 
@@ -82,8 +85,11 @@ def test_download_into_an_array(client, rng):
         assert ty.download(out=out) is out
         assert client.download(ty.id, out=out) is out  # by id: checked when the info arrives
         np.testing.assert_array_equal(out, y)
-        for bad in (np.empty((29, 37), np.float32), np.empty((37, 29), np.float64),
-                    np.empty((37, 58), np.float32)[:, ::2]):
+        for bad in (
+            np.empty((29, 37), np.float32),
+            np.empty((37, 29), np.float64),
+            np.empty((37, 58), np.float32)[:, ::2],
+        ):
             with pytest.raises(ValueError):
                 client.download(tx, out=bad)
         with pytest.raises(ValueError):
@@ -98,8 +104,9 @@ def test_ops_on_tensors_and_keep(client, rng):
         for x, y in [(ta, tb), (a, tb), (ta, b), (ta.id, tb)]:
             np.testing.assert_allclose(client.matmul(x, y), a @ b, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(client.transpose(ta), a.T)
-        np.testing.assert_allclose(client.reduce(ta, "sum", 0), a.sum(axis=0)[None, :],
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            client.reduce(ta, "sum", 0), a.sum(axis=0)[None, :], rtol=1e-12, atol=1e-12
+        )
         kept = client.matmul(a, b, keep=True, ttl_seconds=120)  # inline operands, kept output
         assert isinstance(kept, gpucompute.Tensor)
         assert kept.shape == (33, 9) and kept.dtype == np.float64
@@ -221,8 +228,9 @@ def test_balanced_target_sends_tensor_calls_to_the_holder(server_target, third_t
                 np.testing.assert_array_equal(client.transpose(t), (x * i).T)
                 kept = client.reduce(t, "sum", 0, keep=True)
                 assert kept.server == t.server
-                np.testing.assert_allclose(kept.download(release=True),
-                                           (x * i).sum(axis=0)[None, :], rtol=1e-12)
+                np.testing.assert_allclose(
+                    kept.download(release=True), (x * i).sum(axis=0)[None, :], rtol=1e-12
+                )
         assert len(client._targets.channels) == 3  # the target, and one per instance
         assert client.release(*tensors) == len(tensors)
 
@@ -231,6 +239,7 @@ def test_readme_tensor_example(server_target, rng):
     """The README's tensor example, run as written against this server."""
     import re
     from pathlib import Path
+
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     code = re.findall(r"```python\n(.*?)```", readme, re.S)[1]
     assert "client.upload(a)" in code

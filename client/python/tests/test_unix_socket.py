@@ -22,8 +22,9 @@ def both():
     folder = tempfile.mkdtemp(prefix="gpucompute-py-")
     path = os.path.join(folder, "server.sock")
     try:
-        for target in start_server(f"--listen=127.0.0.1:0,unix:{path}",
-                                   "--unix_socket_mode=0600", "--metrics_listen="):
+        for target in start_server(
+            f"--listen=127.0.0.1:0,unix:{path}", "--unix_socket_mode=0600", "--metrics_listen="
+        ):
             yield target, path
         assert not os.path.exists(path), "the server removes its socket when it stops"
     finally:
@@ -43,8 +44,9 @@ def test_matmul_over_the_socket_equals_over_tcp(both, rng, form):
     assert gpucompute._channels.with_default_port(target) == target
     a = rng.uniform(-1, 1, size=(37, 19)).astype(np.float32)
     b = rng.uniform(-1, 1, size=(19, 23)).astype(np.float32)
-    with gpucompute.Client(target, timeout=60) as local, \
-            gpucompute.Client(tcp, timeout=60) as remote:
+    with gpucompute.Client(target, timeout=60) as local, gpucompute.Client(
+        tcp, timeout=60
+    ) as remote:
         over_unix, over_tcp = local.matmul(a, b), remote.matmul(a, b)
         np.testing.assert_array_equal(over_unix, over_tcp)
         np.testing.assert_allclose(over_unix, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
@@ -55,8 +57,9 @@ def test_matmul_over_the_socket_equals_over_tcp(both, rng, form):
 def test_tensors_over_the_socket_are_the_servers(both, rng):
     tcp, path = both
     x = rng.uniform(-1, 1, size=(6, 4))
-    with gpucompute.Client(f"unix:{path}", timeout=60) as local, \
-            gpucompute.Client(tcp, timeout=60) as remote:
+    with gpucompute.Client(f"unix:{path}", timeout=60) as local, gpucompute.Client(
+        tcp, timeout=60
+    ) as remote:
         with local.upload(x) as t:
             assert t.server == tcp
             # The same server, through the other listener.
