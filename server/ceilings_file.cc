@@ -72,7 +72,7 @@ absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path
   return file;
 }
 
-Ceilings GivenCeilings(const tools::v1::CeilingsFile& file, const std::string& device) {
+Ceilings GivenCeilings(const tools::v1::CeilingsFile& file, std::string_view device) {
   Ceilings given;
   for (const Entry& entry : file.devices()) {
     if (entry.device() != device) continue;

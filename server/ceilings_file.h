@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,7 +22,7 @@ absl::StatusOr<tools::v1::CeilingsFile> ReadCeilingsFile(const std::string& path
 
 // The figures the file gives for the device named `device` (0 where it
 // gives none), so that the device need not measure them at start-up.
-Ceilings GivenCeilings(const tools::v1::CeilingsFile& file, const std::string& device);
+Ceilings GivenCeilings(const tools::v1::CeilingsFile& file, std::string_view device);
 
 // Replaces, on each device the file names, every figure it gives (> 0); a
 // figure it leaves out keeps the measured one. INVALID_ARGUMENT for a device

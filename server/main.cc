@@ -52,8 +52,7 @@ constexpr int kTensorTransferThreads = 8;
 absl::StatusOr<Backend> OpenDevices(const ServerOptions& options) {
   // What the file gives, the CPU does not measure (its start-up's longest step).
   auto backend = OpenBackendFromFlags(
-      options.ceilings ? GivenCeilings(*options.ceilings, std::string(kCpuDeviceName))
-                       : Ceilings{});
+      options.ceilings ? GivenCeilings(*options.ceilings, kCpuDeviceName) : Ceilings{});
   if (!backend.ok()) return backend.status();
   for (const auto& d : backend->devices) {
     LogInfo(absl::StrCat("device ", d->description().name, ": ceilings ",
