@@ -158,14 +158,17 @@ class ComputeEngine {
 
  private:
   // How the call runs in a batch, when it can: a small problem, a variant
-  // already known, no shared memory, and either host inputs and result or
-  // tensors of one device read and the result kept there in `kept`, a
-  // tensor made ahead.
+  // already known, and either host inputs and result (sent in the call, or
+  // shared-memory slices copied through the region's file) or tensors of
+  // one device read and the result kept there in `kept`, a tensor made
+  // ahead. `by_dma`: a slice is reached in its pinned pages, which a batch
+  // does not gather; such a call never batches.
   std::optional<BatchPart> BatchPartOf(const std::shared_ptr<ComputeCall>& call,
                                        const kernels::Variant* variant,
                                        const std::shared_ptr<CallMemory>& memory,
                                        const std::shared_ptr<ComputeOutcome>& outcome,
-                                       const std::shared_ptr<std::shared_ptr<Tensor>>& kept) const;
+                                       const std::shared_ptr<std::shared_ptr<Tensor>>& kept,
+                                       bool by_dma) const;
   // Once the call's work ran: its tensors count as used, and its kept
   // result is listed (taken from `kept`) unless the caller has gone.
   void Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept, ComputeOutcome& outcome) const;

@@ -244,7 +244,8 @@ absl::StatusOr<int64_t> SharedMemoryRegistry::Unregister(const std::string& name
 
 absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::Find(
     const std::string& name, const std::string& field) const {
-  absl::MutexLock lock(&mu_);
+  // Shared: every call on shared memory finds its regions here.
+  absl::ReaderMutexLock lock(&mu_);
   auto it = regions_.find(name);
   if (it == regions_.end() || it->second == nullptr) {
     return absl::NotFoundError(
@@ -255,7 +256,7 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegistry::Find(
 
 std::vector<SharedMemoryRegionInfo> SharedMemoryRegistry::List() const {
   std::vector<SharedMemoryRegionInfo> out;
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   for (const auto& [name, region] : regions_) {
     if (region != nullptr) out.push_back(region->info());
   }
@@ -263,7 +264,7 @@ std::vector<SharedMemoryRegionInfo> SharedMemoryRegistry::List() const {
 }
 
 int64_t SharedMemoryRegistry::registered_bytes() const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   return bytes_;
 }
 

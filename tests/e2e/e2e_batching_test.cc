@@ -1,6 +1,7 @@
 // Dynamic batching over gRPC: small requests of one op, dtype, shape and
 // variant that wait together run as one batch. A batched result equals the
-// same variant's unbatched result bit for bit; one bad member never fails
+// same variant's unbatched result bit for bit, whether the matrices travel in
+// the call, sit in tensors or in shared memory; one bad member never fails
 // its batch mates; ExecutionReport.batch_size and the batch-size histogram
 // say what ran; 64 clients with mixed shapes all get correct answers.
 //
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <memory>
@@ -28,6 +30,8 @@
 #include "support/metrics_scrape.h"
 #include "support/op_requests.h"
 #include "support/server_process.h"
+#include "support/shm_object.h"
+#include "support/shm_requests.h"
 #include "support/tensor_client.h"
 #include "support/test_util.h"
 
@@ -140,7 +144,7 @@ class BatchingTest : public ::testing::Test {
     batched_ = new testing::ServerWithMetrics(testing::StartServerWithMetrics(
         GPUCOMPUTE_SERVER_PATH,
         {testing::BackendFlag(), "--cpu_workers=1", absl::StrCat("--max_batch_size=", kGroup),
-         "--batch_delay_us=1000000"}));
+         "--batch_delay_us=1000000", "--allow_shared_memory"}));
     alone_ = new testing::ServerProcess(
         GPUCOMPUTE_SERVER_PATH,
         {testing::BackendFlag(), "--max_batch_size=1", "--metrics_listen="});
@@ -307,6 +311,81 @@ TEST_F(BatchingTest, KeptResultsOnTensorsBatchBitForBit) {
     ++variants;
   }
   EXPECT_GE(variants, 3);
+}
+
+// Requests on shared memory batch too, when their slices are copied
+// through the region's file (smaller than the DMA threshold): for every
+// float32 variant, kGroup sent together, inputs and result in one region,
+// run as one batch, and each result slice holds, byte for byte, what the
+// same variant returns for the same inputs sent inline, alone.
+TEST_F(BatchingTest, RequestsOnSharedMemoryBatchBitForBit) {
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(batched_stub_->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
+  // Each request's a, b and result, 4 KiB apart (the largest is 37 x 23 x 4 bytes).
+  constexpr int64_t kStride = 4096;
+  testing::ShmObject object(3 * kGroup * kStride);
+  ASSERT_TRUE(object.ok());
+  {
+    grpc::ClientContext ctx;
+    v1::RegisterSharedMemoryRequest req;
+    req.set_name("batch");
+    req.set_key(object.key());
+    req.set_byte_size(object.bytes());
+    v1::SharedMemoryRegion region;
+    grpc::Status s = batched_stub_->RegisterSharedMemory(&ctx, req, &region);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // The bytes of `m` written at slice `at` of the region, named there.
+  auto place = [&](const v1::Matrix& m, int64_t at) {
+    std::memcpy(object.data() + at, m.data().data(), m.data().size());
+    return testing::SliceMatrix(m.dtype(), m.rows(), m.cols(), "batch", at,
+                                int64_t(m.data().size()));
+  };
+  int variants = 0;
+  for (const v1::VariantInfo& variant : info.variants()) {
+    if (std::find(variant.dtypes().begin(), variant.dtypes().end(), v1::DTYPE_FLOAT32) ==
+        variant.dtypes().end())
+      continue;
+    SCOPED_TRACE(variant.name());
+    const kernels::Op op = variant.op() == v1::OP_MATMUL      ? kernels::Op::kMatMul
+                           : variant.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
+                                                              : kernels::Op::kReduce;
+    std::vector<Request> on_shm;
+    std::vector<Answer> alone;
+    for (int i = 0; i < kGroup; ++i) {
+      Request r = RandomRequestOf(v1::DTYPE_FLOAT32, op, rng_);
+      r.variant = variant.name();
+      r.axis = v1::REDUCE_AXIS_PER_COLUMN;
+      alone.push_back(Send(*alone_stub_, r));
+      ASSERT_TRUE(alone.back().status.ok()) << alone.back().status.error_message();
+      const int64_t at = 3 * i * kStride;
+      Request s = r;
+      s.a = place(r.a, at);
+      if (op == kernels::Op::kMatMul) s.b = place(r.b, at + kStride);
+      testing::SetSlice(&s.out_slice, "batch", at + 2 * kStride,
+                        int64_t(alone.back().output.data().size()));
+      on_shm.push_back(std::move(s));
+    }
+    const std::vector<Answer> batched = SendTogether(*batched_stub_, on_shm);
+    int largest = 0;
+    for (int i = 0; i < kGroup; ++i) {
+      ASSERT_TRUE(batched[i].status.ok()) << batched[i].status.error_message();
+      EXPECT_EQ(batched[i].output.payload_case(), v1::Matrix::kSharedMemory);
+      largest = std::max(largest, batched[i].report.batch_size());
+      const std::string& expected = alone[i].output.data();
+      const std::string got(object.data() + 3 * i * kStride + 2 * kStride, expected.size());
+      EXPECT_TRUE(got == expected) << "request " << i;
+    }
+    EXPECT_GT(largest, 1) << "no request of the group ran in a batch";
+    ++variants;
+  }
+  EXPECT_GE(variants, 3);
+  grpc::ClientContext ctx;
+  v1::UnregisterSharedMemoryRequest req;
+  req.set_name("batch");
+  v1::UnregisterSharedMemoryResponse resp;
+  EXPECT_TRUE(batched_stub_->UnregisterSharedMemory(&ctx, req, &resp).ok());
 }
 
 // In one batch: a member whose deadline passes while it waits, one the client

@@ -18,7 +18,16 @@ struct OpRequest {
   v1::ReduceAxis axis = v1::REDUCE_AXIS_ALL;
   std::string variant;
   bool keep = false;  // the result stays on the server as a new tensor
+  // Where the result goes instead, when its region is named.
+  v1::SharedMemorySlice out_slice;
 };
+
+// The output placement `r` asks for, if any.
+inline bool SetOutput(const OpRequest& r, v1::OutputPlacement* out) {
+  if (r.keep) out->set_keep(true);
+  if (!r.out_slice.region().empty()) *out->mutable_shared_memory() = r.out_slice;
+  return r.keep || !r.out_slice.region().empty();
+}
 
 struct OpAnswer {
   grpc::Status status;
@@ -34,7 +43,7 @@ inline OpAnswer SendOp(v1::Compute::Stub& stub, const OpRequest& r, grpc::Client
     *req.mutable_a() = r.a;
     *req.mutable_b() = r.b;
     req.set_variant(r.variant);
-    if (r.keep) req.mutable_output()->set_keep(true);
+    if (v1::OutputPlacement out; SetOutput(r, &out)) *req.mutable_output() = out;
     v1::MatMulResponse resp;
     answer.status = stub.MatMul(&ctx, req, &resp);
     answer.output = resp.c();
@@ -43,7 +52,7 @@ inline OpAnswer SendOp(v1::Compute::Stub& stub, const OpRequest& r, grpc::Client
     v1::TransposeRequest req;
     *req.mutable_input() = r.a;
     req.set_variant(r.variant);
-    if (r.keep) req.mutable_output()->set_keep(true);
+    if (v1::OutputPlacement out; SetOutput(r, &out)) *req.mutable_output() = out;
     v1::TransposeResponse resp;
     answer.status = stub.Transpose(&ctx, req, &resp);
     answer.output = resp.output();
@@ -54,7 +63,7 @@ inline OpAnswer SendOp(v1::Compute::Stub& stub, const OpRequest& r, grpc::Client
     req.set_op(r.reduce_op);
     req.set_axis(r.axis);
     req.set_variant(r.variant);
-    if (r.keep) req.mutable_output()->set_keep(true);
+    if (v1::OutputPlacement out; SetOutput(r, &out)) *req.mutable_output() = out;
     v1::ReduceResponse resp;
     answer.status = stub.Reduce(&ctx, req, &resp);
     answer.output = resp.output();
