@@ -120,6 +120,22 @@ Request RandomRequestOf(v1::DType dtype, kernels::Op op, std::mt19937_64& rng) {
   return r;
 }
 
+// The server's variants that take float32, each with its op.
+std::vector<std::pair<std::string, kernels::Op>> Float32Variants(v1::Compute::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub.GetServerInfo(&ctx, v1::ServerInfoRequest(), &info).ok());
+  std::vector<std::pair<std::string, kernels::Op>> out;
+  for (const v1::VariantInfo& v : info.variants()) {
+    if (std::find(v.dtypes().begin(), v.dtypes().end(), v1::DTYPE_FLOAT32) == v.dtypes().end())
+      continue;
+    out.emplace_back(v.name(), v.op() == v1::OP_MATMUL      ? kernels::Op::kMatMul
+                               : v.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
+                                                            : kernels::Op::kReduce);
+  }
+  return out;
+}
+
 // How many streams the server says a batch's members ran side by side on
 // ("... replayed from a CUDA graph on N streams"); 0 when it does not say.
 int StreamsSideBySide(const v1::ExecutionReport& report) {
@@ -255,23 +271,14 @@ TEST_F(BatchingTest, BatchedResultsEqualUnbatchedBitForBit) {
 // together run as one batch, and each kept tensor holds, byte for byte,
 // what the same variant returns for the same inputs sent inline, alone.
 TEST_F(BatchingTest, KeptResultsOnTensorsBatchBitForBit) {
-  grpc::ClientContext info_ctx;
-  v1::ServerInfo info;
-  ASSERT_TRUE(batched_stub_->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
   int variants = 0;
-  for (const v1::VariantInfo& variant : info.variants()) {
-    if (std::find(variant.dtypes().begin(), variant.dtypes().end(), v1::DTYPE_FLOAT32) ==
-        variant.dtypes().end())
-      continue;
-    SCOPED_TRACE(variant.name());
-    const kernels::Op op = variant.op() == v1::OP_MATMUL      ? kernels::Op::kMatMul
-                           : variant.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
-                                                              : kernels::Op::kReduce;
+  for (const auto& [name, op] : Float32Variants(*batched_stub_)) {
+    SCOPED_TRACE(name);
     std::vector<Request> inline_group, tensor_group;
     std::vector<std::string> ids;
     for (int i = 0; i < kGroup; ++i) {
       Request r = RandomRequestOf(v1::DTYPE_FLOAT32, op, rng_);
-      r.variant = variant.name();
+      r.variant = name;
       r.axis = v1::REDUCE_AXIS_PER_COLUMN;
       Request t = r;
       t.keep = true;
@@ -319,9 +326,6 @@ TEST_F(BatchingTest, KeptResultsOnTensorsBatchBitForBit) {
 // run as one batch, and each result slice holds, byte for byte, what the
 // same variant returns for the same inputs sent inline, alone.
 TEST_F(BatchingTest, RequestsOnSharedMemoryBatchBitForBit) {
-  grpc::ClientContext info_ctx;
-  v1::ServerInfo info;
-  ASSERT_TRUE(batched_stub_->GetServerInfo(&info_ctx, v1::ServerInfoRequest(), &info).ok());
   // Each request's a, b and result, 4 KiB apart (the largest is 37 x 23 x 4 bytes).
   constexpr int64_t kStride = 4096;
   testing::ShmObject object(3 * kGroup * kStride);
@@ -343,19 +347,13 @@ TEST_F(BatchingTest, RequestsOnSharedMemoryBatchBitForBit) {
                                 int64_t(m.data().size()));
   };
   int variants = 0;
-  for (const v1::VariantInfo& variant : info.variants()) {
-    if (std::find(variant.dtypes().begin(), variant.dtypes().end(), v1::DTYPE_FLOAT32) ==
-        variant.dtypes().end())
-      continue;
-    SCOPED_TRACE(variant.name());
-    const kernels::Op op = variant.op() == v1::OP_MATMUL      ? kernels::Op::kMatMul
-                           : variant.op() == v1::OP_TRANSPOSE ? kernels::Op::kTranspose
-                                                              : kernels::Op::kReduce;
+  for (const auto& [name, op] : Float32Variants(*batched_stub_)) {
+    SCOPED_TRACE(name);
     std::vector<Request> on_shm;
     std::vector<Answer> alone;
     for (int i = 0; i < kGroup; ++i) {
       Request r = RandomRequestOf(v1::DTYPE_FLOAT32, op, rng_);
-      r.variant = variant.name();
+      r.variant = name;
       r.axis = v1::REDUCE_AXIS_PER_COLUMN;
       alone.push_back(Send(*alone_stub_, r));
       ASSERT_TRUE(alone.back().status.ok()) << alone.back().status.error_message();
