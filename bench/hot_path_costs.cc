@@ -10,7 +10,11 @@
 //              device of --device_concurrency streams, until it is answered:
 //              one that never batches (a kept output), and one that may
 //              (its batch part built as the engine builds it, batches of up
-//              to 16), which runs alone unless others wait.
+//              to 16), which runs alone unless others wait;
+//   tensors    TensorStore::Use of one listed tensor, the use marked again
+//              when the work ends, and the reference dropped: what each call
+//              pays per operand when every call reads the same tensor (a
+//              model's weights).
 // Rounds alternate over the thread counts; the median round of each is
 // printed. A cost that grows with the threads is a cache line they take
 // turns on.
@@ -34,6 +38,7 @@
 #include "gpucompute/kernels/registry.h"
 #include "server/engine/compute_engine.h"
 #include "server/engine/scheduler.h"
+#include "server/engine/tensor_store.h"
 #include "server/engine/variant_selector.h"
 #include "server/ops/metrics.h"
 
@@ -57,6 +62,8 @@ using gpucompute::server::Scheduler;
 using gpucompute::server::StageLatencies;
 using gpucompute::server::StageTimes;
 using gpucompute::server::Task;
+using gpucompute::server::TensorStore;
+using gpucompute::server::TensorStoreOptions;
 using gpucompute::server::VariantMeasurement;
 using gpucompute::server::VariantSelector;
 
@@ -100,8 +107,22 @@ class NullDevice final : public Device {
       const gpucompute::server::ProfileJob&, const gpucompute::server::StopRequested&) override {
     return std::vector<VariantMeasurement>{};
   }
+  absl::StatusOr<std::unique_ptr<gpucompute::server::ResidentMemory>> AllocateResident(
+      int64_t bytes, absl::Time) override {
+    return std::unique_ptr<gpucompute::server::ResidentMemory>(new HostMemory(bytes));
+  }
 
  private:
+  class HostMemory final : public gpucompute::server::ResidentMemory {
+   public:
+    explicit HostMemory(int64_t bytes) : data_(size_t(bytes)) {}
+    void* data() const override { return const_cast<char*>(data_.data()); }
+    int64_t bytes() const override { return int64_t(data_.size()); }
+
+   private:
+    std::vector<char> data_;
+  };
+
   const int concurrency_;
   gpucompute::server::DeviceDescription description_;
   gpucompute::server::Ceilings ceilings_;
@@ -193,6 +214,17 @@ int main(int argc, char** argv) {
   auto never_batches = [&] { SubmitAndWait(scheduler, false); };
   auto may_batch = [&] { SubmitAndWait(scheduler, true); };
 
+  TensorStore store(TensorStoreOptions{int64_t{1} << 30, absl::Minutes(10), "bench"});
+  NullDevice holder(1);
+  auto weights =
+      store.Create(holder, {gpucompute::kernels::DType::kFloat32, 64, 64}, absl::InfiniteFuture());
+  if (!weights.ok()) return 1;
+  const std::string weights_id = store.Add(*weights, absl::ZeroDuration()).id;
+  auto shared_tensor = [&] {
+    auto used = store.Use(weights_id, "a");
+    if (used.ok()) TensorStore::Touch(**used);
+  };
+
   struct Row {
     const char* name;
     std::function<void()> call;
@@ -202,7 +234,8 @@ int main(int argc, char** argv) {
                            {"auto, chosen bucket", chosen, {}},
                            {"auto, one candidate", single, {}},
                            {"scheduler, never batches", never_batches, {}},
-                           {"scheduler, may batch", may_batch, {}}};
+                           {"scheduler, may batch", may_batch, {}},
+                           {"tensors, one shared by every call", shared_tensor, {}}};
   for (Row& row : rows) {
     row.call();  // the series made, the code warm
     row.rounds.resize(counts.size());
