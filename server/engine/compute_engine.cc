@@ -238,9 +238,7 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
   // returned or written to its region when the call ends), and everything
   // on one device (tensors read, the result kept). The latter only with its
   // tensor made ahead: a batch may run on a gRPC thread, which must never
-  // wait for device memory. Unbatched, small requests on shared memory ran
-  // 0.63 of the health Check at c=64 on an H100 host, below the same
-  // MatMul sent inline.
+  // wait for device memory.
   const bool in_host_memory = !c.keep_output && !c.a_tensor && !c.b_tensor;
   const bool on_device =
       c.keep_output && *kept != nullptr && c.a_tensor &&
