@@ -50,6 +50,11 @@ def _placement(
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 
+# The default `timeout` of every method of Client and aio.Client, and of
+# their tensors and regions: the client's own (Client(timeout=...)). One
+# object for both, so that the twins' signatures are the same.
+CLIENT_TIMEOUT = object()
+
 
 def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int, owner=None):
     """The UploadRequest messages of `array`: one naming its slice when it is

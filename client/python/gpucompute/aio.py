@@ -20,6 +20,7 @@ from gpucompute._errors import ComputeError, error_from_rpc
 from gpucompute._generated_methods import add_generated_methods
 from gpucompute._profile_result import ProfileResult
 from gpucompute._requests import (
+    CLIENT_TIMEOUT,
     DEFAULT_CHUNK_BYTES,
     download_request,
     matmul_request,
@@ -41,8 +42,6 @@ from gpucompute._shared_memory import (
 from gpucompute._tensors import TensorBase, TensorInfo, TensorList, instance_of, tensor_id
 from gpucompute.v1 import compute_pb2 as pb
 
-_UNSET = object()
-
 
 class Tensor(TensorBase):
     """The asyncio twin of gpucompute.Tensor: `await t.download()`,
@@ -54,16 +53,16 @@ class Tensor(TensorBase):
         release: bool = False,
         chunk_bytes: int = 0,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> np.ndarray:
         return await self._client.download(
             self, release=release, chunk_bytes=chunk_bytes, out=out, timeout=timeout
         )
 
-    async def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
+    async def release(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> bool:
         return await self._client.release(self, timeout=timeout) == 1
 
-    async def refresh(self, *, timeout: Optional[float] = _UNSET) -> TensorInfo:
+    async def refresh(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> TensorInfo:
         self.info = await self._client._tensor_info(self.id, timeout)
         return self.info
 
@@ -78,7 +77,7 @@ class SharedMemoryRegion(SharedMemoryBase):
     """The asyncio twin of gpucompute.SharedMemoryRegion: `await
     region.close()`, and `async with` closes it. ndarray() is the same."""
 
-    async def close(self, *, timeout: Optional[float] = _UNSET) -> None:
+    async def close(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> None:
         if not self._detach():
             return
         try:
@@ -161,7 +160,7 @@ class Client:
         try:
             return await self._targets.channels[index].call(method)(
                 request,
-                timeout=self.timeout if timeout is _UNSET else timeout,
+                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
                 metadata=self._targets.metadata,
             )
         except grpc.RpcError as e:
@@ -206,7 +205,7 @@ class Client:
         return result(method, response, report, make, out)
 
     async def shared_memory(
-        self, nbytes: int, *, name: Optional[str] = None, timeout: Optional[float] = _UNSET
+        self, nbytes: int, *, name: Optional[str] = None, timeout: Optional[float] = CLIENT_TIMEOUT
     ) -> SharedMemoryRegion:
         """See gpucompute.Client.shared_memory: `async with await
         client.shared_memory(n) as region:`. A region garbage-collected
@@ -260,13 +259,13 @@ class Client:
                 raise
 
     async def list_shared_memory(
-        self, *, timeout: Optional[float] = _UNSET
+        self, *, timeout: Optional[float] = CLIENT_TIMEOUT
     ) -> List[SharedMemoryInfo]:
         r = await self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
         return [SharedMemoryInfo.from_proto(x) for x in r.regions]
 
     async def unregister_shared_memory(
-        self, name: str = "", *, timeout: Optional[float] = _UNSET
+        self, name: str = "", *, timeout: Optional[float] = CLIENT_TIMEOUT
     ) -> int:
         r = await self._call(
             "UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), timeout, 0
@@ -279,7 +278,7 @@ class Client:
         ttl_seconds: Optional[int] = None,
         *,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> Tensor:
         messages = upload_messages(array, ttl_seconds, chunk_bytes, self)
         index = await self._route(array)
@@ -294,7 +293,7 @@ class Client:
         release: bool = False,
         chunk_bytes: int = 0,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> np.ndarray:
         request = download_request(tensor, chunk_bytes, release, out, self)
         tid = request.tensor_id
@@ -303,7 +302,7 @@ class Client:
         try:
             async for raw in self._targets.channels[index].call("Download")(
                 request,
-                timeout=self.timeout if timeout is _UNSET else timeout,
+                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
                 metadata=self._targets.metadata,
             ):
                 out.add(raw)
@@ -313,7 +312,7 @@ class Client:
             tensor.info = out.info
         return out.result()
 
-    async def release(self, *tensors, timeout: Optional[float] = _UNSET) -> int:
+    async def release(self, *tensors, timeout: Optional[float] = CLIENT_TIMEOUT) -> int:
         groups = defaultdict(list)
         for t in tensors:
             tid = tensor_id(t)
@@ -328,7 +327,7 @@ class Client:
             released += r.released
         return released
 
-    async def tensors(self, *, timeout: Optional[float] = _UNSET) -> TensorList:
+    async def tensors(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> TensorList:
         out = TensorList()
         for index in range(self._targets.base):
             r = await self._call("ListTensors", pb.ListTensorsRequest(), timeout, index)
@@ -362,7 +361,7 @@ class Client:
         keep: bool = False,
         ttl_seconds: Optional[int] = None,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
         report: bool = False,
     ) -> Union[np.ndarray, Tensor, Result]:
         request = matmul_request(
@@ -380,7 +379,7 @@ class Client:
         keep: bool = False,
         ttl_seconds: Optional[int] = None,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
         report: bool = False,
     ) -> Union[np.ndarray, Tensor, Result]:
         request = transpose_request(x, variant, keep, ttl_seconds, out, self)
@@ -399,7 +398,7 @@ class Client:
         keep: bool = False,
         ttl_seconds: Optional[int] = None,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
         report: bool = False,
     ) -> Union[np.ndarray, Tensor, Result]:
         request = reduce_request(x, op, axis, variant, keep, ttl_seconds, out, self, output_dtype)
@@ -420,16 +419,16 @@ class Client:
         repetitions: int = 0,
         counters: bool = False,
         warm_cache: bool = False,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> ProfileResult:
         request = profile_request(
             op, shape, dtype, variants, reduce_op, axis, warmup, repetitions, counters, warm_cache
         )
         return ProfileResult(await self._call("Profile", request, timeout))
 
-    async def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:
+    async def server_info(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> pb.ServerInfo:
         return await self._call("GetServerInfo", pb.ServerInfoRequest(), timeout)
 
 
 # Every other unary rpc of the service: generated from its descriptor.
-add_generated_methods(Client, asynchronous=True, unset=_UNSET)
+add_generated_methods(Client, asynchronous=True, unset=CLIENT_TIMEOUT)

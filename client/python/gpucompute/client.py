@@ -14,6 +14,7 @@ from gpucompute._errors import ComputeError, error_from_rpc
 from gpucompute._generated_methods import add_generated_methods
 from gpucompute._profile_result import ProfileResult
 from gpucompute._requests import (
+    CLIENT_TIMEOUT,
     DEFAULT_CHUNK_BYTES,
     download_request,
     matmul_request,
@@ -35,8 +36,6 @@ from gpucompute._shared_memory import (
 from gpucompute._tensors import TensorBase, TensorInfo, TensorList, instance_of, tensor_id
 from gpucompute.v1 import compute_pb2 as pb
 
-_UNSET = object()
-
 
 class Tensor(TensorBase):
     """A matrix held by the server (from Client.upload, or an op with
@@ -54,7 +53,7 @@ class Tensor(TensorBase):
         release: bool = False,
         chunk_bytes: int = 0,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> np.ndarray:
         """The matrix as a new writable row-major array, or written into
         `out` (an array of its shape and dtype, or a view of a shared-memory
@@ -63,11 +62,11 @@ class Tensor(TensorBase):
             self, release=release, chunk_bytes=chunk_bytes, out=out, timeout=timeout
         )
 
-    def release(self, *, timeout: Optional[float] = _UNSET) -> bool:
+    def release(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> bool:
         """Frees it on the server; False when it was no longer held."""
         return self._client.release(self, timeout=timeout) == 1
 
-    def refresh(self, *, timeout: Optional[float] = _UNSET) -> TensorInfo:
+    def refresh(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> TensorInfo:
         """Asks the server for the current info (ListTensors on its holder)."""
         self.info = self._client._tensor_info(self.id, timeout)
         return self.info
@@ -91,7 +90,7 @@ class SharedMemoryRegion(SharedMemoryBase):
     info: SharedMemoryInfo as the server answered.
     """
 
-    def close(self, *, timeout: Optional[float] = _UNSET) -> None:
+    def close(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> None:
         """Unregisters it (a region the server no longer knows is fine),
         unlinks the object and unmaps it, or leaves the mapping to the arrays
         still viewing it (they stay valid; ops then send their bytes inline).
@@ -192,7 +191,7 @@ class Client:
         try:
             return self._targets.channels[index].call(method)(
                 request,
-                timeout=self.timeout if timeout is _UNSET else timeout,
+                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
                 metadata=self._targets.metadata,
             )
         except grpc.RpcError as e:
@@ -242,7 +241,7 @@ class Client:
     # Shared memory.
 
     def shared_memory(
-        self, nbytes: int, *, name: Optional[str] = None, timeout: Optional[float] = _UNSET
+        self, nbytes: int, *, name: Optional[str] = None, timeout: Optional[float] = CLIENT_TIMEOUT
     ) -> SharedMemoryRegion:
         """Creates a POSIX shared-memory object of `nbytes` bytes (readable
         and writable by this user only) and registers it with the server (the
@@ -289,13 +288,17 @@ class Client:
     def _unregister_quietly(self, name: str) -> None:
         self._call("UnregisterSharedMemory", pb.UnregisterSharedMemoryRequest(name=name), 5.0)
 
-    def list_shared_memory(self, *, timeout: Optional[float] = _UNSET) -> List[SharedMemoryInfo]:
+    def list_shared_memory(
+        self, *, timeout: Optional[float] = CLIENT_TIMEOUT
+    ) -> List[SharedMemoryInfo]:
         """The regions registered with the server (the first target's), by
         this client and any other."""
         r = self._call("ListSharedMemory", pb.ListSharedMemoryRequest(), timeout, 0)
         return [SharedMemoryInfo.from_proto(x) for x in r.regions]
 
-    def unregister_shared_memory(self, name: str = "", *, timeout: Optional[float] = _UNSET) -> int:
+    def unregister_shared_memory(
+        self, name: str = "", *, timeout: Optional[float] = CLIENT_TIMEOUT
+    ) -> int:
         """Unregisters a region by name ("": every region on the server,
         e.g. those a crashed process left); the number unregistered. Prefer
         region.close(), which also unlinks the object."""
@@ -311,7 +314,7 @@ class Client:
         ttl_seconds: Optional[int] = None,
         *,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> Tensor:
         """Holds `array` (2-D float32/float64, any layout; 1-D is 1 x N) on the
         server, streamed in messages of `chunk_bytes` of data: any size the
@@ -331,7 +334,7 @@ class Client:
         release: bool = False,
         chunk_bytes: int = 0,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> np.ndarray:
         """The matrix of a Tensor (or id) as a new writable row-major array,
         allocated once and filled chunk by chunk. release: free it once sent.
@@ -347,7 +350,7 @@ class Client:
         try:
             for raw in self._targets.channels[index].call("Download")(
                 request,
-                timeout=self.timeout if timeout is _UNSET else timeout,
+                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
                 metadata=self._targets.metadata,
             ):
                 out.add(raw)
@@ -357,7 +360,7 @@ class Client:
             tensor.info = out.info
         return out.result()
 
-    def release(self, *tensors, timeout: Optional[float] = _UNSET) -> int:
+    def release(self, *tensors, timeout: Optional[float] = CLIENT_TIMEOUT) -> int:
         """Frees Tensors (or ids) on the servers holding them; the number that
         were still held (ids unknown, released or expired are skipped)."""
         groups = defaultdict(list)
@@ -373,7 +376,7 @@ class Client:
             ).released
         return released
 
-    def tensors(self, *, timeout: Optional[float] = _UNSET) -> TensorList:
+    def tensors(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> TensorList:
         """Every tensor held, over all targets: a list of TensorInfo with
         .held_bytes and .limit_bytes (summed over the servers)."""
         out = TensorList()
@@ -409,7 +412,7 @@ class Client:
         keep: bool = False,
         ttl_seconds: Optional[int] = None,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
         report: bool = False,
     ) -> Union[np.ndarray, Tensor, Result]:
         """a @ b for a (m x k) and b (k x n) of the same dtype; each an array
@@ -433,7 +436,7 @@ class Client:
         keep: bool = False,
         ttl_seconds: Optional[int] = None,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
         report: bool = False,
     ) -> Union[np.ndarray, Tensor, Result]:
         """x.T; out= as for matmul (cols x rows)."""
@@ -451,7 +454,7 @@ class Client:
         keep: bool = False,
         ttl_seconds: Optional[int] = None,
         out: Optional[np.ndarray] = None,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
         report: bool = False,
     ) -> Union[np.ndarray, Tensor, Result]:
         """op is sum/min/max/mean. axis None or 'all' gives 1 x 1, 1 or 'per_row'
@@ -473,7 +476,7 @@ class Client:
         repetitions: int = 0,
         counters: bool = False,
         warm_cache: bool = False,
-        timeout: Optional[float] = _UNSET,
+        timeout: Optional[float] = CLIENT_TIMEOUT,
     ) -> ProfileResult:
         """Times every variant (or `variants`) on server-generated data.
         shape: (m, k, n) for matmul (a is m x k, b is k x n), (m, n) otherwise.
@@ -487,10 +490,10 @@ class Client:
         )
         return ProfileResult(self._call("Profile", request, timeout))
 
-    def server_info(self, *, timeout: Optional[float] = _UNSET) -> pb.ServerInfo:
+    def server_info(self, *, timeout: Optional[float] = CLIENT_TIMEOUT) -> pb.ServerInfo:
         """Version, backend, devices and the variants of each op (a protobuf message)."""
         return self._call("GetServerInfo", pb.ServerInfoRequest(), timeout)
 
 
 # Every other unary rpc of the service: generated from its descriptor.
-add_generated_methods(Client, asynchronous=False, unset=_UNSET)
+add_generated_methods(Client, asynchronous=False, unset=CLIENT_TIMEOUT)
