@@ -10,8 +10,8 @@
 # Check of the same load-test run; and over 1
 # connection the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over
 # the rounds of each row and ratio are printed, with each server's mean
-# batch per row, the first server's rates over each other's paired by round,
-# then what `auto` chose for each bucket on each server (its
+# batch per row, the first server's rates over each other's paired by round
+# (as they are, and each over its own round's floor), then what `auto` chose for each bucket on each server (its
 # calibration log lines, counted over the rounds, then round by round
 # beside the round's MatMul c=1 rate).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
@@ -140,6 +140,39 @@ for other in labels[1:]:
             continue
         pairs = [runs[(labels[0], rnd)][num] / r[num] for (l, rnd), r in sorted(runs.items())
                  if l == other and num in r and r[num] and num in runs.get((labels[0], rnd), {})]
+        if not pairs:
+            continue
+        spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
+        ahead = f"{sum(p >= 1.0 for p in pairs)} of {len(pairs)}"
+        print(f"{name.removesuffix(', req/s'):42s}{statistics.median(pairs):>10.2f}"
+              f"{spread:>16s}{ahead:>10s}")
+
+# The same pairs with each rate first taken over its own round's floor (the
+# echo of the same load-test run at the same concurrency for an inline row,
+# the health Check for the others): a server start that reads fast or slow
+# for every call alike, the floors included, falls out too.
+floors = {
+    "T:auto_c=64": "T:grpc_health_c=64",
+    "M:auto_c=1": "M:grpc_echo_c=1",
+    "M:auto_c=8": "M:grpc_echo_c=8",
+    "M:auto_c=64": "M:grpc_echo_c=64",
+    "M:auto_tensor_c=64": "M:grpc_health_c=64",
+}
+def over_floor(r, num):
+    den = floors[num]
+    return r[num] / r[den] if r.get(num) and r.get(den) else None
+for other in labels[1:]:
+    print(f"{labels[0] + ' / ' + other + ', each over its floor':42s}"
+          f"{'median':>10s}{'lowest-highest':>16s}{'ahead':>10s}")
+    for name, num, den in figures:
+        if den or num not in floors:
+            continue
+        pairs = []
+        for (l, rnd), r in sorted(runs.items()):
+            first = runs.get((labels[0], rnd), {})
+            if l != other or over_floor(r, num) is None or over_floor(first, num) is None:
+                continue
+            pairs.append(over_floor(first, num) / over_floor(r, num))
         if not pairs:
             continue
         spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
