@@ -128,24 +128,32 @@ for title, fmt in tables:
         cells = [values(label, num, den) for label in labels]
         print(f"{name:42s}" + "".join(f"{fmt(v, den) if v else '-':>16s}" for v in cells))
 
-# Paired by round: the first server's rate over each other server's in the
-# same round (started one after the other, minutes apart at most), so that
-# drift from one round to the next falls out of the ratio. The median, the
-# lowest and highest round, and in how many rounds the first server was ahead.
-for other in labels[1:]:
-    print(f"{labels[0] + ' / ' + other + ', paired by round':42s}"
-          f"{'median':>10s}{'lowest-highest':>16s}{'ahead':>10s}")
-    for name, num, den in figures:
-        if den:
-            continue
-        pairs = [runs[(labels[0], rnd)][num] / r[num] for (l, rnd), r in sorted(runs.items())
-                 if l == other and num in r and r[num] and num in runs.get((labels[0], rnd), {})]
-        if not pairs:
-            continue
-        spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
-        ahead = f"{sum(p >= 1.0 for p in pairs)} of {len(pairs)}"
-        print(f"{name.removesuffix(', req/s'):42s}{statistics.median(pairs):>10.2f}"
-              f"{spread:>16s}{ahead:>10s}")
+# Paired by round: the first server's figure over each other server's in
+# the same round (started one after the other, minutes apart at most), so
+# that drift from one round to the next falls out of the ratio. The median,
+# the lowest and highest round, and in how many rounds the first server was
+# ahead. `value(r, num)` is a round's figure, None where it has none; only
+# the rates named in `nums` are paired (all when None).
+def print_pairs(title, value, nums=None):
+    for other in labels[1:]:
+        print(f"{labels[0] + ' / ' + other + ', ' + title:42s}"
+              f"{'median':>10s}{'lowest-highest':>16s}{'ahead':>10s}")
+        for name, num, den in figures:
+            if den or (nums is not None and num not in nums):
+                continue
+            pairs = []
+            for (l, rnd), r in sorted(runs.items()):
+                mine, first = value(r, num), value(runs.get((labels[0], rnd), {}), num)
+                if l == other and mine and first is not None:
+                    pairs.append(first / mine)
+            if not pairs:
+                continue
+            spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
+            ahead = f"{sum(p >= 1.0 for p in pairs)} of {len(pairs)}"
+            print(f"{name.removesuffix(', req/s'):42s}{statistics.median(pairs):>10.2f}"
+                  f"{spread:>16s}{ahead:>10s}")
+
+print_pairs("paired by round", lambda r, num: r.get(num))
 
 # The same pairs with each rate first taken over its own round's floor (the
 # echo of the same load-test run at the same concurrency for an inline row,
@@ -161,24 +169,7 @@ floors = {
 def over_floor(r, num):
     den = floors[num]
     return r[num] / r[den] if r.get(num) and r.get(den) else None
-for other in labels[1:]:
-    print(f"{labels[0] + ' / ' + other + ', each over its floor':42s}"
-          f"{'median':>10s}{'lowest-highest':>16s}{'ahead':>10s}")
-    for name, num, den in figures:
-        if den or num not in floors:
-            continue
-        pairs = []
-        for (l, rnd), r in sorted(runs.items()):
-            first = runs.get((labels[0], rnd), {})
-            if l != other or over_floor(r, num) is None or over_floor(first, num) is None:
-                continue
-            pairs.append(over_floor(first, num) / over_floor(r, num))
-        if not pairs:
-            continue
-        spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
-        ahead = f"{sum(p >= 1.0 for p in pairs)} of {len(pairs)}"
-        print(f"{name.removesuffix(', req/s'):42s}{statistics.median(pairs):>10.2f}"
-              f"{spread:>16s}{ahead:>10s}")
+print_pairs("each over its floor", over_floor, floors)
 
 # How many requests ran together with each, where batching is on: a rate
 # that moves with batching means little unless batches formed.
