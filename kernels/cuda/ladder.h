@@ -10,7 +10,7 @@
 
 namespace gpucompute::kernels::cuda {
 
-using CudaLadderRow = LadderRow<CudaLaunch>;
+using CudaLadderRow = LadderRow<CudaLaunch, CudaBatchLaunch>;
 
 std::span<const CudaLadderRow> MatMulLadder();
 std::span<const CudaLadderRow> TransposeLadder();

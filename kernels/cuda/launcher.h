@@ -66,15 +66,67 @@ struct LaunchResult {
 // Enqueues the variant's work on args.stream and returns without waiting.
 using CudaLaunch = LaunchResult(const LaunchArgs&);
 
+// The most members one batched launch takes: their pointers travel in the
+// kernel's parameters (24 bytes each, well inside the 4 KiB every CUDA
+// device accepts), and a larger batch launches once per this many.
+inline constexpr int kMaxLaunchMembers = 32;
+
+// One member's buffers in a batched launch.
+struct MemberBuffers {
+  const void* a;
+  const void* b;  // null for ops with one input
+  void* out;
+};
+
+// The members' buffers as a batched kernel reads them: one kernel parameter,
+// indexed by blockIdx.z (pass it __grid_constant__, so that a dynamic index
+// reads the parameter in place).
+template <typename T, typename Out = T>
+struct LaunchMembers {
+  using Element = T;
+  using Output = Out;
+  struct Member {
+    const T* a;
+    const T* b;
+    Out* out;
+  };
+  Member at[kMaxLaunchMembers];
+};
+
+// A batched launch: `count` members (1..kMaxLaunchMembers) of one problem,
+// each on its own buffers, with no workspace.
+struct BatchLaunchArgs {
+  const Problem& p;
+  const MemberBuffers* members;
+  int count;
+  cudaStream_t stream;
+
+  template <typename T, typename Out = T>
+  LaunchMembers<T, Out> As() const {
+    LaunchMembers<T, Out> typed{};
+    for (int i = 0; i < count; ++i) {
+      typed.at[i] = {static_cast<const T*>(members[i].a), static_cast<const T*>(members[i].b),
+                     static_cast<Out*>(members[i].out)};
+    }
+    return typed;
+  }
+};
+
+// Enqueues every member's work as one kernel launch on args.stream, each
+// member's result bit for bit what the variant's CudaLaunch writes for it
+// alone. cudaErrorNotSupported, enqueueing nothing, where the variant has
+// no one-launch form for the problem or the buffers.
+using CudaBatchLaunch = LaunchResult(const BatchLaunchArgs&);
+
 // Calls launch(args.As<float>()) or launch(args.As<double>()) by the
-// problem's element type: the body of a launcher for the 32- and 64-bit
-// types. A 16-bit problem here is a ladder row that claims a dtype its
-// launcher does not handle: cudaErrorNotSupported, never a reinterpretation.
-template <typename Launch>
-LaunchResult ForElementType(const LaunchArgs& args, const Launch& launch) {
+// problem's element type (args: LaunchArgs or BatchLaunchArgs): the body of a launcher for the 32-
+// and 64-bit types. A 16-bit problem here is a ladder row that claims a dtype its launcher does not
+// handle: cudaErrorNotSupported, never a reinterpretation.
+template <typename Args, typename Launch>
+LaunchResult ForElementType(const Args& args, const Launch& launch) {
   switch (args.p.dtype) {
-    case DType::kFloat32: return launch(args.As<float>());
-    case DType::kFloat64: return launch(args.As<double>());
+    case DType::kFloat32: return launch(args.template As<float>());
+    case DType::kFloat64: return launch(args.template As<double>());
     case DType::kFloat16:
     case DType::kBFloat16: return cudaErrorNotSupported;
   }
@@ -84,14 +136,15 @@ LaunchResult ForElementType(const LaunchArgs& args, const Launch& launch) {
 // The same for launchers of the 16-bit types: launch(args.As<__half>()),
 // args.As<__half, float>() when a float32 output is asked for, and likewise
 // with __nv_bfloat16.
-template <typename Launch>
-LaunchResult ForHalfElementType(const LaunchArgs& args, const Launch& launch) {
+template <typename Args, typename Launch>
+LaunchResult ForHalfElementType(const Args& args, const Launch& launch) {
   switch (args.p.dtype) {
     case DType::kFloat16:
-      return args.p.float32_output ? launch(args.As<__half, float>()) : launch(args.As<__half>());
+      return args.p.float32_output ? launch(args.template As<__half, float>())
+                                   : launch(args.template As<__half>());
     case DType::kBFloat16:
-      return args.p.float32_output ? launch(args.As<__nv_bfloat16, float>())
-                                   : launch(args.As<__nv_bfloat16>());
+      return args.p.float32_output ? launch(args.template As<__nv_bfloat16, float>())
+                                   : launch(args.template As<__nv_bfloat16>());
     case DType::kFloat32:
     case DType::kFloat64: return cudaErrorNotSupported;
   }

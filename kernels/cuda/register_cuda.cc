@@ -4,11 +4,13 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cuda/ladder.h"
 #include "gpucompute/kernels/cuda_status.h"
 #include "gpucompute/kernels/registry.h"
@@ -35,6 +37,40 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
     });
     if (absl::Status s = CudaStatus(result.cuda, name.c_str()); !s.ok()) return s;
     return CublasStatus(static_cast<cublasStatus_t>(result.cublas), name.c_str());
+  };
+}
+
+// Sets variant.launch_batch to call `launch`: the op, element type and
+// member count checked, the registry's buffers as MemberBuffers, a launch
+// error as an absl::Status naming the variant, cudaErrorNotSupported as
+// false (no one-launch form for these buffers).
+void SetBatchLaunch(Variant& variant, CudaBatchLaunch* launch) {
+  variant.max_batch_members = kMaxLaunchMembers;
+  variant.launch_batch = [name = variant.name, op = variant.op, dtypes = variant.dtypes, launch](
+                             const Problem& p, std::span<const Buffers> members,
+                             const LaunchContext& ctx) -> absl::StatusOr<bool> {
+    if (p.op != op || std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": a batch of another op or element type"));
+    }
+    if (members.empty() || members.size() > size_t(kMaxLaunchMembers)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": a batched launch takes 1 to ",
+                                                     kMaxLaunchMembers, " members, not ",
+                                                     members.size()));
+    }
+    MemberBuffers buffers[kMaxLaunchMembers];
+    for (size_t i = 0; i < members.size(); ++i) {
+      buffers[i] = {members[i].a, members[i].b, members[i].out};
+    }
+    const LaunchResult result = launch(BatchLaunchArgs{
+        .p = p,
+        .members = buffers,
+        .count = int(members.size()),
+        .stream = static_cast<cudaStream_t>(ctx.stream),
+    });
+    if (result.cuda == cudaErrorNotSupported) return false;
+    if (absl::Status s = CudaStatus(result.cuda, name.c_str()); !s.ok()) return s;
+    return true;
   };
 }
 
@@ -68,7 +104,8 @@ absl::Status AddCudaLadder(Registry& registry, Op op, std::span<const CudaLadder
   for (const CudaLadderRow& row : rows) {
     if (!row.requires_sm90a || sm90a) listed.push_back(row);
   }
-  return AddLadder(registry, op, Backend::kCuda, std::span<const CudaLadderRow>(listed), CallOf);
+  return AddLadder(registry, op, Backend::kCuda, std::span<const CudaLadderRow>(listed), CallOf,
+                   SetBatchLaunch);
 }
 
 }  // namespace cuda

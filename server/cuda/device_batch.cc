@@ -1,10 +1,64 @@
 #include "server/cuda/device_batch.h"
 
+#include <algorithm>
+#include <span>
+
+#include "absl/strings/str_cat.h"
 #include "server/cuda/request_plan.h"
 
 namespace gpucompute::server::cuda {
 
 using Mark = Slot::Mark;
+
+namespace {
+
+// Launches the members `live` (indices into `jobs`, each with its
+// `buffers`) on the slot's stream: through the variant's batched form,
+// kernels::Variant::max_batch_members to a launch, where it has one for
+// them, else one launch each, one after another (they share the slot's
+// workspace). A member whose launch fails ends with that error; `ran`
+// marks the others. Returns how many launches ran every live member, or 0
+// where some member had a launch of its own.
+int LaunchTogether(absl::Span<const ComputeJob> jobs, const std::vector<size_t>& live,
+                   const std::vector<kernels::Buffers>& buffers, Slot& slot, DeviceHealth& health,
+                   std::vector<absl::StatusOr<StageTimes>>& results, std::vector<bool>& ran) {
+  if (live.empty()) return 0;
+  const kernels::Variant& variant = *jobs[live.front()].variant;
+  const kernels::Problem& problem = jobs[live.front()].problem;
+  const bool batched_form = live.size() > 1 && variant.launch_batch &&
+                            variant.max_batch_members > 0 && variant.WorkspaceBytes(problem) == 0;
+  int launches = 0;
+  for (size_t start = 0; batched_form && start < live.size();
+       start += size_t(variant.max_batch_members)) {
+    const size_t count = std::min(live.size() - start, size_t(variant.max_batch_members));
+    const absl::StatusOr<bool> launched = variant.launch_batch(
+        problem, std::span(buffers).subspan(start, count), slot.launch_context());
+    if (launched.ok() && !*launched) break;  // no one-launch form for these buffers
+    for (size_t j = start; j < start + count; ++j) {
+      if (launched.ok()) {
+        ran[live[j]] = true;
+      } else {
+        results[live[j]] = health.AfterError(launched.status());
+      }
+    }
+    if (!launched.ok()) return 0;
+    ++launches;
+    if (start + count == live.size()) return launches;
+  }
+  // One member at a time, from the first not yet launched.
+  const size_t first = size_t(launches) * size_t(std::max(1, variant.max_batch_members));
+  for (size_t j = first; j < live.size(); ++j) {
+    const ComputeJob& job = jobs[live[j]];
+    if (auto s = job.variant->launch(job.problem, buffers[j], slot.launch_context()); !s.ok()) {
+      results[live[j]] = health.AfterError(s);
+    } else {
+      ran[live[j]] = true;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
 
 bool RunsOnDevice(const ComputeJob& job, int ordinal) {
   if (job.variant == nullptr) return false;
@@ -24,26 +78,29 @@ std::vector<absl::StatusOr<StageTimes>> ExecuteOnDeviceBatch(absl::Span<const Co
     results.assign(n, health.AfterError(s));
     return results;
   }
-  // One stream, one member at a time: they share the slot's workspace.
-  std::vector<bool> ran(n, false);
+  // The members still wanted, with their buffers.
+  std::vector<size_t> live;
+  std::vector<kernels::Buffers> buffers;
   for (size_t i = 0; i < n; ++i) {
     if (stops[i]()) continue;
     const ComputeJob& job = jobs[i];
     const size_t workspace = job.variant->WorkspaceBytes(job.problem);
-    const kernels::Buffers buffers{
-        job.a_resident->data(), job.b_resident != nullptr ? job.b_resident->data() : nullptr,
-        job.out_resident->data(), workspace > 0 ? slot.workspace() : nullptr, workspace};
-    if (auto s = job.variant->launch(job.problem, buffers, slot.launch_context()); !s.ok()) {
-      results[i] = health.AfterError(s);
-    } else {
-      ran[i] = true;
-    }
+    live.push_back(i);
+    buffers.push_back(
+        {job.a_resident->data(), job.b_resident != nullptr ? job.b_resident->data() : nullptr,
+         job.out_resident->data(), workspace > 0 ? slot.workspace() : nullptr, workspace});
   }
+  std::vector<bool> ran(n, false);
+  const int launches = LaunchTogether(jobs, live, buffers, slot, health, results, ran);
   absl::Status s = slot.Record(Mark::kKernelEnd);
   if (s.ok()) s = slot.WaitFor(Mark::kKernelEnd, "batch kernel wait");
   absl::StatusOr<StageTimes> times = s.ok() ? slot.Stages(/*uploaded=*/false, /*downloaded=*/false)
                                             : absl::StatusOr<StageTimes>(s);
   if (!times.ok()) times = health.AfterError(times.status());
+  if (times.ok() && launches > 0) {
+    times->note = launches == 1 ? "the batch ran as one kernel launch"
+                                : absl::StrCat("the batch ran as ", launches, " kernel launches");
+  }
   for (size_t i = 0; i < n; ++i) {
     if (ran[i]) results[i] = times;
   }

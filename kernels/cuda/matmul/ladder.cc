@@ -13,13 +13,15 @@ constexpr CudaLadderRow kMatMulLadder[] = {
      .zero_copy = true,
      .grid_y_rows = 8,  // naive.cu: 32 x 8 threads a block
      .role = VariantRole::kTextbook,
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, NaiveMatMul)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, NaiveMatMul),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, NaiveMatMulBatch)},
     {.name = "tiled16",
      .description = "16x16 shared-memory tiles of A and B, one output element per thread",
      .dtypes = kEveryDType,
      .zero_copy = true,
      .grid_y_rows = 16,  // tiled.cu: tile x tile threads
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul16)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul16),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, TiledMatMul16Batch)},
     {.name = "tiled32",
      .description = "32x32 shared-memory tiles of A and B, one output element per thread",
      .dtypes = kEveryDType,
@@ -30,13 +32,15 @@ constexpr CudaLadderRow kMatMulLadder[] = {
                 .text = "reuse 32x32 tiles of A and B from shared memory instead of reading global "
                         "memory per multiply-add",
                 .counter = "smsp__inst_executed_op_global_ld.sum"},
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul32)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul32),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, TiledMatMul32Batch)},
     {.name = "tiled32_padded",
      .description = "32x33 padded shared-memory tiles, one output element per thread",
      .dtypes = kEveryDType,
      .zero_copy = true,
      .grid_y_rows = 32,
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul32Padded)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, TiledMatMul32Padded),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, TiledMatMul32PaddedBatch)},
     {.name = "register_tiled",
      .description =
          "128x128 block tile, 8x8 register tile per thread, 64x32 warp tiles, 16-byte loads, "
@@ -52,7 +56,8 @@ constexpr CudaLadderRow kMatMulLadder[] = {
                 .text = "an 8x8 register tile per thread: each shared-memory load feeds 8 "
                         "multiply-adds (with 16-byte loads and double buffering)",
                 .counter = "smsp__inst_executed_pipe_lsu.sum"},
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, RegisterTiledMatMul)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, RegisterTiledMatMul),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, RegisterTiledMatMulBatch)},
     {.name = "wmma",
      .description = "tensor cores through WMMA: 128x128 block tile, 64x32 warp tiles of 16x16x16 "
                     "fragments, FP32 accumulators, 4-stage cp.async pipeline, padded shared memory",

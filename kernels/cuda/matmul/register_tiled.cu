@@ -60,10 +60,10 @@ struct Quad<double> {
 // bounds-checked on its own.
 // kBK: k-tile depth (8 or 16); kMinBlocks: blocks per multiprocessor the
 // register budget must allow (2 caps float at 128 registers).
-template <typename T, int kBK, int kMinBlocks, bool kVec>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    RegisterTiledKernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
-                        int64_t m, int64_t n, int64_t k) {
+template <typename T, int kBK, bool kVec>
+__device__ __forceinline__ void RegisterTiledBody(const T* __restrict__ a, const T* __restrict__ b,
+                                                  T* __restrict__ c, int64_t m, int64_t n,
+                                                  int64_t k) {
   __shared__ __align__(16) T as[2][kBK][kBM + kPadA];
   __shared__ __align__(16) T bs[2][kBK][kBN];
 
@@ -193,13 +193,34 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+template <typename T, int kBK, int kMinBlocks, bool kVec>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    RegisterTiledKernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
+                        int64_t m, int64_t n, int64_t k) {
+  RegisterTiledBody<T, kBK, kVec>(a, b, c, m, n, k);
+}
+
+// The members of a batch on grid.z: the same body on each one's buffers.
+template <typename T, int kBK, int kMinBlocks, bool kVec>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    RegisterTiledBatchKernel(const __grid_constant__ LaunchMembers<T> members, int64_t m, int64_t n,
+                             int64_t k) {
+  const auto& x = members.at[blockIdx.z];
+  RegisterTiledBody<T, kBK, kVec>(x.a, x.b, x.out, m, n, k);
+}
+
+// Whether a launch on these buffers moves groups of four as 16-byte accesses.
+template <typename T>
+bool Vectorized(const T* a, const T* b, const T* c, int64_t n, int64_t k) {
+  return k % 4 == 0 && n % 4 == 0 && Aligned16(a) && Aligned16(b) && Aligned16(c);
+}
+
 template <typename T, int kBK, int kMinBlocks>
 cudaError_t Launch(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
                    cudaStream_t stream) {
   if (CeilDiv(m, kBM) > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(unsigned(CeilDiv(n, kBN)), unsigned(CeilDiv(m, kBM)));
-  const bool vec = k % 4 == 0 && n % 4 == 0 && Aligned16(a) && Aligned16(b) && Aligned16(c);
-  if (vec) {
+  if (Vectorized(a, b, c, n, k)) {
     RegisterTiledKernel<T, kBK, kMinBlocks, true><<<grid, kThreads, 0, stream>>>(a, b, c, m, n, k);
   } else {
     RegisterTiledKernel<T, kBK, kMinBlocks, false><<<grid, kThreads, 0, stream>>>(a, b, c, m, n, k);
@@ -247,6 +268,41 @@ template cudaError_t LaunchRegisterTiledMatMul<float>(const float*, const float*
                                                       int64_t, int64_t, cudaStream_t);
 template cudaError_t LaunchRegisterTiledMatMul<double>(const double*, const double*, double*,
                                                        int64_t, int64_t, int64_t, cudaStream_t);
+
+namespace {
+
+// register_tiled's configuration for T (LaunchRegisterTiledMatMul's) over
+// the members on grid.z; every member must take the same path (16-byte
+// accesses or not) as it would alone.
+template <typename T>
+cudaError_t LaunchRegisterTiledBatch(const LaunchMembers<T>& members, int count, int64_t m,
+                                     int64_t n, int64_t k, cudaStream_t stream) {
+  if (CeilDiv(m, kBM) > 65535) return cudaErrorInvalidConfiguration;
+  const auto vectorized = [&](int i) {
+    return Vectorized(members.at[i].a, members.at[i].b, members.at[i].out, n, k);
+  };
+  const bool vec = vectorized(0);
+  for (int i = 1; i < count; ++i) {
+    if (vectorized(i) != vec) return cudaErrorNotSupported;
+  }
+  constexpr int kBK = sizeof(T) == 4 ? kDefaultBK : 8;
+  constexpr int kMin = sizeof(T) == 4 ? kDefaultMinBlocks : 1;
+  const dim3 grid(unsigned(CeilDiv(n, kBN)), unsigned(CeilDiv(m, kBM)), unsigned(count));
+  if (vec) {
+    RegisterTiledBatchKernel<T, kBK, kMin, true><<<grid, kThreads, 0, stream>>>(members, m, n, k);
+  } else {
+    RegisterTiledBatchKernel<T, kBK, kMin, false><<<grid, kThreads, 0, stream>>>(members, m, n, k);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+LaunchResult RegisterTiledMatMulBatch(const BatchLaunchArgs& args) {
+  return ForElementType(args, [&](const auto& members) {
+    return LaunchRegisterTiledBatch(members, args.count, args.p.m, args.p.n, args.p.k, args.stream);
+  });
+}
 
 LaunchResult RegisterTiledMatMul(const LaunchArgs& args) {
   return ForElementType(args, [](const auto& t) {

@@ -10,8 +10,9 @@ namespace gpucompute::kernels::cuda {
 namespace {
 
 template <typename T, typename Out, int kTile, int kPad>
-__global__ void TiledMatMulKernel(const T* __restrict__ a, const T* __restrict__ b,
-                                  Out* __restrict__ c, int64_t m, int64_t n, int64_t k) {
+__device__ __forceinline__ void TiledMatMulBody(const T* __restrict__ a, const T* __restrict__ b,
+                                                Out* __restrict__ c, int64_t m, int64_t n,
+                                                int64_t k) {
   __shared__ T as[kTile][kTile + kPad];
   __shared__ T bs[kTile][kTile + kPad];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -31,12 +32,39 @@ __global__ void TiledMatMulKernel(const T* __restrict__ a, const T* __restrict__
 }
 
 template <typename T, typename Out, int kTile, int kPad>
+__global__ void TiledMatMulKernel(const T* __restrict__ a, const T* __restrict__ b,
+                                  Out* __restrict__ c, int64_t m, int64_t n, int64_t k) {
+  TiledMatMulBody<T, Out, kTile, kPad>(a, b, c, m, n, k);
+}
+
+// The members of a batch on grid.z: the same body on each one's buffers.
+template <typename T, typename Out, int kTile, int kPad>
+__global__ void TiledMatMulBatchKernel(const __grid_constant__ LaunchMembers<T, Out> members,
+                                       int64_t m, int64_t n, int64_t k) {
+  const auto& x = members.at[blockIdx.z];
+  TiledMatMulBody<T, Out, kTile, kPad>(x.a, x.b, x.out, m, n, k);
+}
+
+template <int kTile>
+dim3 TiledGrid(int64_t m, int64_t n, int members = 1) {
+  return dim3(unsigned(CeilDiv(n, kTile)), unsigned(CeilDiv(m, kTile)), unsigned(members));
+}
+
+template <typename T, typename Out, int kTile, int kPad>
 cudaError_t Launch(const T* a, const T* b, Out* c, int64_t m, int64_t n, int64_t k,
                    cudaStream_t stream) {
   if (CeilDiv(m, kTile) > 65535) return cudaErrorInvalidConfiguration;
-  const dim3 block(kTile, kTile);
-  const dim3 grid(unsigned(CeilDiv(n, kTile)), unsigned(CeilDiv(m, kTile)));
-  TiledMatMulKernel<T, Out, kTile, kPad><<<grid, block, 0, stream>>>(a, b, c, m, n, k);
+  TiledMatMulKernel<T, Out, kTile, kPad>
+      <<<TiledGrid<kTile>(m, n), dim3(kTile, kTile), 0, stream>>>(a, b, c, m, n, k);
+  return cudaGetLastError();
+}
+
+template <typename T, typename Out, int kTile, int kPad>
+cudaError_t LaunchBatch(const LaunchMembers<T, Out>& members, int count, int64_t m, int64_t n,
+                        int64_t k, cudaStream_t stream) {
+  if (CeilDiv(m, kTile) > 65535) return cudaErrorInvalidConfiguration;
+  TiledMatMulBatchKernel<T, Out, kTile, kPad>
+      <<<TiledGrid<kTile>(m, n, count), dim3(kTile, kTile), 0, stream>>>(members, m, n, k);
   return cudaGetLastError();
 }
 
@@ -72,10 +100,26 @@ LaunchResult Tiled(const LaunchArgs& args, int tile, bool padded) {
                                        : ForElementType(args, launch);
 }
 
+template <int kTile, int kPad>
+LaunchResult TiledBatch(const BatchLaunchArgs& args) {
+  const Problem& p = args.p;
+  const auto launch = [&](const auto& members) {
+    using M = std::decay_t<decltype(members)>;
+    return LaunchBatch<typename M::Element, typename M::Output, kTile, kPad>(
+        members, args.count, p.m, p.n, p.k, args.stream);
+  };
+  return IsHalfPrecision(p.dtype) ? ForHalfElementType(args, launch) : ForElementType(args, launch);
+}
+
 }  // namespace
 
 LaunchResult TiledMatMul16(const LaunchArgs& args) { return Tiled(args, 16, false); }
 LaunchResult TiledMatMul32(const LaunchArgs& args) { return Tiled(args, 32, false); }
 LaunchResult TiledMatMul32Padded(const LaunchArgs& args) { return Tiled(args, 32, true); }
+LaunchResult TiledMatMul16Batch(const BatchLaunchArgs& args) { return TiledBatch<16, 0>(args); }
+LaunchResult TiledMatMul32Batch(const BatchLaunchArgs& args) { return TiledBatch<32, 0>(args); }
+LaunchResult TiledMatMul32PaddedBatch(const BatchLaunchArgs& args) {
+  return TiledBatch<32, 1>(args);
+}
 
 }  // namespace gpucompute::kernels::cuda

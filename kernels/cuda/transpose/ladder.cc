@@ -15,7 +15,8 @@ constexpr CudaLadderRow kTransposeLadder[] = {
      .dtypes = kEveryDType,
      .zero_copy = true,
      .role = VariantRole::kTextbook,
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, NaiveTranspose)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, NaiveTranspose),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, NaiveTransposeBatch)},
     {.name = "shared",
      .description = "32x32 shared-memory tile; column reads hit one bank (conflicts); 2-byte "
                     "elements as 2x2 blocks in 32-bit words",
@@ -26,7 +27,8 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .text = "stage a tile in shared memory so the writes, not only the reads, are "
                         "coalesced",
                 .counter = "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"},
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedTranspose)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedTranspose),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, SharedTransposeBatch)},
     {.name = "shared_padded",
      .description = "32x33 padded shared-memory tile, conflict-free; 2-byte elements as 2x2 "
                     "blocks in 32-bit words",
@@ -38,7 +40,8 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .idea = "bank conflicts",
                 .text = "pad the 32x32 tile to 32x33 so a column read hits 32 different banks",
                 .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedTranspose)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedTranspose),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, SharedPaddedTransposeBatch)},
     {.name = "shared_swizzled",
      .description = "32x32 shared-memory tile with XOR-swizzled columns, no padding; 2-byte "
                     "elements as 2x2 blocks in 32-bit words",
@@ -49,7 +52,8 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .text = "XOR-swizzle the columns instead of padding: conflict-free without the "
                         "extra column",
                 .counter = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedSwizzledTranspose)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedSwizzledTranspose),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, SharedSwizzledTransposeBatch)},
     {.name = "cublas",
      .description = "cublas<t>geam with op(A) = A^T; FP16 and BF16 through "
                     "cublasLtMatrixTransform",
@@ -68,14 +72,16 @@ constexpr CudaLadderRow kTransposeLadder[] = {
                 .text = "16-byte global loads and stores: a quarter of the memory instructions "
                         "for the same tile",
                 .counter = "smsp__inst_executed_op_global_ld.sum"},
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedVec16Transpose)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedVec16Transpose),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, SharedPaddedVec16TransposeBatch)},
     {.name = "shared_padded_wide",
      .description = "64x65 padded shared-memory tile, 16 elements per thread: each row is read "
                     "and written in 256-byte runs (2-byte elements: 128x128 as 2x2 blocks "
                     "in 64x65 words)",
      .dtypes = kEveryDType,
      .zero_copy = true,
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedWideTranspose)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, SharedPaddedWideTranspose),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, SharedPaddedWideTransposeBatch)},
 };
 
 std::span<const CudaLadderRow> TransposeLadder() { return kTransposeLadder; }

@@ -26,81 +26,111 @@ constexpr int kBlockRows = 8;  // naive: a 32x8 block moves a 32x32 tile, 4 elem
 template <typename T>
 constexpr int kPadded = sizeof(T) == 2 ? 2 : 1;
 
-template <typename T>
-__global__ void NaiveTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m,
-                                     int64_t n, int64_t tiles_x) {
-  const int64_t tile_row = blockIdx.x / tiles_x, tile_col = blockIdx.x % tiles_x;
-  const int64_t col = tile_col * kTile + threadIdx.x;
-#pragma unroll
-  for (int j = 0; j < kTile; j += kBlockRows) {
-    const int64_t row = tile_row * kTile + threadIdx.y + j;
-    if (row < m && col < n) out[col * m + row] = in[row * n + col];
-  }
+// Each kernel below is a tile: the work of block blockIdx.x, Run by
+// TransposeKernel for one transpose or TransposeBatchKernel for the
+// members of a batch (on grid.z), the same code either way.
+template <typename Tile>
+__global__ void __launch_bounds__(Tile::kThreads)
+    TransposeKernel(const typename Tile::Element* __restrict__ in,
+                    typename Tile::Element* __restrict__ out, int64_t m, int64_t n,
+                    int64_t tiles_x) {
+  Tile::Run(in, out, m, n, tiles_x);
 }
+
+template <typename Tile>
+__global__ void __launch_bounds__(Tile::kThreads)
+    TransposeBatchKernel(const __grid_constant__ LaunchMembers<typename Tile::Element> members,
+                         int64_t m, int64_t n, int64_t tiles_x) {
+  const auto& x = members.at[blockIdx.z];
+  Tile::Run(x.a, x.out, m, n, tiles_x);
+}
+
+template <typename T>
+struct NaiveTile {
+  using Element = T;
+  static constexpr int kThreads = kTile * kBlockRows;
+  __device__ static void Run(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+                             int64_t tiles_x) {
+    const int64_t tile_row = blockIdx.x / tiles_x, tile_col = blockIdx.x % tiles_x;
+    const int64_t col = tile_col * kTile + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < kTile; j += kBlockRows) {
+      const int64_t row = tile_row * kTile + threadIdx.y + j;
+      if (row < m && col < n) out[col * m + row] = in[row * n + col];
+    }
+  }
+};
 
 // kPad: extra elements per tile row; kSwizzle: element (r, c) lives at
 // [r][c ^ r], so a column read visits 32 different banks without padding.
 // A 32 x kRows block moves one 32x32 tile, 32 / kRows elements per thread.
 template <typename T, int kPad, bool kSwizzle, int kRows>
-__global__ void __launch_bounds__(kTile* kRows)
-    TiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
-                         int64_t tiles_x) {
-  __shared__ T tile[kTile][kTile + kPad];
-  const int64_t tile_row = blockIdx.x / tiles_x, tile_col = blockIdx.x % tiles_x;
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t col = tile_col * kTile + tx;
+struct SharedTile {
+  using Element = T;
+  static constexpr int kThreads = kTile * kRows;
+  __device__ static void Run(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+                             int64_t tiles_x) {
+    __shared__ T tile[kTile][kTile + kPad];
+    const int64_t tile_row = blockIdx.x / tiles_x, tile_col = blockIdx.x % tiles_x;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t col = tile_col * kTile + tx;
 #pragma unroll
-  for (int j = 0; j < kTile; j += kRows) {
-    const int r = ty + j;
-    const int64_t row = tile_row * kTile + r;
-    if (row < m && col < n) tile[r][kSwizzle ? (tx ^ r) : tx] = in[row * n + col];
-  }
-  __syncthreads();
-  // Output row = input column; consecutive threads write consecutive input rows.
-  const int64_t out_col = tile_row * kTile + tx;
+    for (int j = 0; j < kTile; j += kRows) {
+      const int r = ty + j;
+      const int64_t row = tile_row * kTile + r;
+      if (row < m && col < n) tile[r][kSwizzle ? (tx ^ r) : tx] = in[row * n + col];
+    }
+    __syncthreads();
+    // Output row = input column; consecutive threads write consecutive input rows.
+    const int64_t out_col = tile_row * kTile + tx;
 #pragma unroll
-  for (int j = 0; j < kTile; j += kRows) {
-    const int c = ty + j;
-    const int64_t out_row = tile_col * kTile + c;
-    if (out_row < n && out_col < m) out[out_row * m + out_col] = tile[tx][kSwizzle ? (c ^ tx) : c];
+    for (int j = 0; j < kTile; j += kRows) {
+      const int c = ty + j;
+      const int64_t out_row = tile_col * kTile + c;
+      if (out_row < n && out_col < m)
+        out[out_row * m + out_col] = tile[tx][kSwizzle ? (c ^ tx) : c];
+    }
   }
-}
+};
 
 // A padded tile of (32 * kTY) x (32 * kTX + 1): with kTX = 2 a warp's
 // reads of one row cover 256 contiguous bytes over two instructions, with
 // kTY = 2 its writes do. Row pitch 32 * kTX + 1 keeps column reads on 32
 // distinct banks.
 template <typename T, int kTX, int kTY, int kRows, int kPad = kPadded<T>>
-__global__ void __launch_bounds__(32 * kRows)
-    WideTiledTransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+struct WideTile {
+  using Element = T;
+  static constexpr int kThreads = 32 * kRows;
+  __device__ static void Run(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
                              int64_t tiles_x) {
-  constexpr int kH = 32 * kTY, kW = 32 * kTX;
-  __shared__ T tile[kH][kW + kPad];
-  const int64_t row0 = (blockIdx.x / tiles_x) * kH, col0 = (blockIdx.x % tiles_x) * kW;
-  const int tx = threadIdx.x, ty = threadIdx.y;
+    constexpr int kH = 32 * kTY, kW = 32 * kTX;
+    __shared__ T tile[kH][kW + kPad];
+    const int64_t row0 = (blockIdx.x / tiles_x) * kH, col0 = (blockIdx.x % tiles_x) * kW;
+    const int tx = threadIdx.x, ty = threadIdx.y;
 #pragma unroll
-  for (int r = ty; r < kH; r += kRows)
+    for (int r = ty; r < kH; r += kRows)
 #pragma unroll
-    for (int i = 0; i < kTX; ++i) {
-      const int c = tx + 32 * i;
-      if (row0 + r < m && col0 + c < n) tile[r][c] = in[(row0 + r) * n + col0 + c];
-    }
-  __syncthreads();
+      for (int i = 0; i < kTX; ++i) {
+        const int c = tx + 32 * i;
+        if (row0 + r < m && col0 + c < n) tile[r][c] = in[(row0 + r) * n + col0 + c];
+      }
+    __syncthreads();
 #pragma unroll
-  for (int oc = ty; oc < kW; oc += kRows)
+    for (int oc = ty; oc < kW; oc += kRows)
 #pragma unroll
-    for (int i = 0; i < kTY; ++i) {
-      const int orow = tx + 32 * i;
-      if (col0 + oc < n && row0 + orow < m) out[(col0 + oc) * m + row0 + orow] = tile[orow][oc];
-    }
-}
+      for (int i = 0; i < kTY; ++i) {
+        const int orow = tx + 32 * i;
+        if (col0 + oc < n && row0 + orow < m) out[(col0 + oc) * m + row0 + orow] = tile[orow][oc];
+      }
+  }
+};
 
 template <typename T, int kTX, int kTY, int kRows, int kPad = kPadded<T>>
 cudaError_t LaunchWide(const T* in, T* out, int64_t m, int64_t n, cudaStream_t stream) {
   const int64_t tiles_x = CeilDiv(n, 32 * kTX);
   const int64_t blocks = tiles_x * CeilDiv(m, 32 * kTY);
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-  WideTiledTransposeKernel<T, kTX, kTY, kRows, kPad>
+  TransposeKernel<WideTile<T, kTX, kTY, kRows, kPad>>
       <<<unsigned(blocks), dim3(32, kRows), 0, stream>>>(in, out, m, n, tiles_x);
   return cudaGetLastError();
 }
@@ -119,64 +149,67 @@ constexpr int kVecTile = 64;
 constexpr int kVecThreads = 256;
 
 template <typename T>
-__global__ void __launch_bounds__(kVecThreads)
-    Tile64Vec16TransposeKernel(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
-                               int64_t tiles_x) {
-  using V = typename Vec16<T>::Type;
-  constexpr int W = Vec16<T>::kWidth;
-  constexpr int kLanesPerRow = 32 / W;  // lanes covering 32 columns
-  constexpr int kIters = kVecTile * kVecTile / W / kVecThreads;
-  __shared__ T tile[kVecTile][kVecTile + kPadded<T>];
-  const int64_t row0 = (blockIdx.x / tiles_x) * kVecTile;
-  const int64_t col0 = (blockIdx.x % tiles_x) * kVecTile;
-  const int lane = threadIdx.x % 32;
+struct Vec16Tile {
+  using Element = T;
+  static constexpr int kThreads = kVecThreads;
+  __device__ static void Run(const T* __restrict__ in, T* __restrict__ out, int64_t m, int64_t n,
+                             int64_t tiles_x) {
+    using V = typename Vec16<T>::Type;
+    constexpr int W = Vec16<T>::kWidth;
+    constexpr int kLanesPerRow = 32 / W;  // lanes covering 32 columns
+    constexpr int kIters = kVecTile * kVecTile / W / kVecThreads;
+    __shared__ T tile[kVecTile][kVecTile + kPadded<T>];
+    const int64_t row0 = (blockIdx.x / tiles_x) * kVecTile;
+    const int64_t col0 = (blockIdx.x % tiles_x) * kVecTile;
+    const int lane = threadIdx.x % 32;
 
-  // Slot e of the tile: warp-instruction w = e / 32 covers W rows x 32 columns.
-  auto slot = [&](int i, int& r, int& c) {
-    const int w = (i * kVecThreads + int(threadIdx.x)) / 32;
-    r = (w / 2) * W + lane / kLanesPerRow;
-    c = (w % 2) * 32 + (lane % kLanesPerRow) * W;
-  };
+    // Slot e of the tile: warp-instruction w = e / 32 covers W rows x 32 columns.
+    auto slot = [&](int i, int& r, int& c) {
+      const int w = (i * kVecThreads + int(threadIdx.x)) / 32;
+      r = (w / 2) * W + lane / kLanesPerRow;
+      c = (w % 2) * 32 + (lane % kLanesPerRow) * W;
+    };
 
-  V v[kIters];
+    V v[kIters];
 #pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    int r, c;
-    slot(i, r, c);
-    // n is a multiple of W, so a vector is wholly inside or wholly outside.
-    if (row0 + r < m && col0 + c < n)
-      v[i] = *reinterpret_cast<const V*>(in + (row0 + r) * n + col0 + c);
-  }
+    for (int i = 0; i < kIters; ++i) {
+      int r, c;
+      slot(i, r, c);
+      // n is a multiple of W, so a vector is wholly inside or wholly outside.
+      if (row0 + r < m && col0 + c < n)
+        v[i] = *reinterpret_cast<const V*>(in + (row0 + r) * n + col0 + c);
+    }
 #pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    int r, c;
-    slot(i, r, c);
-    const T* e = reinterpret_cast<const T*>(&v[i]);
+    for (int i = 0; i < kIters; ++i) {
+      int r, c;
+      slot(i, r, c);
+      const T* e = reinterpret_cast<const T*>(&v[i]);
 #pragma unroll
-    for (int j = 0; j < W; ++j) tile[r][c + j] = e[j];
-  }
-  __syncthreads();
-  // Output tile: rows are input columns col0.., columns are input rows row0..
+      for (int j = 0; j < W; ++j) tile[r][c + j] = e[j];
+    }
+    __syncthreads();
+    // Output tile: rows are input columns col0.., columns are input rows row0..
 #pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    int r, c;
-    slot(i, r, c);
-    if (col0 + r < n && row0 + c < m) {
-      V o;
-      T* e = reinterpret_cast<T*>(&o);
+    for (int i = 0; i < kIters; ++i) {
+      int r, c;
+      slot(i, r, c);
+      if (col0 + r < n && row0 + c < m) {
+        V o;
+        T* e = reinterpret_cast<T*>(&o);
 #pragma unroll
-      for (int j = 0; j < W; ++j) e[j] = tile[c + j][r];
-      *reinterpret_cast<V*>(out + (col0 + r) * m + row0 + c) = o;
+        for (int j = 0; j < W; ++j) e[j] = tile[c + j][r];
+        *reinterpret_cast<V*>(out + (col0 + r) * m + row0 + c) = o;
+      }
     }
   }
-}
+};
 
 template <typename T, int kPad, bool kSwizzle, int kRows = kDefaultRows>
 cudaError_t LaunchTiled(const T* in, T* out, int64_t m, int64_t n, cudaStream_t stream) {
   const int64_t tiles_x = CeilDiv(n, kTile);
   const int64_t blocks = tiles_x * CeilDiv(m, kTile);
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-  TiledTransposeKernel<T, kPad, kSwizzle, kRows>
+  TransposeKernel<SharedTile<T, kPad, kSwizzle, kRows>>
       <<<unsigned(blocks), dim3(kTile, kRows), 0, stream>>>(in, out, m, n, tiles_x);
   return cudaGetLastError();
 }
@@ -211,7 +244,7 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
       const int64_t tiles_x = CeilDiv(n, kTile);
       const int64_t blocks = tiles_x * CeilDiv(m, kTile);
       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      NaiveTransposeKernel<T>
+      TransposeKernel<NaiveTile<T>>
           <<<unsigned(blocks), dim3(kTile, kBlockRows), 0, stream>>>(in, out, m, n, tiles_x);
       return cudaGetLastError();
     }
@@ -229,13 +262,64 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
       const int64_t tiles_x = CeilDiv(n, kVecTile);
       const int64_t blocks = tiles_x * CeilDiv(m, kVecTile);
       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      Tile64Vec16TransposeKernel<T>
+      TransposeKernel<Vec16Tile<T>>
           <<<unsigned(blocks), kVecThreads, 0, stream>>>(in, out, m, n, tiles_x);
       return cudaGetLastError();
     }
   }
   return cudaErrorInvalidValue;
 }
+
+namespace {
+
+// LaunchTranspose's kernel for `kind` over the members of a batch (float and
+// double: 2-byte elements take the pair kernels, which have no batched
+// form), each member's tile run as it would be alone.
+template <typename T>
+cudaError_t LaunchTransposeBatch(const LaunchMembers<T>& members, int count, int64_t m, int64_t n,
+                                 TransposeKind kind, cudaStream_t stream) {
+  const auto launch = [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
+    using Tile = decltype(tile);
+    const int64_t tiles_x = CeilDiv(n, tile_cols);
+    const int64_t blocks = tiles_x * CeilDiv(m, tile_rows);
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    TransposeBatchKernel<Tile>
+        <<<dim3(unsigned(blocks), 1, unsigned(count)), block, 0, stream>>>(members, m, n, tiles_x);
+    return cudaGetLastError();
+  };
+  switch (kind) {
+    case TransposeKind::kNaive:
+      return launch(NaiveTile<T>{}, kTile, kTile, dim3(kTile, kBlockRows));
+    case TransposeKind::kShared:
+      return launch(SharedTile<T, 0, false, kDefaultRows>{}, kTile, kTile,
+                    dim3(kTile, kDefaultRows));
+    case TransposeKind::kSharedPadded:
+      return launch(SharedTile<T, kPadded<T>, false, kDefaultRows>{}, kTile, kTile,
+                    dim3(kTile, kDefaultRows));
+    case TransposeKind::kSharedSwizzled:
+      return launch(SharedTile<T, 0, true, kDefaultRows>{}, kTile, kTile,
+                    dim3(kTile, kDefaultRows));
+    case TransposeKind::kSharedPaddedWide:
+      return launch(WideTile<T, 2, 2, 8>{}, 64, 64, dim3(32, 8));
+    case TransposeKind::kTile64Vec16: {
+      // As alone: whole 16-byte vectors, else the padded kernel; members
+      // that would differ have no one launch.
+      constexpr int W = Vec16<T>::kWidth;
+      int vectors = 0;
+      for (int i = 0; i < count; ++i) {
+        vectors += Aligned16(members.at[i].a) && Aligned16(members.at[i].out) ? 1 : 0;
+      }
+      if (m % W != 0 || n % W != 0 || vectors == 0) {
+        return LaunchTransposeBatch(members, count, m, n, TransposeKind::kSharedPadded, stream);
+      }
+      if (vectors < count) return cudaErrorNotSupported;
+      return launch(Vec16Tile<T>{}, kVecTile, kVecTile, dim3(kVecThreads));
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
 
 template <typename T>
 cudaError_t LaunchTransposeConfig(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
@@ -340,7 +424,33 @@ LaunchResult Transpose(const LaunchArgs& args, TransposeKind kind) {
   });
 }
 
+// The batched form of Transpose(args, kind): float and double, one launch.
+LaunchResult TransposeBatch(const BatchLaunchArgs& args, TransposeKind kind) {
+  return ForElementType(args, [&](const auto& members) {
+    return LaunchTransposeBatch(members, args.count, args.p.m, args.p.n, kind, args.stream);
+  });
+}
+
 }  // namespace
+
+LaunchResult NaiveTransposeBatch(const BatchLaunchArgs& args) {
+  return TransposeBatch(args, TransposeKind::kNaive);
+}
+LaunchResult SharedTransposeBatch(const BatchLaunchArgs& args) {
+  return TransposeBatch(args, TransposeKind::kShared);
+}
+LaunchResult SharedPaddedTransposeBatch(const BatchLaunchArgs& args) {
+  return TransposeBatch(args, TransposeKind::kSharedPadded);
+}
+LaunchResult SharedSwizzledTransposeBatch(const BatchLaunchArgs& args) {
+  return TransposeBatch(args, TransposeKind::kSharedSwizzled);
+}
+LaunchResult SharedPaddedVec16TransposeBatch(const BatchLaunchArgs& args) {
+  return TransposeBatch(args, TransposeKind::kTile64Vec16);
+}
+LaunchResult SharedPaddedWideTransposeBatch(const BatchLaunchArgs& args) {
+  return TransposeBatch(args, TransposeKind::kSharedPaddedWide);
+}
 
 LaunchResult NaiveTranspose(const LaunchArgs& args) {
   return Transpose(args, TransposeKind::kNaive);

@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "gpucompute/kernels/registry.h"
@@ -60,8 +61,9 @@ inline constexpr DTypeSet kFloat32AndHalf{DType::kFloat32, DType::kFloat16, DTyp
 using WorkspaceFunction = size_t(const Problem&);
 
 // One row of a ladder table. `Launch` is the backend's launcher type
-// (CudaLaunch in kernels/cuda/launcher.h, CpuLaunch below).
-template <typename Launch>
+// (CudaLaunch in kernels/cuda/launcher.h, CpuLaunch below), `BatchLaunch`
+// its batched launcher's (CudaBatchLaunch; none on the CPU).
+template <typename Launch, typename BatchLaunch = void>
 struct LadderRow {
   const char* name = "";
   const char* description = "";  // one line: what the variant does
@@ -78,6 +80,9 @@ struct LadderRow {
   bool requires_sm90a = false;
   Lesson lesson = {};  // Variant::lesson: the idea it teaches against `lesson.before`
   Launch* launch = nullptr;
+  // Variant::launch_batch: many problems of one shape in one launch; null:
+  // none.
+  BatchLaunch* launch_batch = nullptr;
 };
 
 // The Variant a row declares, without its launcher.
@@ -96,14 +101,17 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
 absl::Status CheckLadder(const Registry& registry, Op op, Backend backend);
 
 // Registers `rows` in order, each with `adapt(name, row.launch)` (the
-// backend's call of its launcher) behind CheckedLaunch. A row without a
-// launcher, a duplicate name or an empty one fails, naming the row, and so
-// does a ladder CheckLadder refuses.
-template <typename Launch, typename Adapt>
+// backend's call of its launcher) behind CheckedLaunch, and, where a row
+// has a batched launcher, `adapt_batch(variant, row.launch_batch)` sets the
+// variant's launch_batch. A row without a launcher, a duplicate name or an
+// empty one fails, naming the row, and so does a ladder CheckLadder refuses.
+template <typename Launch, typename BatchLaunch, typename Adapt,
+          typename AdaptBatch = std::nullptr_t>
 absl::Status AddLadder(Registry& registry, Op op, Backend backend,
-                       std::span<const LadderRow<Launch>> rows, const Adapt& adapt) {
+                       std::span<const LadderRow<Launch, BatchLaunch>> rows, const Adapt& adapt,
+                       const AdaptBatch& adapt_batch = nullptr) {
   int rung = 0;
-  for (const LadderRow<Launch>& row : rows) {
+  for (const LadderRow<Launch, BatchLaunch>& row : rows) {
     Variant v = DeclaredVariant(op, backend, row.name, row.description, row.dtypes,
                                 row.reduced_precision, row.fallback_rank, row.workspace_bytes);
     v.zero_copy = row.zero_copy;
@@ -112,6 +120,9 @@ absl::Status AddLadder(Registry& registry, Op op, Backend backend,
     v.lesson = row.lesson;
     v.rung = rung++;
     if (row.launch != nullptr) v.launch = CheckedLaunch(v, adapt(v.name, row.launch));
+    if constexpr (!std::is_same_v<AdaptBatch, std::nullptr_t>) {
+      if (row.launch_batch != nullptr) adapt_batch(v, row.launch_batch);
+    }
     if (absl::Status s = registry.Add(std::move(v)); !s.ok()) return s;
   }
   return CheckLadder(registry, op, backend);

@@ -4,11 +4,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gpucompute/kernels/problem.h"
 
 namespace gpucompute::kernels {
@@ -91,6 +93,16 @@ struct Variant {
   // Enqueues the computation (CUDA: asynchronously on ctx.stream; CPU:
   // synchronously). Returns an error for launch failures, never aborts.
   std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> launch;
+  // Optional (CUDA): enqueues one problem on each of up to
+  // max_batch_members members' buffers (no workspace) as one kernel launch,
+  // every member's result bit for bit what `launch` writes for it alone.
+  // False, enqueueing nothing, where the variant has no one-launch form for
+  // the problem or these buffers (the caller launches each member). Null:
+  // no batched form at all.
+  std::function<absl::StatusOr<bool>(const Problem&, std::span<const Buffers>,
+                                     const LaunchContext&)>
+      launch_batch;
+  int max_batch_members = 0;
 
   bool Supports(DType dtype) const;
   // The largest m its grid takes; 0: any.
