@@ -1,9 +1,7 @@
 #include "server/cuda/device_batch.h"
 
-#include <algorithm>
-#include <span>
-
 #include "absl/strings/str_cat.h"
+#include "server/cuda/batched_form.h"
 #include "server/cuda/request_plan.h"
 
 namespace gpucompute::server::cuda {
@@ -13,49 +11,32 @@ using Mark = Slot::Mark;
 namespace {
 
 // Launches the members `live` (indices into `jobs`, each with its
-// `buffers`) on the slot's stream: through the variant's batched form,
-// kernels::Variant::max_batch_members to a launch, where it has one for
-// them, else one launch each, one after another (they share the slot's
-// workspace). A member whose launch fails ends with that error; `ran`
-// marks the others. Returns how many launches ran every live member, or 0
-// where some member had a launch of its own.
+// `buffers`) on the slot's stream: through the variant's batched form where
+// it takes them, the rest one launch each, one after another (they share
+// the slot's workspace). A member whose launch fails ends with that error;
+// `ran` marks the others. Returns how many launches ran every live member
+// in the batched form, or 0 where some member had a launch of its own.
 int LaunchTogether(absl::Span<const ComputeJob> jobs, const std::vector<size_t>& live,
                    const std::vector<kernels::Buffers>& buffers, Slot& slot, DeviceHealth& health,
                    std::vector<absl::StatusOr<StageTimes>>& results, std::vector<bool>& ran) {
   if (live.empty()) return 0;
-  const kernels::Variant& variant = *jobs[live.front()].variant;
-  const kernels::Problem& problem = jobs[live.front()].problem;
-  const bool batched_form = live.size() > 1 && variant.launch_batch &&
-                            variant.max_batch_members > 0 && variant.WorkspaceBytes(problem) == 0;
-  int launches = 0;
-  for (size_t start = 0; batched_form && start < live.size();
-       start += size_t(variant.max_batch_members)) {
-    const size_t count = std::min(live.size() - start, size_t(variant.max_batch_members));
-    const absl::StatusOr<bool> launched = variant.launch_batch(
-        problem, std::span(buffers).subspan(start, count), slot.launch_context());
-    if (launched.ok() && !*launched) break;  // no one-launch form for these buffers
-    for (size_t j = start; j < start + count; ++j) {
-      if (launched.ok()) {
-        ran[live[j]] = true;
-      } else {
-        results[live[j]] = health.AfterError(launched.status());
-      }
-    }
-    if (!launched.ok()) return 0;
-    ++launches;
-    if (start + count == live.size()) return launches;
-  }
-  // One member at a time, from the first not yet launched.
-  const size_t first = size_t(launches) * size_t(std::max(1, variant.max_batch_members));
-  for (size_t j = first; j < live.size(); ++j) {
-    const ComputeJob& job = jobs[live[j]];
-    if (auto s = job.variant->launch(job.problem, buffers[j], slot.launch_context()); !s.ok()) {
+  const ComputeJob& first = jobs[live.front()];
+  const BatchedLaunches together =
+      LaunchBatchedForm(*first.variant, first.problem, buffers, slot.launch_context());
+  for (size_t j = 0; j < live.size(); ++j) {
+    if (j < together.taken) {
+      ran[live[j]] = true;
+    } else if (!together.error.ok()) {
+      results[live[j]] = health.AfterError(together.error);
+    } else if (auto s = jobs[live[j]].variant->launch(jobs[live[j]].problem, buffers[j],
+                                                      slot.launch_context());
+               !s.ok()) {
       results[live[j]] = health.AfterError(s);
     } else {
       ran[live[j]] = true;
     }
   }
-  return 0;
+  return together.taken == live.size() ? together.launches : 0;
 }
 
 }  // namespace

@@ -3,27 +3,29 @@
 namespace gpucompute::server::cuda {
 
 GraphCache::~GraphCache() {
-  for (auto& [key, exec] : recent_) {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
+  for (Graph& g : recent_) {
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
   }
 }
 
 bool GraphCache::Launch(const std::string& key, cudaStream_t stream,
-                        const std::function<absl::Status()>& enqueue) {
+                        const std::function<absl::Status()>& enqueue, int* tag) {
   if (capacity_ <= 0) return false;
   auto found = by_key_.find(key);
   if (found != by_key_.end()) {
     recent_.splice(recent_.begin(), recent_, found->second);
-    if (found->second->second == nullptr) return false;  // not capturable
+    if (found->second->exec == nullptr) return false;  // not capturable
     if (counts_ != nullptr) counts_->replayed.fetch_add(1, std::memory_order_relaxed);
   } else {
     if (!SeenEnough(key)) return false;
-    Keep(key, Capture(stream, enqueue));
+    cudaGraphExec_t exec = Capture(stream, enqueue);
+    Keep(key, exec, tag != nullptr ? *tag : 0);
     found = by_key_.find(key);
-    if (found->second->second == nullptr) return false;
+    if (exec == nullptr) return false;
     if (counts_ != nullptr) counts_->captured.fetch_add(1, std::memory_order_relaxed);
   }
-  if (cudaGraphLaunch(found->second->second, stream) != cudaSuccess) {
+  if (tag != nullptr) *tag = found->second->tag;
+  if (cudaGraphLaunch(found->second->exec, stream) != cudaSuccess) {
     // A launch that fails queues nothing; the plain way reports the error
     // of whatever is wrong.
     cudaGetLastError();
@@ -41,15 +43,15 @@ bool GraphCache::SeenEnough(const std::string& key) {
   return true;
 }
 
-void GraphCache::Keep(const std::string& key, cudaGraphExec_t exec) {
+void GraphCache::Keep(const std::string& key, cudaGraphExec_t exec, int tag) {
   // The slot waits for each request or batch before the next, so a graph
   // dropped here has no launch in flight.
   if (int(recent_.size()) >= capacity_) {
-    by_key_.erase(recent_.back().first);
-    if (recent_.back().second != nullptr) cudaGraphExecDestroy(recent_.back().second);
+    by_key_.erase(recent_.back().key);
+    if (recent_.back().exec != nullptr) cudaGraphExecDestroy(recent_.back().exec);
     recent_.pop_back();
   }
-  recent_.emplace_front(key, exec);
+  recent_.push_front(Graph{key, exec, tag});
   by_key_[key] = recent_.begin();
 }
 

@@ -16,7 +16,6 @@
 #include <functional>
 #include <list>
 #include <string>
-#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -50,21 +49,28 @@ class GraphCache {
   // or its work could not be captured (an error of `enqueue` or of the
   // capture; such a key is not tried again). The key names everything the
   // work depends on (variant, shape, sizes, and any pointer that is not the
-  // slot's own at a fixed offset).
+  // slot's own at a fixed offset). `tag`, when given, is the caller's word
+  // on the captured work: what `enqueue` left in it while capturing is kept
+  // with the graph and written back to it on each replay.
   bool Launch(const std::string& key, cudaStream_t stream,
-              const std::function<absl::Status()>& enqueue);
+              const std::function<absl::Status()>& enqueue, int* tag = nullptr);
 
   bool enabled() const { return capacity_ > 0; }
 
  private:
-  using Recent = std::list<std::pair<std::string, cudaGraphExec_t>>;
+  struct Graph {
+    std::string key;
+    cudaGraphExec_t exec;  // null: not capturable
+    int tag;
+  };
+  using Recent = std::list<Graph>;
   // The graph of `enqueue`'s work, or null when it cannot be captured.
   static cudaGraphExec_t Capture(cudaStream_t stream, const std::function<absl::Status()>& enqueue);
   // Whether `key` has now been seen `sightings_` times (counting this one).
   bool SeenEnough(const std::string& key);
   // Keeps `exec` (null: not capturable) as the most recent, dropping the
   // least recently launched beyond capacity.
-  void Keep(const std::string& key, cudaGraphExec_t exec);
+  void Keep(const std::string& key, cudaGraphExec_t exec, int tag);
 
   const int capacity_;
   const int sightings_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpucompute/kernels/cuda_status.h"
+#include "server/cuda/batched_form.h"
 #include "server/cuda/branches.h"
 #include "server/cuda/device_memory.h"
 #include "server/cuda/request_plan.h"
@@ -136,31 +137,58 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
                                    outputs + j * l.out_stride, workspace, size_t(l.workspace)};
     return job.variant->launch(job.problem, buffers, kernels::LaunchContext{stream, slot.cublas()});
   };
-  // The batch's stream work from its first mark to its last. In a graph
-  // the members fan out over the slot's branches and run side by side, and
-  // any failure fails the capture; queued one by one they run in turn on
-  // the slot's stream, and a launch that fails fails its member alone.
+  // Where the variant has a batched form, the members it takes run in one
+  // kernel launch (a few for a batch past its max_batch_members).
+  std::vector<kernels::Buffers> buffers;
+  buffers.reserve(size_t(live));
+  for (int j = 0; j < live; ++j) {
+    const char* in = inputs + j * l.in_stride;
+    buffers.push_back(
+        {in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr, outputs + j * l.out_stride, nullptr, 0});
+  }
+  // The batch's stream work from its first mark to its last: the batched
+  // form's launches, then the members it left. In a graph those fan out
+  // over the slot's branches and run side by side, and any failure fails
+  // the capture; queued one by one they run in turn on the slot's stream,
+  // and a launch that fails fails its member alone.
   std::vector<bool> ran(size_t(live), false);
+  int batched_launches = 0;  // launches of the batched form, when it took every member
   auto enqueue = [&](bool in_graph) -> absl::Status {
-    return slot.EnqueueStages(in_graph, zero_copy ? 0 : size_t(live * l.in_stride), outputs,
-                              zero_copy ? 0 : size_t(live * l.out_stride), [&]() -> absl::Status {
-                                if (in_graph)
-                                  return branches.FanOut(slot.stream(), live, l.branches, launch);
-                                for (int j = 0; j < live; ++j) {
-                                  if (auto s = launch(j, 0, slot.stream()); !s.ok()) {
-                                    results[size_t(members[size_t(j)])] = s;
-                                  } else {
-                                    ran[size_t(j)] = true;
-                                  }
-                                }
-                                return absl::OkStatus();
-                              });
+    return slot.EnqueueStages(
+        in_graph, zero_copy ? 0 : size_t(live * l.in_stride), outputs,
+        zero_copy ? 0 : size_t(live * l.out_stride), [&]() -> absl::Status {
+          const BatchedLaunches together =
+              LaunchBatchedForm(*jobs.front().variant, jobs.front().problem, buffers,
+                                kernels::LaunchContext{slot.stream(), slot.cublas()});
+          const int taken = int(together.taken);
+          batched_launches = taken == live ? together.launches : 0;
+          if (in_graph) {
+            if (!together.error.ok()) return together.error;
+            if (taken == live) return absl::OkStatus();
+            return branches.FanOut(slot.stream(), live - taken, l.branches,
+                                   [&](int j, int branch, cudaStream_t stream) {
+                                     return launch(taken + j, branch, stream);
+                                   });
+          }
+          for (int j = 0; j < live; ++j) {
+            absl::Status s = j < taken              ? absl::OkStatus()
+                             : !together.error.ok() ? together.error
+                                                    : launch(j, 0, slot.stream());
+            if (!s.ok()) {
+              results[size_t(members[size_t(j)])] = s;
+            } else {
+              ran[size_t(j)] = true;
+            }
+          }
+          return absl::OkStatus();
+        });
   };
   // The streams are made outside any capture; without them (or with replay
   // off) the members run one after another.
   if (slot.batch_graphs().enabled()) branches.Prepare().IgnoreError();
-  const bool replayed = slot.batch_graphs().Launch(BatchGraphKey(jobs.front(), live), slot.stream(),
-                                                   [&] { return enqueue(true); });
+  const bool replayed = slot.batch_graphs().Launch(
+      BatchGraphKey(jobs.front(), live), slot.stream(), [&] { return enqueue(true); },
+      &batched_launches);
   if (replayed) {
     ran.assign(size_t(live), true);
   } else if (auto s = enqueue(false); !s.ok()) {
@@ -178,12 +206,21 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   auto times = slot.Stages(!zero_copy, !zero_copy);
   if (!times.ok()) return times.status();
   if (zero_copy) times->note = "zero-copy: the kernels read and wrote host memory";
+  const std::string one_launch = batched_launches == 1 ? "one kernel launch"
+                                 : batched_launches > 1
+                                     ? absl::StrCat(batched_launches, " kernel launches")
+                                     : "";
+  std::string said;
   if (replayed) {
     const int side_by_side = branches.Used(live, l.branches);
-    times->note = absl::StrCat(
-        times->note, times->note.empty() ? "" : ", ", "the batch replayed from a CUDA graph on ",
-        side_by_side > 1 ? absl::StrCat(side_by_side, " streams") : "one stream");
+    said = absl::StrCat("the batch replayed from a CUDA graph ",
+                        !one_launch.empty() ? absl::StrCat("as ", one_launch)
+                        : side_by_side > 1  ? absl::StrCat("on ", side_by_side, " streams")
+                                            : "on one stream");
+  } else if (!one_launch.empty()) {
+    said = absl::StrCat("the batch ran as ", one_launch);
   }
+  if (!said.empty()) times->note = absl::StrCat(times->note, times->note.empty() ? "" : ", ", said);
   for (int j = 0; j < live; ++j) {
     if (!ran[size_t(j)]) continue;
     const int i = members[size_t(j)];

@@ -1,9 +1,10 @@
 // Small requests of one op, dtype, shape and variant run as one batch on one
 // slot: their inputs gathered into pinned staging and uploaded in one copy
-// (or read there, by a zero-copy variant), a kernel each, the results
-// downloaded in one copy, and one host wait for all of them. Replayed from
-// a CUDA graph, that is one launch, and the members' kernels run side by
-// side on the GPU. What a batch saves is the per-request copies, launches,
+// (or read there, by a zero-copy variant), one kernel launch over all of
+// them where the variant has a batched form (else a kernel each), the
+// results downloaded in one copy, and one host wait for all of them.
+// Replayed from a CUDA graph, that is one launch, and members' separate
+// kernels run side by side on the GPU. What a batch saves is the per-request copies, launches,
 // events and waits that dominate a small request on a GPU.
 #pragma once
 
