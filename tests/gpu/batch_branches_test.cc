@@ -125,6 +125,29 @@ TEST_F(BatchBranchesTest, CapturedMembersRunOnTheirBranchesAndReplay) {
   EXPECT_TRUE(launched);
   EXPECT_EQ(counts.captured.load(), 1);
   EXPECT_EQ(counts.replayed.load(), 1);
+
+  // What the capture said of its work comes back with every replay.
+  int said = 0;
+  EXPECT_EQ(RunAndRead([&] {
+              launched = graphs.Launch(
+                  "fill x7, said", origin_.get(),
+                  [&] {
+                    said = 7;
+                    return fan_out();
+                  },
+                  &said);
+            }),
+            Filled());
+  ASSERT_TRUE(launched);
+  said = -1;
+  EXPECT_EQ(RunAndRead([&] {
+              launched = graphs.Launch(
+                  "fill x7, said", origin_.get(),
+                  [] { return absl::InternalError("a replay must not capture again"); }, &said);
+            }),
+            Filled());
+  EXPECT_TRUE(launched);
+  EXPECT_EQ(said, 7);
 }
 
 TEST_F(BatchBranchesTest, AFailingMemberFailsTheCaptureAndLeavesNoStreamCapturing) {
