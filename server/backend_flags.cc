@@ -27,7 +27,8 @@ ABSL_FLAG(int32_t, batch_graphs_per_stream, 64,
 ABSL_FLAG(int32_t, batch_branches, 8,
           "CUDA backend: streams a small batch's graph fans its members out over, so that "
           "their kernels run side by side on the GPU instead of one after another (a 64^3 "
-          "MatMul fills 16 of an H200's 132 SMs); 1: one after another (1 to 64)");
+          "MatMul fills 16 of an H200's 132 SMs); variants with a batched form run every "
+          "member as one kernel instead; 1: one after another (1 to 64)");
 ABSL_FLAG(int32_t, request_graphs_per_stream, 64,
           "CUDA backend: CUDA graphs of small requests each stream keeps (one per variant, shape "
           "and buffers seen twice, least recently used dropped first), so that a repeated small "
