@@ -137,28 +137,28 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
                                    outputs + j * l.out_stride, workspace, size_t(l.workspace)};
     return job.variant->launch(job.problem, buffers, kernels::LaunchContext{stream, slot.cublas()});
   };
-  // Where the variant has a batched form, the members it takes run in one
-  // kernel launch (a few for a batch past its max_batch_members).
-  std::vector<kernels::Buffers> buffers;
-  buffers.reserve(size_t(live));
-  for (int j = 0; j < live; ++j) {
-    const char* in = inputs + j * l.in_stride;
-    buffers.push_back(
-        {in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr, outputs + j * l.out_stride, nullptr, 0});
-  }
-  // The batch's stream work from its first mark to its last: the batched
-  // form's launches, then the members it left. In a graph those fan out
-  // over the slot's branches and run side by side, and any failure fails
-  // the capture; queued one by one they run in turn on the slot's stream,
-  // and a launch that fails fails its member alone.
+  // The batch's stream work from its first mark to its last: where the
+  // variant has a batched form, the members it takes in one kernel launch
+  // (a few for a batch past its max_batch_members), then the members it
+  // left. In a graph those fan out over the slot's branches and run side
+  // by side, and any failure fails the capture; queued one by one they run
+  // in turn on the slot's stream, and a launch that fails fails its member
+  // alone.
   std::vector<bool> ran(size_t(live), false);
   int batched_launches = 0;  // launches of the batched form, when it took every member
   auto enqueue = [&](bool in_graph) -> absl::Status {
     return slot.EnqueueStages(
         in_graph, zero_copy ? 0 : size_t(live * l.in_stride), outputs,
         zero_copy ? 0 : size_t(live * l.out_stride), [&]() -> absl::Status {
+          std::vector<kernels::Buffers> member_buffers;
+          member_buffers.reserve(size_t(live));
+          for (int j = 0; j < live; ++j) {
+            const char* in = inputs + j * l.in_stride;
+            member_buffers.push_back({in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
+                                      outputs + j * l.out_stride, nullptr, 0});
+          }
           const BatchedLaunches together =
-              LaunchBatchedForm(*jobs.front().variant, jobs.front().problem, buffers,
+              LaunchBatchedForm(*jobs.front().variant, jobs.front().problem, member_buffers,
                                 kernels::LaunchContext{slot.stream(), slot.cublas()});
           const int taken = int(together.taken);
           batched_launches = taken == live ? together.launches : 0;
