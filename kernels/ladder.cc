@@ -49,23 +49,34 @@ absl::Status CheckLadder(const Registry& registry, Op op, Backend backend) {
   return absl::OkStatus();
 }
 
+ProblemCheck::ProblemCheck(const Variant& variant)
+    : op_(variant.op), name_(variant.name), dtypes_(variant.dtypes) {}
+
+absl::Status ProblemCheck::operator()(const Problem& p) const {
+  if (p.op != op_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": a ", OpName(p.op), " problem for a ", OpName(op_), " variant"));
+  }
+  if (std::find(dtypes_.begin(), dtypes_.end(), p.dtype) == dtypes_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, " does not support ", DTypeName(p.dtype)));
+  }
+  if (p.float32_output && (p.op == Op::kTranspose || !IsHalfPrecision(p.dtype))) {
+    return absl::InvalidArgumentError(absl::StrCat(name_,
+                                                   ": a float32 output is for MatMul and "
+                                                   "Reduce of 16-bit inputs, not ",
+                                                   OpName(p.op), " of ", DTypeName(p.dtype)));
+  }
+  return absl::OkStatus();
+}
+
 std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> CheckedLaunch(
     const Variant& variant,
     std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> run) {
-  return [op = variant.op, name = variant.name, dtypes = variant.dtypes,
-          workspace = variant.workspace_bytes, run = std::move(run)](
-             const Problem& p, const Buffers& buf, const LaunchContext& ctx) -> absl::Status {
-    if (p.op != op) return absl::InvalidArgumentError(absl::StrCat(name, ": wrong op"));
-    if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, " does not support ", DTypeName(p.dtype)));
-    }
-    if (p.float32_output && (p.op == Op::kTranspose || !IsHalfPrecision(p.dtype))) {
-      return absl::InvalidArgumentError(absl::StrCat(name,
-                                                     ": a float32 output is for MatMul and "
-                                                     "Reduce of 16-bit inputs, not ",
-                                                     OpName(p.op), " of ", DTypeName(p.dtype)));
-    }
+  return [check = ProblemCheck(variant), name = variant.name, workspace = variant.workspace_bytes,
+          run = std::move(run)](const Problem& p, const Buffers& buf,
+                                const LaunchContext& ctx) -> absl::Status {
+    if (absl::Status s = check(p); !s.ok()) return s;
     const size_t needed = workspace ? workspace(p) : 0;
     if (buf.workspace_bytes < needed || (needed > 0 && buf.workspace == nullptr)) {
       return absl::InvalidArgumentError(

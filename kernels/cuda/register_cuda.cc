@@ -4,7 +4,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
@@ -40,19 +39,16 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
   };
 }
 
-// Sets variant.launch_batch to call `launch`: the op, element type and
-// member count checked, the registry's buffers as MemberBuffers, a launch
-// error as an absl::Status naming the variant, cudaErrorNotSupported as
-// false (no one-launch form for these buffers).
+// Sets variant.launch_batch to call `launch`: the problem checked as for a
+// launch alone (ProblemCheck) and the member count too, the registry's buffers as MemberBuffers, a
+// launch error as an absl::Status naming the variant, cudaErrorNotSupported as false (no one-launch
+// form for these buffers).
 void SetBatchLaunch(Variant& variant, CudaBatchLaunch* launch) {
   variant.max_batch_members = kMaxLaunchMembers;
-  variant.launch_batch = [name = variant.name, op = variant.op, dtypes = variant.dtypes, launch](
+  variant.launch_batch = [check = ProblemCheck(variant), name = variant.name, launch](
                              const Problem& p, std::span<const Buffers> members,
                              const LaunchContext& ctx) -> absl::StatusOr<bool> {
-    if (p.op != op || std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": a batch of another op or element type"));
-    }
+    if (absl::Status s = check(p); !s.ok()) return s;
     if (members.empty() || members.size() > size_t(kMaxLaunchMembers)) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": a batched launch takes 1 to ",
                                                      kMaxLaunchMembers, " members, not ",

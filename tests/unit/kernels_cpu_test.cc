@@ -547,6 +547,44 @@ TEST(Ladder, RowsBecomeCheckedVariantsInOrder) {
   EXPECT_EQ(fast.launch(p, buf, {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The check a variant's launch and its batched form share: each refusal
+// names the variant and what is wrong.
+TEST(Ladder, ProblemCheckNamesWhatIsWrong) {
+  Variant v;
+  v.op = Op::kMatMul;
+  v.name = "tiled";
+  v.dtypes = {DType::kFloat32, DType::kFloat16};
+  const ProblemCheck check(v);
+  Problem p{Op::kMatMul, DType::kFloat32, 3, 5, 7};
+  EXPECT_TRUE(check(p).ok());
+
+  p.op = Op::kTranspose;
+  absl::Status s = check(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "tiled: a transpose problem for a matmul variant");
+
+  p.op = Op::kMatMul;
+  p.dtype = DType::kFloat64;
+  s = check(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "tiled does not support float64");
+
+  p.dtype = DType::kFloat32;
+  p.float32_output = true;  // only 16-bit inputs have a wider output
+  s = check(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("a float32 output is for MatMul and Reduce of 16-bit inputs, not "
+                             "matmul of float32"),
+            std::string::npos)
+      << s;
+  p.dtype = DType::kFloat16;
+  EXPECT_TRUE(check(p).ok());
+
+  // The check keeps its own copy: the variant may move or die after.
+  v = Variant{};
+  EXPECT_TRUE(check(p).ok());
+}
+
 TEST(Registry, DefaultRegistryLoadsEveryLadder) {
   const absl::StatusOr<const Registry*> loaded = LoadDefaultRegistry();
   ASSERT_TRUE(loaded.ok()) << loaded.status();

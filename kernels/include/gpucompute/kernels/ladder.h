@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gpucompute/kernels/registry.h"
@@ -90,8 +91,22 @@ Variant DeclaredVariant(Op op, Backend backend, const char* name, const char* de
                         DTypeSet dtypes, bool reduced_precision, int fallback_rank,
                         WorkspaceFunction* workspace_bytes);
 
-// Variant::launch for `variant`: checks what every launch must (the op, the
-// element type, the workspace size) and then runs `run`.
+// What every launch of a variant checks of its problem, alone or in a batch:
+// the op, the element type, and a float32 output only for MatMul and Reduce
+// of 16-bit inputs. Holds copies: the variant may move after it is made.
+class ProblemCheck {
+ public:
+  explicit ProblemCheck(const Variant& variant);
+  absl::Status operator()(const Problem& p) const;
+
+ private:
+  Op op_;
+  std::string name_;
+  std::vector<DType> dtypes_;
+};
+
+// Variant::launch for `variant`: checks what every launch must (the
+// problem, then the workspace size) and then runs `run`.
 std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> CheckedLaunch(
     const Variant& variant,
     std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)> run);
