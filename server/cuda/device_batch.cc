@@ -11,32 +11,28 @@ using Mark = Slot::Mark;
 namespace {
 
 // Launches the members `live` (indices into `jobs`, each with its
-// `buffers`) on the slot's stream: through the variant's batched form where
-// it takes them, the rest one launch each, one after another (they share
-// the slot's workspace). A member whose launch fails ends with that error;
-// `ran` marks the others. Returns how many launches ran every live member
-// in the batched form, or 0 where some member had a launch of its own.
+// `buffers`) on the slot's stream, one after another (they share the slot's
+// workspace). A member whose launch fails ends with that error; `ran` marks
+// the others. Returns how many launches of the batched form ran every live
+// member, or 0 where some member had a launch of its own.
 int LaunchTogether(absl::Span<const ComputeJob> jobs, const std::vector<size_t>& live,
                    const std::vector<kernels::Buffers>& buffers, Slot& slot, DeviceHealth& health,
                    std::vector<absl::StatusOr<StageTimes>>& results, std::vector<bool>& ran) {
   if (live.empty()) return 0;
   const ComputeJob& first = jobs[live.front()];
-  const BatchedLaunches together =
-      LaunchBatchedForm(*first.variant, first.problem, buffers, slot.launch_context());
+  const kernels::LaunchContext ctx = slot.launch_context();
+  const MemberLaunches launched =
+      LaunchEveryMember(*first.variant, first.problem, buffers, ctx, [&](size_t j) {
+        return jobs[live[j]].variant->launch(jobs[live[j]].problem, buffers[j], ctx);
+      });
   for (size_t j = 0; j < live.size(); ++j) {
-    if (j < together.taken) {
+    if (launched.status[j].ok()) {
       ran[live[j]] = true;
-    } else if (!together.error.ok()) {
-      results[live[j]] = health.AfterError(together.error);
-    } else if (auto s = jobs[live[j]].variant->launch(jobs[live[j]].problem, buffers[j],
-                                                      slot.launch_context());
-               !s.ok()) {
-      results[live[j]] = health.AfterError(s);
     } else {
-      ran[live[j]] = true;
+      results[live[j]] = health.AfterError(launched.status[j]);
     }
   }
-  return together.taken == live.size() ? together.launches : 0;
+  return launched.batched_launches;
 }
 
 }  // namespace
@@ -79,8 +75,7 @@ std::vector<absl::StatusOr<StageTimes>> ExecuteOnDeviceBatch(absl::Span<const Co
                                             : absl::StatusOr<StageTimes>(s);
   if (!times.ok()) times = health.AfterError(times.status());
   if (times.ok() && launches > 0) {
-    times->note = launches == 1 ? "the batch ran as one kernel launch"
-                                : absl::StrCat("the batch ran as ", launches, " kernel launches");
+    times->note = absl::StrCat("the batch ran as ", KernelLaunches(launches));
   }
   for (size_t i = 0; i < n; ++i) {
     if (ran[i]) results[i] = times;

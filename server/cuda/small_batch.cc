@@ -157,30 +157,31 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
             member_buffers.push_back({in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
                                       outputs + j * l.out_stride, nullptr, 0});
           }
+          const kernels::LaunchContext ctx{slot.stream(), slot.cublas()};
+          if (!in_graph) {
+            const MemberLaunches launched =
+                LaunchEveryMember(*jobs.front().variant, jobs.front().problem, member_buffers, ctx,
+                                  [&](size_t j) { return launch(int(j), 0, slot.stream()); });
+            batched_launches = launched.batched_launches;
+            for (int j = 0; j < live; ++j) {
+              if (launched.status[size_t(j)].ok()) {
+                ran[size_t(j)] = true;
+              } else {
+                results[size_t(members[size_t(j)])] = launched.status[size_t(j)];
+              }
+            }
+            return absl::OkStatus();
+          }
           const BatchedLaunches together =
-              LaunchBatchedForm(*jobs.front().variant, jobs.front().problem, member_buffers,
-                                kernels::LaunchContext{slot.stream(), slot.cublas()});
+              LaunchBatchedForm(*jobs.front().variant, jobs.front().problem, member_buffers, ctx);
           const int taken = int(together.taken);
           batched_launches = taken == live ? together.launches : 0;
-          if (in_graph) {
-            if (!together.error.ok()) return together.error;
-            if (taken == live) return absl::OkStatus();
-            return branches.FanOut(slot.stream(), live - taken, l.branches,
-                                   [&](int j, int branch, cudaStream_t stream) {
-                                     return launch(taken + j, branch, stream);
-                                   });
-          }
-          for (int j = 0; j < live; ++j) {
-            absl::Status s = j < taken              ? absl::OkStatus()
-                             : !together.error.ok() ? together.error
-                                                    : launch(j, 0, slot.stream());
-            if (!s.ok()) {
-              results[size_t(members[size_t(j)])] = s;
-            } else {
-              ran[size_t(j)] = true;
-            }
-          }
-          return absl::OkStatus();
+          if (!together.error.ok()) return together.error;
+          if (taken == live) return absl::OkStatus();
+          return branches.FanOut(slot.stream(), live - taken, l.branches,
+                                 [&](int j, int branch, cudaStream_t stream) {
+                                   return launch(taken + j, branch, stream);
+                                 });
         });
   };
   // The streams are made outside any capture; without them (or with replay
@@ -206,10 +207,7 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   auto times = slot.Stages(!zero_copy, !zero_copy);
   if (!times.ok()) return times.status();
   if (zero_copy) times->note = "zero-copy: the kernels read and wrote host memory";
-  const std::string one_launch = batched_launches == 1 ? "one kernel launch"
-                                 : batched_launches > 1
-                                     ? absl::StrCat(batched_launches, " kernel launches")
-                                     : "";
+  const std::string one_launch = KernelLaunches(batched_launches);
   std::string said;
   if (replayed) {
     const int side_by_side = branches.Used(live, l.branches);

@@ -1,6 +1,6 @@
-// LaunchBatchedForm with variants whose batched form is a recording fake:
-// which members it launches, in groups of how many, and what it leaves to
-// one launch each. No GPU: the fake only records.
+// LaunchBatchedForm and LaunchEveryMember with variants whose batched form
+// is a recording fake: which members it launches, in groups of how many,
+// and what it leaves to one launch each. No GPU: the fake only records.
 #include "server/cuda/batched_form.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +78,64 @@ TEST(BatchedFormTest, TakesNoneWithoutAFormAWorkspaceOrCompany) {
   scratch.variant.workspace_bytes = [](const Problem&) { return size_t(256); };
   EXPECT_EQ(LaunchBatchedForm(scratch.variant, Problem{}, members, {}).taken, 0u);
   EXPECT_TRUE(scratch.launches.empty());
+}
+
+TEST(BatchedFormTest, EveryMemberLaunchesOnceInTheFormOrAlone) {
+  Fake fake(4);
+  fake.refuse_from = 1;  // takes the first group of 4 only
+  const std::vector<Buffers> members(7);
+  std::vector<size_t> alone;
+  const MemberLaunches got = LaunchEveryMember(fake.variant, Problem{}, members, {}, [&](size_t j) {
+    alone.push_back(j);
+    return j == 5 ? absl::UnavailableError("member 5 failed") : absl::OkStatus();
+  });
+  EXPECT_EQ(fake.launches, (std::vector<size_t>{4}));
+  EXPECT_EQ(alone, (std::vector<size_t>{4, 5, 6}));
+  ASSERT_EQ(got.status.size(), 7u);
+  for (size_t j = 0; j < 7; ++j) {
+    EXPECT_EQ(got.status[j].ok(), j != 5) << j;
+  }
+  EXPECT_EQ(got.status[5].code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(got.batched_launches, 0);  // some members launched alone
+}
+
+TEST(BatchedFormTest, AFailedBatchedLaunchFailsTheMembersItLeft) {
+  Fake fake(3);
+  fake.fail_from = 1;
+  const std::vector<Buffers> members(8);
+  int alone = 0;
+  const MemberLaunches got = LaunchEveryMember(fake.variant, Problem{}, members, {}, [&](size_t) {
+    ++alone;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(alone, 0);
+  for (size_t j = 0; j < 8; ++j) {
+    EXPECT_EQ(got.status[j].code(), j < 3 ? absl::StatusCode::kOk : absl::StatusCode::kInternal)
+        << j;
+  }
+  EXPECT_EQ(got.batched_launches, 0);
+}
+
+TEST(BatchedFormTest, EveryMemberInTheFormCountsItsLaunches) {
+  Fake fake(32);
+  const std::vector<Buffers> members(40);
+  const MemberLaunches got = LaunchEveryMember(fake.variant, Problem{}, members, {}, [](size_t) {
+    ADD_FAILURE() << "no member should launch alone";
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(got.batched_launches, 2);
+  EXPECT_EQ(KernelLaunches(got.batched_launches), "2 kernel launches");
+  EXPECT_EQ(KernelLaunches(1), "one kernel launch");
+  EXPECT_EQ(KernelLaunches(0), "");
+
+  kernels::Variant plain;  // no batched form: each alone, none counted
+  int alone = 0;
+  const MemberLaunches each = LaunchEveryMember(plain, Problem{}, members, {}, [&](size_t) {
+    ++alone;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(alone, 40);
+  EXPECT_EQ(each.batched_launches, 0);
 }
 
 }  // namespace
