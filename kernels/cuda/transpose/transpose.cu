@@ -229,64 +229,14 @@ cudaError_t LaunchTiledKind(const T* in, T* out, int64_t m, int64_t n, Transpose
 
 }  // namespace
 
-template <typename T>
-cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
-                            cudaStream_t stream) {
-  if constexpr (sizeof(T) == 2) {
-    // 2x2 blocks as 32-bit words where every block is whole (pair_transpose.cu).
-    const bool tiled = kind == TransposeKind::kShared || kind == TransposeKind::kSharedPadded ||
-                       kind == TransposeKind::kSharedSwizzled ||
-                       kind == TransposeKind::kSharedPaddedWide;
-    if (tiled && PairsFit(in, out, m, n)) return LaunchPairTranspose(in, out, m, n, kind, stream);
-  }
-  switch (kind) {
-    case TransposeKind::kNaive: {
-      const int64_t tiles_x = CeilDiv(n, kTile);
-      const int64_t blocks = tiles_x * CeilDiv(m, kTile);
-      if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      TransposeKernel<NaiveTile<T>>
-          <<<unsigned(blocks), dim3(kTile, kBlockRows), 0, stream>>>(in, out, m, n, tiles_x);
-      return cudaGetLastError();
-    }
-    case TransposeKind::kShared: return LaunchTiled<T, 0, false>(in, out, m, n, stream);
-    case TransposeKind::kSharedPadded:
-      return LaunchTiled<T, kPadded<T>, false>(in, out, m, n, stream);
-    case TransposeKind::kSharedSwizzled: return LaunchTiled<T, 0, true>(in, out, m, n, stream);
-    case TransposeKind::kSharedPaddedWide: return LaunchWide<T, 2, 2, 8>(in, out, m, n, stream);
-    case TransposeKind::kTile64Vec16: {
-      constexpr int W = Vec16<T>::kWidth;
-      // Shapes whose rows are not whole 16-byte vectors take the padded kernel.
-      if (m % W != 0 || n % W != 0 || !Aligned16(in) || !Aligned16(out)) {
-        return LaunchTranspose(in, out, m, n, TransposeKind::kSharedPadded, stream);
-      }
-      const int64_t tiles_x = CeilDiv(n, kVecTile);
-      const int64_t blocks = tiles_x * CeilDiv(m, kVecTile);
-      if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-      TransposeKernel<Vec16Tile<T>>
-          <<<unsigned(blocks), kVecThreads, 0, stream>>>(in, out, m, n, tiles_x);
-      return cudaGetLastError();
-    }
-  }
-  return cudaErrorInvalidValue;
-}
-
 namespace {
 
-// LaunchTranspose's kernel for `kind` over the members of a batch (float and
-// double: 2-byte elements take the pair kernels, which have no batched
-// form), each member's tile run as it would be alone.
-template <typename T>
-cudaError_t LaunchTransposeBatch(const LaunchMembers<T>& members, int count, int64_t m, int64_t n,
-                                 TransposeKind kind, cudaStream_t stream) {
-  const auto launch = [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
-    using Tile = decltype(tile);
-    const int64_t tiles_x = CeilDiv(n, tile_cols);
-    const int64_t blocks = tiles_x * CeilDiv(m, tile_rows);
-    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-    TransposeBatchKernel<Tile>
-        <<<dim3(unsigned(blocks), 1, unsigned(count)), block, 0, stream>>>(members, m, n, tiles_x);
-    return cudaGetLastError();
-  };
+// The tile each kind runs, handed to `launch(tile, tile_rows, tile_cols,
+// block)`: one mapping for a transpose alone and for a batch. `vectors`:
+// whether the 16-byte kind may read and write whole vectors (rows of whole
+// vectors, aligned pointers); where not, it runs the padded tile.
+template <typename T, typename Launch>
+cudaError_t WithTile(TransposeKind kind, bool vectors, const Launch& launch) {
   switch (kind) {
     case TransposeKind::kNaive:
       return launch(NaiveTile<T>{}, kTile, kTile, dim3(kTile, kBlockRows));
@@ -301,22 +251,71 @@ cudaError_t LaunchTransposeBatch(const LaunchMembers<T>& members, int count, int
                     dim3(kTile, kDefaultRows));
     case TransposeKind::kSharedPaddedWide:
       return launch(WideTile<T, 2, 2, 8>{}, 64, 64, dim3(32, 8));
-    case TransposeKind::kTile64Vec16: {
-      // As alone: whole 16-byte vectors, else the padded kernel; members
-      // that would differ have no one launch.
-      constexpr int W = Vec16<T>::kWidth;
-      int vectors = 0;
-      for (int i = 0; i < count; ++i) {
-        vectors += Aligned16(members.at[i].a) && Aligned16(members.at[i].out) ? 1 : 0;
-      }
-      if (m % W != 0 || n % W != 0 || vectors == 0) {
-        return LaunchTransposeBatch(members, count, m, n, TransposeKind::kSharedPadded, stream);
-      }
-      if (vectors < count) return cudaErrorNotSupported;
+    case TransposeKind::kTile64Vec16:
+      if (!vectors) return WithTile<T>(TransposeKind::kSharedPadded, false, launch);
       return launch(Vec16Tile<T>{}, kVecTile, kVecTile, dim3(kVecThreads));
-    }
   }
   return cudaErrorInvalidValue;
+}
+
+// Whether an m x n shape's rows are whole 16-byte vectors.
+template <typename T>
+bool WholeVectors(int64_t m, int64_t n) {
+  return m % Vec16<T>::kWidth == 0 && n % Vec16<T>::kWidth == 0;
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, TransposeKind kind,
+                            cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2) {
+    // 2x2 blocks as 32-bit words where every block is whole (pair_transpose.cu).
+    const bool tiled = kind == TransposeKind::kShared || kind == TransposeKind::kSharedPadded ||
+                       kind == TransposeKind::kSharedSwizzled ||
+                       kind == TransposeKind::kSharedPaddedWide;
+    if (tiled && PairsFit(in, out, m, n)) return LaunchPairTranspose(in, out, m, n, kind, stream);
+  }
+  const bool vectors = WholeVectors<T>(m, n) && Aligned16(in) && Aligned16(out);
+  return WithTile<T>(kind, vectors,
+                     [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
+                       const int64_t tiles_x = CeilDiv(n, tile_cols);
+                       const int64_t blocks = tiles_x * CeilDiv(m, tile_rows);
+                       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+                       TransposeKernel<decltype(tile)>
+                           <<<unsigned(blocks), block, 0, stream>>>(in, out, m, n, tiles_x);
+                       return cudaGetLastError();
+                     });
+}
+
+namespace {
+
+// LaunchTranspose's kernel for `kind` over the members of a batch (float and
+// double: 2-byte elements take the pair kernels, which have no batched
+// form), each member's tile run as it would be alone: members that would
+// take different tiles alone (some aligned for 16-byte vectors, some not)
+// have no one launch.
+template <typename T>
+cudaError_t LaunchTransposeBatch(const LaunchMembers<T>& members, int count, int64_t m, int64_t n,
+                                 TransposeKind kind, cudaStream_t stream) {
+  int aligned = 0;
+  for (int i = 0; i < count; ++i) {
+    aligned += Aligned16(members.at[i].a) && Aligned16(members.at[i].out) ? 1 : 0;
+  }
+  const bool whole = WholeVectors<T>(m, n);
+  if (kind == TransposeKind::kTile64Vec16 && whole && aligned > 0 && aligned < count) {
+    return cudaErrorNotSupported;
+  }
+  return WithTile<T>(kind, whole && aligned == count,
+                     [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
+                       const int64_t tiles_x = CeilDiv(n, tile_cols);
+                       const int64_t blocks = tiles_x * CeilDiv(m, tile_rows);
+                       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+                       TransposeBatchKernel<decltype(tile)>
+                           <<<dim3(unsigned(blocks), 1, unsigned(count)), block, 0, stream>>>(
+                               members, m, n, tiles_x);
+                       return cudaGetLastError();
+                     });
 }
 
 }  // namespace
