@@ -42,8 +42,7 @@ constexpr CudaLadderRow kReduceLadder[] = {
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, WarpShuffleReduceWorkspaceBytes),
      .zero_copy = true,
      .role = VariantRole::kFlagship,
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce),
-     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, WarpShuffleReduceBatch)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce)},
     {.name = "cub",
      .description = "cub::DeviceReduce (ALL), cub::DeviceSegmentedReduce (PER_ROW); PER_COLUMN "
                     "uses the coalesced warp_shuffle column kernel",
