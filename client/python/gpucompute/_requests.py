@@ -56,6 +56,12 @@ DEFAULT_CHUNK_BYTES = 4 << 20
 CLIENT_TIMEOUT = object()
 
 
+def timeout_or(timeout: Any, default: Optional[float]) -> Optional[float]:
+    """A method's `timeout` as sent: the client's own (`default`) where the
+    caller left it at CLIENT_TIMEOUT."""
+    return default if timeout is CLIENT_TIMEOUT else timeout
+
+
 def upload_messages(array: Any, ttl_seconds: Optional[int], chunk_bytes: int, owner=None):
     """The UploadRequest messages of `array`: one naming its slice when it is
     a view of a shared-memory region of `owner` (None: any client's), else

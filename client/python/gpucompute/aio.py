@@ -26,6 +26,7 @@ from gpucompute._requests import (
     matmul_request,
     profile_request,
     reduce_request,
+    timeout_or,
     transpose_request,
     upload_messages,
 )
@@ -160,7 +161,7 @@ class Client:
         try:
             return await self._targets.channels[index].call(method)(
                 request,
-                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
+                timeout=timeout_or(timeout, self.timeout),
                 metadata=self._targets.metadata,
             )
         except grpc.RpcError as e:
@@ -302,7 +303,7 @@ class Client:
         try:
             async for raw in self._targets.channels[index].call("Download")(
                 request,
-                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
+                timeout=timeout_or(timeout, self.timeout),
                 metadata=self._targets.metadata,
             ):
                 out.add(raw)

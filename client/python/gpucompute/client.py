@@ -20,6 +20,7 @@ from gpucompute._requests import (
     matmul_request,
     profile_request,
     reduce_request,
+    timeout_or,
     transpose_request,
     upload_messages,
 )
@@ -191,7 +192,7 @@ class Client:
         try:
             return self._targets.channels[index].call(method)(
                 request,
-                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
+                timeout=timeout_or(timeout, self.timeout),
                 metadata=self._targets.metadata,
             )
         except grpc.RpcError as e:
@@ -350,7 +351,7 @@ class Client:
         try:
             for raw in self._targets.channels[index].call("Download")(
                 request,
-                timeout=self.timeout if timeout is CLIENT_TIMEOUT else timeout,
+                timeout=timeout_or(timeout, self.timeout),
                 metadata=self._targets.metadata,
             ):
                 out.add(raw)
