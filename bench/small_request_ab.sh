@@ -3,17 +3,17 @@
 # alternating rounds (A B, B A, A B ...: each round starts with the next
 # server, so none holds one place in every round), so that a host's drift
 # between servers (the health floor alone moves 5-20% from one server start
-# to the next) falls on both sides. Each round starts each server afresh and runs, over 8
-# connections: the 1x1 Transpose at c=64 beside the health Check and
-# ListTensors, the 64^3 MatMul at c=1, 8 and 64 inline beside a gRPC echo of
-# its bytes, and with resident operands and a kept output beside the health
-# Check of the same load-test run; and over 1
-# connection the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over
-# the rounds of each row and ratio are printed, with each server's mean
-# batch per row, the first server's rates over each other's paired by round
-# (as they are, and each over its own round's floor), then what `auto` chose for each bucket on each server (its
-# calibration log lines, counted over the rounds, then round by round
-# beside the round's MatMul c=1 rate).
+# to the next) falls on both sides. Each round starts each server afresh
+# and runs, over 8 connections: the 1x1 Transpose at c=64 beside the health
+# Check and ListTensors, the 64^3 MatMul at c=1, 8 and 64 inline beside a
+# gRPC echo of its bytes, and with resident operands and a kept output beside the health
+# Check of the same load-test run; and over 1 connection the inline MatMul
+# at c=64 beside its echo. Logs go to OUT_DIR; the medians over the rounds
+# of each row and ratio are printed, with each server's mean batch per row,
+# the first server's rates over each other's paired by round (as they are,
+# and each over its own round's floor), then what `auto` chose for each
+# bucket on each server (its calibration log lines, counted over the
+# rounds, then round by round beside the round's MatMul c=1 rate).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
 # BIN_DIR holds gpucompute-loadtest. Each server listens on 127.0.0.1:50051.
 # SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. 0-7 and 8-15) keep the

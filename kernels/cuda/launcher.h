@@ -119,9 +119,10 @@ struct BatchLaunchArgs {
 using CudaBatchLaunch = LaunchResult(const BatchLaunchArgs&);
 
 // Calls launch(args.As<float>()) or launch(args.As<double>()) by the
-// problem's element type (args: LaunchArgs or BatchLaunchArgs): the body of a launcher for the 32-
-// and 64-bit types. A 16-bit problem here is a ladder row that claims a dtype its launcher does not
-// handle: cudaErrorNotSupported, never a reinterpretation.
+// problem's element type (args: LaunchArgs or BatchLaunchArgs): the body of
+// a launcher for the 32- and 64-bit types. A 16-bit problem here is a ladder
+// row that claims a dtype its launcher does not handle:
+// cudaErrorNotSupported, never a reinterpretation.
 template <typename Args, typename Launch>
 LaunchResult ForElementType(const Args& args, const Launch& launch) {
   switch (args.p.dtype) {

@@ -40,9 +40,10 @@ std::function<absl::Status(const Problem&, const Buffers&, const LaunchContext&)
 }
 
 // Sets variant.launch_batch to call `launch`: the problem checked as for a
-// launch alone (ProblemCheck) and the member count too, the registry's buffers as MemberBuffers, a
-// launch error as an absl::Status naming the variant, cudaErrorNotSupported as false (no one-launch
-// form for these buffers).
+// launch alone (ProblemCheck) and the member count too, the registry's
+// buffers as MemberBuffers, a launch error as an absl::Status naming the
+// variant, cudaErrorNotSupported as false (no one-launch form for these
+// buffers).
 void SetBatchLaunch(Variant& variant, CudaBatchLaunch* launch) {
   variant.max_batch_members = kMaxLaunchMembers;
   variant.launch_batch = [check = ProblemCheck(variant), name = variant.name, launch](

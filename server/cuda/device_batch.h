@@ -24,9 +24,9 @@ namespace gpucompute::server::cuda {
 bool RunsOnDevice(const ComputeJob& job, int ordinal);
 
 // Runs `jobs` (each RunsOnDevice, all of one problem and variant) on
-// `slot`, one result per job, each the batch's kernel time. A job stopped before its kernel, or
-// whose launch fails, ends alone; an error of the marks or the wait is every launched job's. Errors
-// go through `health`.
+// `slot`, one result per job, each the batch's kernel time. A job stopped
+// before its kernel, or whose launch fails, ends alone; an error of the
+// marks or the wait is every launched job's. Errors go through `health`.
 std::vector<absl::StatusOr<StageTimes>> ExecuteOnDeviceBatch(absl::Span<const ComputeJob> jobs,
                                                              absl::Span<const StopRequested> stops,
                                                              Slot& slot, DeviceHealth& health);

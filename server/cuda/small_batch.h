@@ -4,8 +4,9 @@
 // them where the variant has a batched form (else a kernel each), the
 // results downloaded in one copy, and one host wait for all of them.
 // Replayed from a CUDA graph, that is one launch, and members' separate
-// kernels run side by side on the GPU. What a batch saves is the per-request copies, launches,
-// events and waits that dominate a small request on a GPU.
+// kernels run side by side on the GPU. What a batch saves is the
+// per-request copies, launches, events and waits that dominate a small
+// request on a GPU.
 #pragma once
 
 #include <cstdint>
