@@ -1,5 +1,5 @@
 // Every CUDA variant with a batched form (Variant::launch_batch), each dtype
-// it takes: members of one problem, each on its own buffers, launched as
+// it takes (and for Reduce each axis): members of one problem, each on its own buffers, launched as
 // one. Each member's result must be bit for bit what the variant writes for
 // it alone, and within tolerance of the CPU reference, on fresh random data
 // at odd shapes with poisoned outputs.
@@ -121,8 +121,16 @@ class BatchedLaunchTest : public testing::CudaSuite<BatchedLaunchTest> {
     const auto batched = Run(p, members, [&] { taken = v.launch_batch(p, buffers, ctx); });
     EXPECT_TRUE(taken.ok()) << taken.status();
     if (!taken.ok()) return false;
+    // Alone, each member has the workspace a launch of it needs (a batched
+    // form takes only problems that need none); they run one after another
+    // on one stream, so they share it.
+    const DeviceBuffer workspace(v.WorkspaceBytes(p));
     const auto alone = Run(p, members, [&] {
-      for (const Buffers& buf : buffers) EXPECT_TRUE(v.launch(p, buf, ctx).ok());
+      for (Buffers buf : buffers) {
+        buf.workspace = workspace.get();
+        buf.workspace_bytes = workspace.bytes();
+        EXPECT_TRUE(v.launch(p, buf, ctx).ok());
+      }
     });
     for (int i = 0; i < count; ++i) {
       SCOPED_TRACE("member " + std::to_string(i));
@@ -146,42 +154,81 @@ class BatchedLaunchTest : public testing::CudaSuite<BatchedLaunchTest> {
 std::string Describe(const Variant& v, const Problem& p) {
   return std::string(OpName(p.op)) + "/" + v.name + " " + DTypeName(p.dtype) +
          (p.float32_output ? "->float32" : "") + " " + std::to_string(p.m) + "x" +
-         std::to_string(p.n) + (p.op == Op::kMatMul ? "x" + std::to_string(p.k) : "");
+         std::to_string(p.n) + (p.op == Op::kMatMul ? "x" + std::to_string(p.k) : "") +
+         (p.op == Op::kReduce
+              ? std::string(" ") + ReduceOpName(p.reduce_op) + " " + ReduceAxisName(p.reduce_axis)
+              : "");
+}
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+// The problems each op's batched forms are checked on: odd shapes, and for
+// Reduce each axis with an op of each kind (a sum, a mean, a max).
+std::vector<Problem> ProblemsOf(Op op, DType dtype) {
+  const Shape matmul_shapes[] = {{1, 1, 1}, {37, 23, 41}, {64, 64, 64}, {130, 129, 131}};
+  const Shape transpose_shapes[] = {
+      {1, 1, 0}, {31, 33, 0}, {64, 64, 0}, {100, 4, 0}, {257, 130, 0}};
+  // Rows x columns: small (one pass), a long row (a block a row), many rows
+  // and columns (two passes for ALL and PER_COLUMN: no one launch).
+  const Shape reduce_shapes[] = {{1, 1, 0}, {37, 19, 0}, {3, 1500, 0}, {64, 64, 0}, {300, 131, 0}};
+  std::vector<Problem> out;
+  const auto add = [&](const Shape& s, ReduceOp reduce_op, ReduceAxis axis) {
+    Problem p;
+    p.op = op;
+    p.dtype = dtype;
+    p.m = s.m, p.n = s.n, p.k = s.k;
+    p.reduce_op = reduce_op;
+    p.reduce_axis = axis;
+    out.push_back(p);
+  };
+  switch (op) {
+    case Op::kMatMul:
+      for (const Shape& s : matmul_shapes) add(s, ReduceOp::kSum, ReduceAxis::kAll);
+      break;
+    case Op::kTranspose:
+      for (const Shape& s : transpose_shapes) add(s, ReduceOp::kSum, ReduceAxis::kAll);
+      break;
+    case Op::kReduce:
+      for (const Shape& s : reduce_shapes) {
+        add(s, ReduceOp::kSum, ReduceAxis::kAll);
+        add(s, ReduceOp::kMean, ReduceAxis::kPerRow);
+        add(s, ReduceOp::kMax, ReduceAxis::kPerColumn);
+      }
+      break;
+  }
+  return out;
 }
 
 TEST_F(BatchedLaunchTest, EveryMemberEqualsItsLaunchAloneBitForBit) {
   std::mt19937_64 rng(seed_);
   SCOPED_TRACE("seed " + std::to_string(seed_));
-  struct Shape {
-    int64_t m, n, k;
-  };
-  const Shape matmul_shapes[] = {{1, 1, 1}, {37, 23, 41}, {64, 64, 64}, {130, 129, 131}};
-  const Shape transpose_shapes[] = {
-      {1, 1, 0}, {31, 33, 0}, {64, 64, 0}, {100, 4, 0}, {257, 130, 0}};
-  int batched_variants = 0;
-  for (Op op : {Op::kMatMul, Op::kTranspose}) {
+  int batched_variants = 0, reduce_taken = 0, reduce_declined = 0;
+  for (Op op : {Op::kMatMul, Op::kTranspose, Op::kReduce}) {
     for (const Variant* v : DefaultRegistry().List(op, Backend::kCuda)) {
       if (!v->launch_batch) continue;
       EXPECT_GT(v->max_batch_members, 1) << v->name;
       ++batched_variants;
       for (DType dtype : v->dtypes) {
-        for (const Shape& s : op == Op::kMatMul ? std::span<const Shape>(matmul_shapes)
-                                                : std::span<const Shape>(transpose_shapes)) {
-          Problem p;
-          p.op = op;
-          p.dtype = dtype;
-          p.m = s.m, p.n = s.n, p.k = s.k;
+        for (Problem p : ProblemsOf(op, dtype)) {
           SCOPED_TRACE(Describe(*v, p));
-          // Aligned members: a one-launch form takes 16-bit transposes no
-          // more (their pair kernels have none), everything else always.
+          // Aligned members: a one-launch form takes every MatMul; the
+          // Transposes except of 16-bit elements (their pair kernels have
+          // none); the Reduces that need no workspace (one pass).
           const bool taken = Check(*v, p, 5, /*one_misaligned=*/false, rng);
-          EXPECT_EQ(taken, !(op == Op::kTranspose && IsHalfPrecision(dtype)));
+          if (op == Op::kReduce) {
+            EXPECT_EQ(taken, v->WorkspaceBytes(p) == 0);
+            ++(taken ? reduce_taken : reduce_declined);
+          } else {
+            EXPECT_EQ(taken, !(op == Op::kTranspose && IsHalfPrecision(dtype)));
+          }
           // One member off 16-byte alignment: taken or not, never wrong.
           Check(*v, p, 3, /*one_misaligned=*/true, rng);
-          if (op == Op::kMatMul && IsHalfPrecision(dtype)) {
+          if (op != Op::kTranspose && IsHalfPrecision(dtype)) {
             p.float32_output = true;
             SCOPED_TRACE("float32 output");
-            EXPECT_TRUE(Check(*v, p, 4, false, rng));
+            EXPECT_EQ(Check(*v, p, 4, false, rng), op == Op::kMatMul || v->WorkspaceBytes(p) == 0);
           }
         }
       }
@@ -199,8 +246,11 @@ TEST_F(BatchedLaunchTest, EveryMemberEqualsItsLaunchAloneBitForBit) {
     }
   }
   // MatMul: naive, tiled16, tiled32, tiled32_padded, register_tiled;
-  // Transpose: naive and the five tiled kernels.
-  EXPECT_GE(batched_variants, 11);
+  // Transpose: naive and the five tiled kernels; Reduce: warp_shuffle.
+  EXPECT_GE(batched_variants, 12);
+  // Both sides of the Reduce form's line were crossed.
+  EXPECT_GT(reduce_taken, 0);
+  EXPECT_GT(reduce_declined, 0);
 }
 
 }  // namespace

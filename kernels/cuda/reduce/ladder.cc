@@ -42,7 +42,8 @@ constexpr CudaLadderRow kReduceLadder[] = {
          GPUCOMPUTE_KERNEL_FUNCTION(WorkspaceFunction, WarpShuffleReduceWorkspaceBytes),
      .zero_copy = true,
      .role = VariantRole::kFlagship,
-     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce)},
+     .launch = GPUCOMPUTE_KERNEL_FUNCTION(CudaLaunch, WarpShuffleReduce),
+     .launch_batch = GPUCOMPUTE_KERNEL_FUNCTION(CudaBatchLaunch, WarpShuffleReduceBatch)},
     {.name = "cub",
      .description = "cub::DeviceReduce (ALL), cub::DeviceSegmentedReduce (PER_ROW); PER_COLUMN "
                     "uses the coalesced warp_shuffle column kernel",

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <iterator>
+#include <type_traits>
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
@@ -62,108 +63,143 @@ __device__ __forceinline__ Acc<T> StridedPartial(const T* __restrict__ in, int64
   return v;
 }
 
+// Each pass below is the work of one block, Run by PassKernel for one
+// problem or by PassBatchKernel for each member of a batch (blockIdx.z),
+// the same code either way, so a member's bits are those of its launch
+// alone. `In` and `Result` are a pass's input and output element types.
+// The shape travels as separate scalar parameters: packed in one struct,
+// the column pass compiled to fewer registers, which changed its plan (the
+// occupancy sets the chunks) and made it 1-8% slower.
+template <typename Pass, typename... Args>
+__global__ void __launch_bounds__(kThreads)
+    PassKernel(const typename Pass::In* __restrict__ in, typename Pass::Result* __restrict__ out,
+               Args... args) {
+  Pass::Run(in, out, args...);
+}
+
+template <typename Pass, typename... Args>
+__global__ void __launch_bounds__(kThreads) PassBatchKernel(
+    const __grid_constant__ LaunchMembers<typename Pass::In, typename Pass::Result> members,
+    Args... args) {
+  const auto& x = members.at[blockIdx.z];
+  Pass::Run(x.a, x.out, args...);
+}
+
 // ALL: a grid-stride pass writing one partial per block (or, with one block,
 // the result). Out: Acc<T> for partials, the output type for the result.
 template <typename T, typename Out, Combine C, bool kVec>
-__global__ void __launch_bounds__(kThreads)
-    GridStrideKernel(const T* __restrict__ in, int64_t count, Out* __restrict__ out,
-                     int64_t mean_count) {
-  using A = Acc<T>;
-  __shared__ A scratch[kThreads / 32];
-  const int64_t stride = int64_t(gridDim.x) * kThreads;
-  const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  A v = StridedPartial<T, C, kVec>(in, count, first, stride);
-  v = BlockReduce<A, C, kThreads>(v, scratch);
-  if (threadIdx.x == 0) out[blockIdx.x] = Narrow<Out>(Finish(v, mean_count));
-}
+struct GridStridePass {
+  using In = T;
+  using Result = Out;
+  __device__ __forceinline__ static void Run(const T* __restrict__ in, Out* __restrict__ out,
+                                             int64_t count, int64_t mean_count) {
+    using A = Acc<T>;
+    __shared__ A scratch[kThreads / 32];
+    const int64_t stride = int64_t(gridDim.x) * kThreads;
+    const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+    A v = StridedPartial<T, C, kVec>(in, count, first, stride);
+    v = BlockReduce<A, C, kThreads>(v, scratch);
+    if (threadIdx.x == 0) out[blockIdx.x] = Narrow<Out>(Finish(v, mean_count));
+  }
+};
 
 // PER_ROW: a group of kGroup threads (a warp, or the whole block for few long
 // rows) per row.
 template <typename T, typename Out, Combine C, int kGroup, bool kVec>
-__global__ void __launch_bounds__(kThreads)
-    RowKernel(const T* __restrict__ in, Out* __restrict__ out, int64_t rows, int64_t cols,
-              int64_t mean_count) {
-  using A = Acc<T>;
-  __shared__ A scratch[kThreads / 32];
-  const int64_t row = int64_t(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup;
-  A v = Reducer<A, C>::Identity();
-  if (row < rows)
-    v = StridedPartial<T, C, kVec>(in + row * cols, cols, threadIdx.x % kGroup, kGroup);
-  if (kGroup == 32) {
-    v = WarpReduce<A, C>(v);
-    if (threadIdx.x % 32 == 0 && row < rows) out[row] = Narrow<Out>(Finish(v, mean_count));
-  } else {
-    v = BlockReduce<A, C, kThreads>(v, scratch);
-    if (threadIdx.x == 0 && row < rows) out[row] = Narrow<Out>(Finish(v, mean_count));
+struct RowPass {
+  using In = T;
+  using Result = Out;
+  __device__ __forceinline__ static void Run(const T* __restrict__ in, Out* __restrict__ out,
+                                             int64_t rows, int64_t cols, int64_t mean_count) {
+    using A = Acc<T>;
+    __shared__ A scratch[kThreads / 32];
+    const int64_t row = int64_t(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup;
+    A v = Reducer<A, C>::Identity();
+    if (row < rows)
+      v = StridedPartial<T, C, kVec>(in + row * cols, cols, threadIdx.x % kGroup, kGroup);
+    if (kGroup == 32) {
+      v = WarpReduce<A, C>(v);
+      if (threadIdx.x % 32 == 0 && row < rows) out[row] = Narrow<Out>(Finish(v, mean_count));
+    } else {
+      v = BlockReduce<A, C, kThreads>(v, scratch);
+      if (threadIdx.x == 0 && row < rows) out[row] = Narrow<Out>(Finish(v, mean_count));
+    }
   }
-}
+};
 
 // PER_COLUMN: lanes across columns (W per lane, so a warp reads 32 * 16
 // contiguous bytes of a row), warps across rows of one chunk of rows. Each
 // block writes one partial row for its chunk; combining the 8 warps happens in
 // shared memory in warp order.
 template <typename T, typename Out, Combine C, bool kVec>
-__global__ void __launch_bounds__(kThreads)
-    ColumnKernel(const T* __restrict__ in, Out* __restrict__ out, int64_t rows, int64_t cols,
-                 int64_t rows_per_chunk, int64_t col_blocks, int64_t mean_count) {
-  using A = Acc<T>;
-  using R = Reducer<A, C>;
-  using V = typename Vec16<T>::Type;
-  constexpr int W = kVec ? Vec16<T>::kWidth : 1;
-  constexpr int kWarps = kThreads / 32;
-  __shared__ __align__(16) A s[kWarps][32 * W];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t chunk = blockIdx.x / col_blocks, col_block = blockIdx.x % col_blocks;
-  const int64_t col = col_block * 32 * W + lane * W;
-  const int64_t r_begin = chunk * rows_per_chunk;
-  const int64_t r_end = min(rows, r_begin + rows_per_chunk);
-  A acc[W];
+struct ColumnPass {
+  using In = T;
+  using Result = Out;
+  __device__ __forceinline__ static void Run(const T* __restrict__ in, Out* __restrict__ out,
+                                             int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                                             int64_t col_blocks, int64_t mean_count) {
+    using A = Acc<T>;
+    using R = Reducer<A, C>;
+    using V = typename Vec16<T>::Type;
+    constexpr int W = kVec ? Vec16<T>::kWidth : 1;
+    constexpr int kWarps = kThreads / 32;
+    __shared__ __align__(16) A s[kWarps][32 * W];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t chunk = blockIdx.x / col_blocks, col_block = blockIdx.x % col_blocks;
+    const int64_t col = col_block * 32 * W + lane * W;
+    const int64_t r_begin = chunk * rows_per_chunk;
+    const int64_t r_end = min(rows, r_begin + rows_per_chunk);
+    A acc[W];
 #pragma unroll
-  for (int j = 0; j < W; ++j) acc[j] = R::Identity();
-  if (col < cols) {
-    const T* p = in + col;
-    int64_t r = r_begin + warp;
-    if (kVec) {
-      for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
-        V x[kUnroll];
+    for (int j = 0; j < W; ++j) acc[j] = R::Identity();
+    if (col < cols) {
+      const T* p = in + col;
+      int64_t r = r_begin + warp;
+      if (kVec) {
+        for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
+          V x[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          x[u] = *reinterpret_cast<const V*>(p + (r + u * kWarps) * cols);
+          for (int u = 0; u < kUnroll; ++u)
+            x[u] = *reinterpret_cast<const V*>(p + (r + u * kWarps) * cols);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) Accumulate<T, C, W>(acc, x[u]);
+          for (int u = 0; u < kUnroll; ++u) Accumulate<T, C, W>(acc, x[u]);
+        }
+        for (; r < r_end; r += kWarps)
+          Accumulate<T, C, W>(acc, *reinterpret_cast<const V*>(p + r * cols));
+      } else {
+        for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
+          T x[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) x[u] = p[(r + u * kWarps) * cols];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) acc[0] = R::Apply(acc[0], Widen(x[u]));
+        }
+        for (; r < r_end; r += kWarps) acc[0] = R::Apply(acc[0], Widen(p[r * cols]));
       }
-      for (; r < r_end; r += kWarps)
-        Accumulate<T, C, W>(acc, *reinterpret_cast<const V*>(p + r * cols));
-    } else {
-      for (; r + (kUnroll - 1) * kWarps < r_end; r += kUnroll * kWarps) {
-        T x[kUnroll];
+    }
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) x[u] = p[(r + u * kWarps) * cols];
+    for (int j = 0; j < W; ++j) s[warp][lane * W + j] = acc[j];
+    __syncthreads();
+    for (int c = threadIdx.x; c < 32 * W; c += kThreads) {
+      A v = s[0][c];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) acc[0] = R::Apply(acc[0], Widen(x[u]));
-      }
-      for (; r < r_end; r += kWarps) acc[0] = R::Apply(acc[0], Widen(p[r * cols]));
+      for (int w = 1; w < kWarps; ++w) v = R::Apply(v, s[w][c]);
+      const int64_t out_col = col_block * 32 * W + c;
+      if (out_col < cols) out[chunk * cols + out_col] = Narrow<Out>(Finish(v, mean_count));
     }
   }
-#pragma unroll
-  for (int j = 0; j < W; ++j) s[warp][lane * W + j] = acc[j];
-  __syncthreads();
-  for (int c = threadIdx.x; c < 32 * W; c += kThreads) {
-    A v = s[0][c];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = R::Apply(v, s[w][c]);
-    const int64_t out_col = col_block * 32 * W + c;
-    if (out_col < cols) out[chunk * cols + out_col] = Narrow<Out>(Finish(v, mean_count));
-  }
-}
+};
 
 template <typename T>
 cudaError_t ColumnOccupancy(int* per_sm) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      per_sm, ColumnKernel<T, Acc<T>, Combine::kSum, true>, kThreads, 0);
+      per_sm,
+      PassKernel<ColumnPass<T, Acc<T>, Combine::kSum, true>, int64_t, int64_t, int64_t, int64_t,
+                 int64_t>,
+      kThreads, 0);
 }
 
-// Resident ColumnKernel blocks on the device (its register use, not the
+// Resident ColumnPass blocks on the device (its register use, not the
 // thread count, limits them), cached per element type.
 int64_t ColumnSlots(DType dtype) {
   static std::atomic<int> cached[std::size(kAllDTypes)];
@@ -229,93 +265,162 @@ Plan MakePlan(const Problem& p) {
   return plan;
 }
 
-template <typename T, typename Out, Combine C>
-cudaError_t LaunchAll(const T* in, Out* out, int64_t count, int64_t blocks, int64_t mean_count,
-                      cudaStream_t stream) {
-  if (Aligned16(in)) {
-    GridStrideKernel<T, Out, C, true>
-        <<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
-  } else {
-    GridStrideKernel<T, Out, C, false>
-        <<<unsigned(blocks), kThreads, 0, stream>>>(in, count, out, mean_count);
+// Where a pass reads and writes: one problem's buffers (One), or each
+// member's of a batch (Members), with the same pass code either way.
+template <typename T, typename Out>
+struct One {
+  using In = T;
+  using Result = Out;
+  const T* in;
+  Out* out;
+  // Whether `in` may be read as 16-byte vectors.
+  bool aligned() const { return Aligned16(in); }
+  template <typename Pass, typename... Args>
+  cudaError_t Launch(int64_t blocks, cudaStream_t stream, Args... args) const {
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    PassKernel<Pass><<<unsigned(blocks), kThreads, 0, stream>>>(in, out, args...);
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
+};
+
+template <typename T, typename Out>
+struct Members {
+  using In = T;
+  using Result = Out;
+  const LaunchMembers<T, Out>& members;
+  int count;
+  int Aligned() const {
+    int aligned = 0;
+    for (int i = 0; i < count; ++i) aligned += Aligned16(members.at[i].a) ? 1 : 0;
+    return aligned;
+  }
+  // Every member aligned: the caller has made sure it is all or none.
+  bool aligned() const { return Aligned() == count; }
+  template <typename Pass, typename... Args>
+  cudaError_t Launch(int64_t blocks, cudaStream_t stream, Args... args) const {
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    PassBatchKernel<Pass>
+        <<<dim3(unsigned(blocks), 1, unsigned(count)), kThreads, 0, stream>>>(members, args...);
+    return cudaGetLastError();
+  }
+};
+
+template <Combine C, typename Target>
+cudaError_t LaunchAll(const Target& t, int64_t count, int64_t blocks, int64_t mean_count,
+                      cudaStream_t stream) {
+  using T = typename Target::In;
+  using Out = typename Target::Result;
+  if (t.aligned()) {
+    return t.template Launch<GridStridePass<T, Out, C, true>>(blocks, stream, count, mean_count);
+  }
+  return t.template Launch<GridStridePass<T, Out, C, false>>(blocks, stream, count, mean_count);
 }
 
-template <typename T, typename Out, Combine C>
-cudaError_t LaunchColumns(const T* in, Out* out, int64_t rows, int64_t cols, int64_t chunks,
+template <Combine C, typename Target>
+cudaError_t LaunchColumns(const Target& t, int64_t rows, int64_t cols, int64_t chunks,
                           int64_t rows_per_chunk, int64_t mean_count, cudaStream_t stream) {
+  using T = typename Target::In;
+  using Out = typename Target::Result;
   constexpr int W = Vec16<T>::kWidth;
-  const bool vec = cols % W == 0 && Aligned16(in);
+  const bool vec = cols % W == 0 && t.aligned();
   const int64_t col_blocks = CeilDiv(cols, 32 * (vec ? W : 1));
   const int64_t blocks = col_blocks * chunks;
-  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
   if (vec) {
-    ColumnKernel<T, Out, C, true><<<unsigned(blocks), kThreads, 0, stream>>>(
-        in, out, rows, cols, rows_per_chunk, col_blocks, mean_count);
-  } else {
-    ColumnKernel<T, Out, C, false><<<unsigned(blocks), kThreads, 0, stream>>>(
-        in, out, rows, cols, rows_per_chunk, col_blocks, mean_count);
+    return t.template Launch<ColumnPass<T, Out, C, true>>(blocks, stream, rows, cols,
+                                                          rows_per_chunk, col_blocks, mean_count);
   }
-  return cudaGetLastError();
+  return t.template Launch<ColumnPass<T, Out, C, false>>(blocks, stream, rows, cols, rows_per_chunk,
+                                                         col_blocks, mean_count);
 }
 
-template <typename T, typename Out, Combine C>
-cudaError_t LaunchRows(const T* in, Out* out, int64_t rows, int64_t cols, int64_t mean_count,
+template <Combine C, typename Target>
+cudaError_t LaunchRows(const Target& t, int64_t rows, int64_t cols, int64_t mean_count,
                        cudaStream_t stream) {
-  const bool vec = cols % Vec16<T>::kWidth == 0 && Aligned16(in);
+  using T = typename Target::In;
+  using Out = typename Target::Result;
+  const bool vec = cols % Vec16<T>::kWidth == 0 && t.aligned();
   // A warp per row keeps long-lived warps; only when rows are too few to give
   // every multiprocessor eight warps does a whole block share a long row.
   const bool block_per_row = cols >= 1024 && rows < int64_t(DeviceSmCount()) * 8;
   if (block_per_row) {
-    if (rows > INT32_MAX) return cudaErrorInvalidConfiguration;
-    if (vec)
-      RowKernel<T, Out, C, kThreads, true>
-          <<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
-    else
-      RowKernel<T, Out, C, kThreads, false>
-          <<<unsigned(rows), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
-  } else {
-    const int64_t blocks = CeilDiv(rows, kThreads / 32);
-    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-    if (vec)
-      RowKernel<T, Out, C, 32, true>
-          <<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
-    else
-      RowKernel<T, Out, C, 32, false>
-          <<<unsigned(blocks), kThreads, 0, stream>>>(in, out, rows, cols, mean_count);
+    if (vec) {
+      return t.template Launch<RowPass<T, Out, C, kThreads, true>>(rows, stream, rows, cols,
+                                                                   mean_count);
+    }
+    return t.template Launch<RowPass<T, Out, C, kThreads, false>>(rows, stream, rows, cols,
+                                                                  mean_count);
   }
-  return cudaGetLastError();
+  const int64_t blocks = CeilDiv(rows, kThreads / 32);
+  if (vec) {
+    return t.template Launch<RowPass<T, Out, C, 32, true>>(blocks, stream, rows, cols, mean_count);
+  }
+  return t.template Launch<RowPass<T, Out, C, 32, false>>(blocks, stream, rows, cols, mean_count);
 }
 
-// Partials between the passes are Acc<T> (float for the 16-bit types).
-template <typename T, typename Out, Combine C>
-cudaError_t Run(const T* in, Out* out, const Problem& p, const Plan& plan, void* workspace,
+// The plan's passes on `t`. Partials between the passes are Acc<T> (float
+// for the 16-bit types), in `workspace`. A batch runs single-pass plans
+// only: its members would each need a workspace.
+template <Combine C, typename Target>
+cudaError_t Run(const Target& t, const Problem& p, const Plan& plan, void* workspace,
                 cudaStream_t stream) {
+  using T = typename Target::In;
+  using Out = typename Target::Result;
   using A = Acc<T>;
-  A* partials = static_cast<A*>(workspace);
   switch (plan.kind) {
-    case Plan::kRows: return LaunchRows<T, Out, C>(in, out, p.m, p.n, plan.mean_count, stream);
-    case Plan::kColumns: {
+    case Plan::kRows: return LaunchRows<C>(t, p.m, p.n, plan.mean_count, stream);
+    case Plan::kColumns:
       if (plan.chunks == 1) {
-        return LaunchColumns<T, Out, C>(in, out, p.m, p.n, 1, p.m, plan.mean_count, stream);
+        return LaunchColumns<C>(t, p.m, p.n, 1, p.m, plan.mean_count, stream);
       }
-      cudaError_t err = LaunchColumns<T, A, C>(in, partials, p.m, p.n, plan.chunks,
-                                               plan.rows_per_chunk, 0, stream);
+      break;
+    case Plan::kAll:
+      if (plan.blocks == 1) return LaunchAll<C>(t, plan.count, 1, plan.mean_count, stream);
+      break;
+  }
+  if constexpr (std::is_same_v<Target, Members<T, Out>>) {
+    return cudaErrorNotSupported;
+  } else {
+    A* partials = static_cast<A*>(workspace);
+    const One<T, A> first{t.in, partials};
+    const One<A, Out> last{partials, t.out};
+    if (plan.kind == Plan::kColumns) {
+      cudaError_t err =
+          LaunchColumns<C>(first, p.m, p.n, plan.chunks, plan.rows_per_chunk, 0, stream);
       if (err != cudaSuccess) return err;
-      return LaunchColumns<A, Out, C>(partials, out, plan.chunks, p.n, 1, plan.chunks,
-                                      plan.mean_count, stream);
+      return LaunchColumns<C>(last, plan.chunks, p.n, 1, plan.chunks, plan.mean_count, stream);
     }
-    case Plan::kAll: {
-      if (plan.blocks == 1) {
-        return LaunchAll<T, Out, C>(in, out, plan.count, 1, plan.mean_count, stream);
-      }
-      cudaError_t err = LaunchAll<T, A, C>(in, partials, plan.count, plan.blocks, 0, stream);
+    if (plan.kind == Plan::kAll) {
+      cudaError_t err = LaunchAll<C>(first, plan.count, plan.blocks, 0, stream);
       if (err != cudaSuccess) return err;
-      return LaunchAll<A, Out, C>(partials, out, plan.blocks, 1, plan.mean_count, stream);
+      return LaunchAll<C>(last, plan.blocks, 1, plan.mean_count, stream);
     }
+    return cudaErrorInvalidValue;
+  }
+}
+
+template <typename Target>
+cudaError_t RunCombine(const Target& t, const Problem& p, const Plan& plan, void* workspace,
+                       cudaStream_t stream) {
+  switch (CombineOf(p.reduce_op)) {
+    case Combine::kSum: return Run<Combine::kSum>(t, p, plan, workspace, stream);
+    case Combine::kMin: return Run<Combine::kMin>(t, p, plan, workspace, stream);
+    case Combine::kMax: return Run<Combine::kMax>(t, p, plan, workspace, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+// The batched form: every member's single pass in one launch, each as it
+// would run alone. Members that would differ alone (some read as 16-byte
+// vectors, some not) and plans of two passes have no one launch.
+template <typename T, typename Out>
+cudaError_t LaunchWarpShuffleReduceBatch(const LaunchMembers<T, Out>& members, int count,
+                                         const Problem& p, cudaStream_t stream) {
+  const Members<T, Out> target{members, count};
+  const int aligned = target.Aligned();
+  if (aligned != 0 && aligned != count) return cudaErrorNotSupported;
+  const Plan plan = MakePlan(p);
+  if (plan.workspace_elems > 0) return cudaErrorNotSupported;
+  return RunCombine(target, p, plan, nullptr, stream);
 }
 
 }  // namespace
@@ -330,12 +435,7 @@ cudaError_t LaunchWarpShuffleReduce(const T* in, Out* out, const Problem& p, voi
                                     size_t workspace_bytes, cudaStream_t stream) {
   const Plan plan = MakePlan(p);
   if (workspace_bytes < plan.workspace_elems * sizeof(Acc<T>)) return cudaErrorInvalidValue;
-  switch (CombineOf(p.reduce_op)) {
-    case Combine::kSum: return Run<T, Out, Combine::kSum>(in, out, p, plan, workspace, stream);
-    case Combine::kMin: return Run<T, Out, Combine::kMin>(in, out, p, plan, workspace, stream);
-    case Combine::kMax: return Run<T, Out, Combine::kMax>(in, out, p, plan, workspace, stream);
-  }
-  return cudaErrorInvalidValue;
+  return RunCombine(One<T, Out>{in, out}, p, plan, workspace, stream);
 }
 
 #define GPUCOMPUTE_INSTANTIATE(T, Out)                                                        \
@@ -347,6 +447,14 @@ GPUCOMPUTE_ELEMENT_TYPE_PAIRS(GPUCOMPUTE_INSTANTIATE)
 LaunchResult WarpShuffleReduce(const LaunchArgs& args) {
   const auto launch = [](const auto& t) {
     return LaunchWarpShuffleReduce(t.a, t.out, t.p, t.workspace, t.workspace_bytes, t.stream);
+  };
+  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
+                                       : ForElementType(args, launch);
+}
+
+LaunchResult WarpShuffleReduceBatch(const BatchLaunchArgs& args) {
+  const auto launch = [&](const auto& members) {
+    return LaunchWarpShuffleReduceBatch(members, args.count, args.p, args.stream);
   };
   return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
                                        : ForElementType(args, launch);
