@@ -152,6 +152,14 @@ LaunchResult ForHalfElementType(const Args& args, const Launch& launch) {
   return cudaErrorNotSupported;
 }
 
+// Either of the two above, by the problem's element type: the body of a
+// launcher that has a kernel for every dtype.
+template <typename Args, typename Launch>
+LaunchResult ForAnyElementType(const Args& args, const Launch& launch) {
+  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
+                                       : ForElementType(args, launch);
+}
+
 // Every (input, output) element type pair the two dispatchers above reach:
 // X(T, Out). A launcher template instantiated with this list has a body for
 // each pair a ladder row can ask for.

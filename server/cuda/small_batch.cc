@@ -129,13 +129,16 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   const bool zero_copy = jobs.front().variant->zero_copy && member_bytes <= zero_copy_bytes;
   const char* inputs = zero_copy ? up : dev;
   char* outputs = zero_copy ? down : dev + l.outputs_at(live);
+  // Member j's buffers in the staging; a batched form needs no workspace.
+  auto member = [&](int j, void* workspace) -> kernels::Buffers {
+    const char* in = inputs + j * l.in_stride;
+    return {in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr, outputs + j * l.out_stride, workspace,
+            workspace != nullptr ? size_t(l.workspace) : 0};
+  };
   auto launch = [&](int j, int branch, cudaStream_t stream) {
     const ComputeJob& job = jobs[size_t(members[size_t(j)])];
-    const char* in = inputs + j * l.in_stride;
-    void* workspace = l.workspace_of(slot, live, branch);
-    const kernels::Buffers buffers{in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
-                                   outputs + j * l.out_stride, workspace, size_t(l.workspace)};
-    return job.variant->launch(job.problem, buffers, kernels::LaunchContext{stream, slot.cublas()});
+    return job.variant->launch(job.problem, member(j, l.workspace_of(slot, live, branch)),
+                               kernels::LaunchContext{stream, slot.cublas()});
   };
   // The batch's stream work from its first mark to its last: where the
   // variant has a batched form, the members it takes in one kernel launch
@@ -152,11 +155,7 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
         zero_copy ? 0 : size_t(live * l.out_stride), [&]() -> absl::Status {
           std::vector<kernels::Buffers> member_buffers;
           member_buffers.reserve(size_t(live));
-          for (int j = 0; j < live; ++j) {
-            const char* in = inputs + j * l.in_stride;
-            member_buffers.push_back({in, l.b > 0 ? in + AlignedBytes(l.a) : nullptr,
-                                      outputs + j * l.out_stride, nullptr, 0});
-          }
+          for (int j = 0; j < live; ++j) member_buffers.push_back(member(j, nullptr));
           const kernels::LaunchContext ctx{slot.stream(), slot.cublas()};
           if (!in_graph) {
             const MemberLaunches launched =

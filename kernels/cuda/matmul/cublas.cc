@@ -82,8 +82,7 @@ LaunchResult Gemm(const TypedLaunchArgs<T, Out>& t, bool tf32) {
 
 LaunchResult CublasMatMul(const LaunchArgs& args) {
   const auto gemm = [](const auto& t) { return Gemm(t, false); };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, gemm)
-                                       : ForElementType(args, gemm);
+  return ForAnyElementType(args, gemm);
 }
 
 // Float only (the ladder declares it so).

@@ -60,8 +60,7 @@ LaunchResult NaiveMatMul(const LaunchArgs& args) {
   const auto launch = [](const auto& t) {
     return LaunchNaiveMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, t.stream);
   };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
-                                       : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 LaunchResult NaiveMatMulBatch(const BatchLaunchArgs& args) {
@@ -73,7 +72,7 @@ LaunchResult NaiveMatMulBatch(const BatchLaunchArgs& args) {
         <<<NaiveGrid(p.m, p.n, args.count), dim3(32, 8), 0, args.stream>>>(members, p.m, p.n, p.k);
     return cudaGetLastError();
   };
-  return IsHalfPrecision(p.dtype) ? ForHalfElementType(args, launch) : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 }  // namespace gpucompute::kernels::cuda

@@ -19,7 +19,10 @@ constexpr int kThreads = 256;
 // The float configuration register_tiled uses: k-tiles of 16 halve the
 // barriers, and no register cap (one block per multiprocessor, no spills)
 // beat two capped blocks by 12-15% on an H200 (see the bench's ablation).
-constexpr int kDefaultBK = 16;
+// Double needs about 230 registers for the same tile: one block, k-tiles of 8.
+template <typename T>
+constexpr int kDefaultBK = sizeof(T) == 4 ? 16 : 8;
+template <typename T>
 constexpr int kDefaultMinBlocks = 1;
 // A is stored transposed (k-major). Padding its rows by 4 elements moves the
 // two k-halves written by one warp onto different banks, and keeps 16-byte
@@ -236,8 +239,7 @@ cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_
                                             cudaStream_t stream) {
   if (bk == 8 && min_blocks == 1) return Launch<T, 8, 1>(a, b, c, m, n, k, stream);
   // Double spills with a cap of 128 registers, and a double k-tile of 16
-  // would need more than 48 KB of static shared memory. k-tile of 16 would need more than 48 KB of
-  // static shared memory.
+  // would need more than 48 KB of static shared memory.
   if constexpr (sizeof(T) == 4) {
     if (bk == 8 && min_blocks == 2) return Launch<T, 8, 2>(a, b, c, m, n, k, stream);
     if (bk == 16 && min_blocks == 1) return Launch<T, 16, 1>(a, b, c, m, n, k, stream);
@@ -249,12 +251,7 @@ cudaError_t LaunchRegisterTiledMatMulConfig(const T* a, const T* b, T* c, int64_
 template <typename T>
 cudaError_t LaunchRegisterTiledMatMul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
                                       cudaStream_t stream) {
-  // Double needs about 230 registers for the same tile and runs one block.
-  if constexpr (sizeof(T) == 4) {
-    return Launch<T, kDefaultBK, kDefaultMinBlocks>(a, b, c, m, n, k, stream);
-  } else {
-    return Launch<T, 8, 1>(a, b, c, m, n, k, stream);
-  }
+  return Launch<T, kDefaultBK<T>, kDefaultMinBlocks<T>>(a, b, c, m, n, k, stream);
 }
 
 template cudaError_t LaunchRegisterTiledMatMulConfig<float>(const float*, const float*, float*,
@@ -285,8 +282,8 @@ cudaError_t LaunchRegisterTiledBatch(const LaunchMembers<T>& members, int count,
   for (int i = 1; i < count; ++i) {
     if (vectorized(i) != vec) return cudaErrorNotSupported;
   }
-  constexpr int kBK = sizeof(T) == 4 ? kDefaultBK : 8;
-  constexpr int kMin = sizeof(T) == 4 ? kDefaultMinBlocks : 1;
+  constexpr int kBK = kDefaultBK<T>;
+  constexpr int kMin = kDefaultMinBlocks<T>;
   const dim3 grid(unsigned(CeilDiv(n, kBN)), unsigned(CeilDiv(m, kBM)), unsigned(count));
   if (vec) {
     RegisterTiledBatchKernel<T, kBK, kMin, true><<<grid, kThreads, 0, stream>>>(members, m, n, k);

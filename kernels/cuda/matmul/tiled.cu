@@ -96,8 +96,7 @@ LaunchResult Tiled(const LaunchArgs& args, int tile, bool padded) {
   const auto launch = [&](const auto& t) {
     return LaunchTiledMatMul(t.a, t.b, t.out, t.p.m, t.p.n, t.p.k, tile, padded, t.stream);
   };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
-                                       : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 template <int kTile, int kPad>
@@ -108,7 +107,7 @@ LaunchResult TiledBatch(const BatchLaunchArgs& args) {
     return LaunchBatch<typename M::Element, typename M::Output, kTile, kPad>(
         members, args.count, p.m, p.n, p.k, args.stream);
   };
-  return IsHalfPrecision(p.dtype) ? ForHalfElementType(args, launch) : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 }  // namespace

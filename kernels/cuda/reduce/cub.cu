@@ -222,8 +222,7 @@ LaunchResult CubReduce(const LaunchArgs& args) {
   const auto launch = [](const auto& t) {
     return LaunchCubReduce(t.a, t.out, t.p, t.workspace, t.workspace_bytes, t.stream);
   };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
-                                       : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 }  // namespace gpucompute::kernels::cuda

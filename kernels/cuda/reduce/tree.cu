@@ -223,8 +223,7 @@ LaunchResult Tree(const LaunchArgs& args, bool sequential) {
   const auto launch = [&](const auto& t) {
     return LaunchTreeReduce(t.a, t.out, t.p, sequential, t.workspace, t.workspace_bytes, t.stream);
   };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
-                                       : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 }  // namespace

@@ -448,16 +448,14 @@ LaunchResult WarpShuffleReduce(const LaunchArgs& args) {
   const auto launch = [](const auto& t) {
     return LaunchWarpShuffleReduce(t.a, t.out, t.p, t.workspace, t.workspace_bytes, t.stream);
   };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
-                                       : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 LaunchResult WarpShuffleReduceBatch(const BatchLaunchArgs& args) {
   const auto launch = [&](const auto& members) {
     return LaunchWarpShuffleReduceBatch(members, args.count, args.p, args.stream);
   };
-  return IsHalfPrecision(args.p.dtype) ? ForHalfElementType(args, launch)
-                                       : ForElementType(args, launch);
+  return ForAnyElementType(args, launch);
 }
 
 }  // namespace gpucompute::kernels::cuda

@@ -26,6 +26,19 @@ constexpr int kBlockRows = 8;  // naive: a 32x8 block moves a 32x32 tile, 4 elem
 template <typename T>
 constexpr int kPadded = sizeof(T) == 2 ? 2 : 1;
 
+// The one-dimensional grid of an m x n transpose in tiles of tile_rows x
+// tile_cols; past INT32_MAX blocks it has no launch.
+struct TileGrid {
+  int64_t tiles_x;  // tiles across the input's row
+  int64_t blocks;
+  bool fits() const { return blocks <= INT32_MAX; }
+};
+
+TileGrid GridOf(int64_t m, int64_t n, int64_t tile_rows, int64_t tile_cols) {
+  const int64_t tiles_x = CeilDiv(n, tile_cols);
+  return {tiles_x, tiles_x * CeilDiv(m, tile_rows)};
+}
+
 // Each kernel below is a tile: the work of block blockIdx.x, Run by
 // TransposeKernel for one transpose or TransposeBatchKernel for the
 // members of a batch (on grid.z), the same code either way.
@@ -127,11 +140,10 @@ struct WideTile {
 
 template <typename T, int kTX, int kTY, int kRows, int kPad = kPadded<T>>
 cudaError_t LaunchWide(const T* in, T* out, int64_t m, int64_t n, cudaStream_t stream) {
-  const int64_t tiles_x = CeilDiv(n, 32 * kTX);
-  const int64_t blocks = tiles_x * CeilDiv(m, 32 * kTY);
-  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  const TileGrid grid = GridOf(m, n, 32 * kTY, 32 * kTX);
+  if (!grid.fits()) return cudaErrorInvalidConfiguration;
   TransposeKernel<WideTile<T, kTX, kTY, kRows, kPad>>
-      <<<unsigned(blocks), dim3(32, kRows), 0, stream>>>(in, out, m, n, tiles_x);
+      <<<unsigned(grid.blocks), dim3(32, kRows), 0, stream>>>(in, out, m, n, grid.tiles_x);
   return cudaGetLastError();
 }
 
@@ -206,11 +218,10 @@ struct Vec16Tile {
 
 template <typename T, int kPad, bool kSwizzle, int kRows = kDefaultRows>
 cudaError_t LaunchTiled(const T* in, T* out, int64_t m, int64_t n, cudaStream_t stream) {
-  const int64_t tiles_x = CeilDiv(n, kTile);
-  const int64_t blocks = tiles_x * CeilDiv(m, kTile);
-  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  const TileGrid grid = GridOf(m, n, kTile, kTile);
+  if (!grid.fits()) return cudaErrorInvalidConfiguration;
   TransposeKernel<SharedTile<T, kPad, kSwizzle, kRows>>
-      <<<unsigned(blocks), dim3(kTile, kRows), 0, stream>>>(in, out, m, n, tiles_x);
+      <<<unsigned(grid.blocks), dim3(kTile, kRows), 0, stream>>>(in, out, m, n, grid.tiles_x);
   return cudaGetLastError();
 }
 
@@ -226,10 +237,6 @@ cudaError_t LaunchTiledKind(const T* in, T* out, int64_t m, int64_t n, Transpose
     default: return cudaErrorInvalidValue;
   }
 }
-
-}  // namespace
-
-namespace {
 
 // The tile each kind runs, handed to `launch(tile, tile_rows, tile_cols,
 // block)`: one mapping for a transpose alone and for a batch. `vectors`:
@@ -277,15 +284,14 @@ cudaError_t LaunchTranspose(const T* in, T* out, int64_t m, int64_t n, Transpose
     if (tiled && PairsFit(in, out, m, n)) return LaunchPairTranspose(in, out, m, n, kind, stream);
   }
   const bool vectors = WholeVectors<T>(m, n) && Aligned16(in) && Aligned16(out);
-  return WithTile<T>(kind, vectors,
-                     [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
-                       const int64_t tiles_x = CeilDiv(n, tile_cols);
-                       const int64_t blocks = tiles_x * CeilDiv(m, tile_rows);
-                       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-                       TransposeKernel<decltype(tile)>
-                           <<<unsigned(blocks), block, 0, stream>>>(in, out, m, n, tiles_x);
-                       return cudaGetLastError();
-                     });
+  return WithTile<T>(
+      kind, vectors, [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
+        const TileGrid grid = GridOf(m, n, tile_rows, tile_cols);
+        if (!grid.fits()) return cudaErrorInvalidConfiguration;
+        TransposeKernel<decltype(tile)>
+            <<<unsigned(grid.blocks), block, 0, stream>>>(in, out, m, n, grid.tiles_x);
+        return cudaGetLastError();
+      });
 }
 
 namespace {
@@ -308,12 +314,11 @@ cudaError_t LaunchTransposeBatch(const LaunchMembers<T>& members, int count, int
   }
   return WithTile<T>(kind, whole && aligned == count,
                      [&](auto tile, int64_t tile_rows, int64_t tile_cols, dim3 block) {
-                       const int64_t tiles_x = CeilDiv(n, tile_cols);
-                       const int64_t blocks = tiles_x * CeilDiv(m, tile_rows);
-                       if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+                       const TileGrid grid = GridOf(m, n, tile_rows, tile_cols);
+                       if (!grid.fits()) return cudaErrorInvalidConfiguration;
                        TransposeBatchKernel<decltype(tile)>
-                           <<<dim3(unsigned(blocks), 1, unsigned(count)), block, 0, stream>>>(
-                               members, m, n, tiles_x);
+                           <<<dim3(unsigned(grid.blocks), 1, unsigned(count)), block, 0, stream>>>(
+                               members, m, n, grid.tiles_x);
                        return cudaGetLastError();
                      });
 }
