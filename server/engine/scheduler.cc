@@ -362,7 +362,10 @@ void Scheduler::CountTake(Lane& lane, size_t tasks) {
   if (lane.takes < kTakesPerVerdict) return;
   if (2 * lane.taken < 3 * lane.takes) {  // fewer than 1.5 tasks a take
     lane.holding_back = false;
-    lane.hold_back_again = absl::Now() + kHoldBackPause;
+    lane.hold_back_again = absl::Now() + lane.next_pause;
+    lane.next_pause = std::min(2 * lane.next_pause, kMaxHoldBackPause);
+  } else {
+    lane.next_pause = kHoldBackPause;
   }
   lane.takes = 0;
   lane.taken = 0;

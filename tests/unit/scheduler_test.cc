@@ -584,6 +584,44 @@ TEST(SchedulerInline, TakesWithoutBatchMatesStopTheHoldingBackForAPause) {
   EXPECT_TRUE(HeldBack(*scheduler));
 }
 
+// One verdict of takes that find no batch mates: the given mates for all
+// but the last take, which HeldBack makes (true: that task was held back).
+bool VerdictOfTakes(Scheduler& scheduler, int mates) {
+  for (int i = 0; i < Scheduler::kTakesPerVerdict - 1; ++i) {
+    QueueBehindOneSmallTask(scheduler, mates);
+  }
+  return HeldBack(scheduler);
+}
+
+// Verdicts without batch mates in a row pause the holding back for longer
+// each time: the second pause is twice the first.
+TEST(SchedulerInline, PausesGrowWhileTakesFindNoBatchMates) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
+  EXPECT_TRUE(VerdictOfTakes(*scheduler, 1));
+  absl::SleepFor(Scheduler::kHoldBackPause);
+  EXPECT_TRUE(VerdictOfTakes(*scheduler, 1));  // held back again, then the second verdict
+  const absl::Time second_verdict = absl::Now();
+  absl::SleepFor(Scheduler::kHoldBackPause);
+  const bool held = HeldBack(*scheduler);
+  // A machine slow enough to pass the longer pause meanwhile proves nothing here.
+  ASSERT_TRUE(absl::Now() - second_verdict >= 2 * Scheduler::kHoldBackPause || !held);
+  absl::SleepFor(2 * Scheduler::kHoldBackPause);
+  EXPECT_TRUE(HeldBack(*scheduler));
+}
+
+// A verdict that finds batch mates sets the pause back to its start.
+TEST(SchedulerInline, AVerdictWithBatchMatesSetsThePauseBack) {
+  auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
+  for (int i = 0; i < 2; ++i) {  // the next pause would be 4x the first
+    VerdictOfTakes(*scheduler, 1);
+    absl::SleepFor(Scheduler::kHoldBackPause * (1 << i));
+  }
+  for (int i = 0; i < Scheduler::kTakesPerVerdict; ++i) QueueBehindOneSmallTask(*scheduler, 2);
+  EXPECT_TRUE(VerdictOfTakes(*scheduler, 1));
+  absl::SleepFor(Scheduler::kHoldBackPause);
+  EXPECT_TRUE(HeldBack(*scheduler));
+}
+
 // Takes that find batch mates (two tasks each, as under load) keep it.
 TEST(SchedulerInline, TakesWithBatchMatesKeepTheHoldingBack) {
   auto scheduler = MakeInlineScheduler(4, /*inline_threads=*/1, {8, absl::ZeroDuration()});
