@@ -24,6 +24,9 @@
 # ROWS picks the load-test runs of each round (default "transpose matmul
 # matmul1"; e.g. ROWS=matmul for the MatMul at c=1, 8 and 64 alone, a third
 # of the time a round, so more rounds fit where one round settles nothing).
+# MAX_SECONDS stops before a round that would end past it (judged by the
+# mean round so far) and still prints the summary of the rounds run, so
+# that a caller's own time limit does not lose it.
 set -u
 usage="usage: small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
@@ -59,7 +62,17 @@ collect() {
 }
 
 specs=("$@")
+started=$SECONDS
 for round in $(seq 1 "$rounds"); do
+  if [ -n "${MAX_SECONDS:-}" ] && [ "$round" -gt 1 ]; then
+    done_rounds=$((round - 1))
+    elapsed=$((SECONDS - started))
+    if [ $((elapsed + elapsed / done_rounds)) -gt "$MAX_SECONDS" ]; then
+      echo "small_request_ab.sh: $done_rounds of $rounds rounds run in ${elapsed} s;" \
+        "another would pass MAX_SECONDS=$MAX_SECONDS" >&2
+      break
+    fi
+  fi
   for k in "${!specs[@]}"; do
     spec=${specs[$(((round - 1 + k) % ${#specs[@]}))]}
     log=$out/${spec%%=*}_$round
