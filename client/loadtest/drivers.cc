@@ -120,12 +120,36 @@ struct QueuedCall {
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
 };
 
+// The threads of a driver that runs its calls on threads of its own, and
+// their stop flag: Stop() raises the flag and joins them.
+class DriverThreads : public Driver {
+ public:
+  void Stop() override {
+    stopping_ = true;
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ protected:
+  // Starts `count` threads, the i-th running work(i).
+  template <typename Work>
+  void StartThreads(int count, Work work) {
+    stopping_ = false;
+    for (int i = 0; i < count; ++i) threads_.emplace_back([work, i] { work(i); });
+  }
+  bool stopping() const { return stopping_.load(); }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopping_{false};
+};
+
 // Each thread owns a completion queue and waits on it itself, so a
 // completion wakes the very thread that issues the next call: no hand-off
 // between gRPC's threads and the load generator's (at concurrency 1, one
 // thread does it all). The calls are spread over one thread per core (or per
 // channel, if more), each thread on one channel.
-class ClosedLoop final : public Driver {
+class ClosedLoop final : public DriverThreads {
  public:
   ClosedLoop(const Channels& channels, const PreparedCall* call, CallSettings settings,
              int concurrency)
@@ -135,21 +159,13 @@ class ClosedLoop final : public Driver {
         concurrency_(concurrency) {}
 
   void Start(Recorder* recorder) override {
-    stopping_ = false;
     const int wanted = std::max(static_cast<int>(std::thread::hardware_concurrency()),
                                 static_cast<int>(stubs_.size()));
     const int threads = std::clamp(wanted, 1, concurrency_);
-    for (int t = 0; t < threads; ++t) {
+    StartThreads(threads, [this, recorder, threads](int t) {
       const int share = concurrency_ / threads + (t < concurrency_ % threads ? 1 : 0);
-      grpc::GenericStub* stub = stubs_[t % stubs_.size()].get();
-      workers_.emplace_back([this, recorder, share, stub] { Work(recorder, share, *stub); });
-    }
-  }
-
-  void Stop() override {
-    stopping_ = true;
-    for (std::thread& t : workers_) t.join();
-    workers_.clear();
+      Work(recorder, share, *stubs_[size_t(t) % stubs_.size()]);
+    });
   }
 
  private:
@@ -178,8 +194,8 @@ class ClosedLoop final : public Driver {
       // hundreds of thousands of UNAVAILABLE a second.
       const bool unavailable = c->status.error_code() == grpc::StatusCode::UNAVAILABLE;
       delete c;
-      if (unavailable && !stopping_.load()) std::this_thread::sleep_for(kRetryPause);
-      if (!stopping_.load()) issue();
+      if (unavailable && !stopping()) std::this_thread::sleep_for(kRetryPause);
+      if (!stopping()) issue();
     }
     cq.Shutdown();
     while (cq.Next(&tag, &ok)) {
@@ -190,8 +206,6 @@ class ClosedLoop final : public Driver {
   const PreparedCall* call_;
   CallSettings settings_;
   const int concurrency_;
-  std::vector<std::thread> workers_;
-  std::atomic<bool> stopping_{false};
 };
 
 class OpenLoop final : public Driver {
@@ -247,7 +261,7 @@ class OpenLoop final : public Driver {
   std::atomic<bool> stopping_{false};
 };
 
-class TcpEcho final : public Driver {
+class TcpEcho final : public DriverThreads {
  public:
   TcpEcho(const TcpEchoServer* server, int64_t request_bytes, int64_t response_bytes,
           int concurrency)
@@ -258,16 +272,7 @@ class TcpEcho final : public Driver {
         request_(static_cast<size_t>(request_bytes), '\x5a') {}
 
   void Start(Recorder* recorder) override {
-    stopping_ = false;
-    for (int i = 0; i < concurrency_; ++i) {
-      workers_.emplace_back([this, recorder] { Work(recorder); });
-    }
-  }
-
-  void Stop() override {
-    stopping_ = true;
-    for (std::thread& t : workers_) t.join();
-    workers_.clear();
+    StartThreads(concurrency_, [this, recorder](int) { Work(recorder); });
   }
 
  private:
@@ -280,7 +285,7 @@ class TcpEcho final : public Driver {
     }
     std::string response(static_cast<size_t>(response_bytes_), '\0');
     const int64_t header[2] = {request_bytes_, response_bytes_};
-    while (!stopping_.load()) {
+    while (!stopping()) {
       const Clock::time_point start = Clock::now();
       if (!WriteFull(fd, reinterpret_cast<const char*>(header), sizeof header) ||
           !WriteFull(fd, request_.data(), request_bytes_) ||
@@ -298,11 +303,9 @@ class TcpEcho final : public Driver {
   const int64_t request_bytes_, response_bytes_;
   const int concurrency_;
   const std::string request_;
-  std::vector<std::thread> workers_;
-  std::atomic<bool> stopping_{false};
 };
 
-class TransferLoop final : public Driver {
+class TransferLoop final : public DriverThreads {
  public:
   TransferLoop(const Client* client, Transfer transfer, const Matrix* matrix,
                std::string download_id, int concurrency)
@@ -313,16 +316,7 @@ class TransferLoop final : public Driver {
         concurrency_(concurrency) {}
 
   void Start(Recorder* recorder) override {
-    stopping_ = false;
-    for (int i = 0; i < concurrency_; ++i) {
-      workers_.emplace_back([this, recorder] { Work(recorder); });
-    }
-  }
-
-  void Stop() override {
-    stopping_ = true;
-    for (std::thread& t : workers_) t.join();
-    workers_.clear();
+    StartThreads(concurrency_, [this, recorder](int) { Work(recorder); });
   }
 
  private:
@@ -330,7 +324,7 @@ class TransferLoop final : public Driver {
     // Downloaded into the same matrix each time, as a client that keeps its
     // buffer would: its pages are touched once, not faulted in per request.
     Matrix downloaded;
-    while (!stopping_.load()) {
+    while (!stopping()) {
       const Clock::time_point start = Clock::now();
       absl::Status status;
       if (transfer_ == Transfer::kUpload) {
@@ -357,8 +351,6 @@ class TransferLoop final : public Driver {
   const Matrix* matrix_;
   const std::string download_id_;
   const int concurrency_;
-  std::vector<std::thread> workers_;
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace
