@@ -31,8 +31,8 @@ row() {
   shift 4
   local log=$out/${label}_${round}_$name
   "$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --progress=never --warmup=0.5s \
-    --window=0.5s --max_time=5s --stable_windows=100 --connections=8 --concurrency="$concurrency" "$@" \
-    > "$log.log" 2>&1 &
+    --window=0.5s --max_time=5s --stable_windows=100 --connections=8 \
+    --concurrency="$concurrency" "$@" > "$log.log" 2>&1 &
   local load=$!
   sleep 2  # past the warm-up and the first windows
   "$perf" stat -x, -e task-clock,context-switches -p "$server" -- sleep 2 2> "$log.stat"

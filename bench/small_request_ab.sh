@@ -6,9 +6,9 @@
 # to the next) falls on both sides. Each round starts each server afresh
 # and runs, over 8 connections: the 1x1 Transpose at c=64 beside the health
 # Check and ListTensors, the 64^3 MatMul at c=1, 8 and 64 inline beside a
-# gRPC echo of its bytes, and with resident operands and a kept output beside the health
-# Check of the same load-test run; and over 1 connection the inline MatMul
-# at c=64 beside its echo. Logs go to OUT_DIR; the medians over the rounds
+# gRPC echo of its bytes, and with resident operands and a kept output
+# beside the health Check of the same load-test run; and over 1 connection
+# the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over the rounds
 # of each row and ratio are printed, with each server's mean batch per row,
 # the first server's rates over each other's paired by round (as they are,
 # and each over its own round's floor), then what `auto` chose for each

@@ -152,7 +152,8 @@ class Scheduler {
     absl::Time last_crowded ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     // Whether small tasks that may batch are held back past the inline
     // limit (kTakesPerVerdict): takes of such tasks from the queue since the
-    // last verdict and the tasks they moved, and when a pause ends.
+    // last verdict and the tasks they moved, when a pause ends, and how long
+    // the next one lasts.
     bool holding_back ABSL_GUARDED_BY(mu) = true;
     int takes ABSL_GUARDED_BY(mu) = 0;
     int taken ABSL_GUARDED_BY(mu) = 0;
