@@ -260,7 +260,9 @@ void Scheduler::AnswerLoop() {
 }
 
 void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share) {
-  const std::string key = batch.front().task.batch->key;  // `batch` may reallocate below
+  // Moved out, not copied: a task taken into a batch is never matched by its
+  // key again, and `batch` may reallocate below.
+  const std::string key = std::move(batch.front().task.batch->key);
   const size_t max = size_t(batching_.max_batch_size);
   for (auto it = lane.queue.begin(); it != lane.queue.end() && batch.size() < share;) {
     if (it->task.batch && it->task.batch->key == key) {
