@@ -2,10 +2,15 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "gpucompute/common/thread_name.h"
+
 namespace gpucompute::common {
 
-WorkQueue::WorkQueue(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+WorkQueue::WorkQueue(int threads, std::string name) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, name = absl::StrCat(name, i)] { Loop(name); });
+  }
 }
 
 WorkQueue::~WorkQueue() {
@@ -21,7 +26,8 @@ void WorkQueue::Post(std::function<void()> work) {
   work_.push_back(std::move(work));
 }
 
-void WorkQueue::Loop() {
+void WorkQueue::Loop(const std::string& name) {
+  NameThisThread(name);
   for (;;) {
     std::function<void()> work;
     {

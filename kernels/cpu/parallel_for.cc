@@ -4,10 +4,12 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "gpucompute/common/thread_name.h"
 
 namespace gpucompute::kernels::cpu {
 namespace {
@@ -42,7 +44,12 @@ void Work(Job& job) {
 class Pool {
  public:
   explicit Pool(int64_t threads) : helpers_(threads) {
-    for (int64_t t = 0; t < threads; ++t) std::thread([this] { Loop(); }).detach();
+    for (int64_t t = 0; t < threads; ++t) {
+      std::thread([this, t] {
+        common::NameThisThread("cpu-pool" + std::to_string(t));
+        Loop();
+      }).detach();
+    }
   }
 
   void Run(int64_t chunks, absl::FunctionRef<void(int64_t)> run) {

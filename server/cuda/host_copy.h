@@ -13,7 +13,7 @@ namespace gpucompute::server::cuda {
 
 class HostCopyPool {
  public:
-  explicit HostCopyPool(int threads) : helpers_(threads) {}
+  explicit HostCopyPool(int threads) : helpers_(threads, "host-copy") {}
 
   // Copies `bytes` using the caller plus up to `threads` helpers.
   void Copy(void* dst, const void* src, size_t bytes);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpucompute/common/cpu_relax.h"
+#include "gpucompute/common/thread_name.h"
 
 namespace gpucompute::server {
 namespace {
@@ -50,12 +51,22 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue
       batching_(batching),
       worker_spin_(worker_spin),
       inline_threads_(inline_threads) {
-  for (int i = 0; i < answer_threads; ++i) answer_threads_.emplace_back([this] { AnswerLoop(); });
+  for (int i = 0; i < answer_threads; ++i) {
+    answer_threads_.emplace_back([this, i] {
+      common::NameThisThread(absl::StrCat("answer", i));
+      AnswerLoop();
+    });
+  }
   for (const auto& device : devices_) {
     auto lane = std::make_unique<Lane>();
     lane->device = device.get();
     for (int i = 0; i < device->concurrency(); ++i) {
-      lane->workers.emplace_back([this, l = lane.get()] { WorkerLoop(*l); });
+      // "worker<device>.<n>": the lane's index among the devices.
+      lane->workers.emplace_back(
+          [this, l = lane.get(), name = absl::StrCat("worker", lanes_.size(), ".", i)] {
+            common::NameThisThread(name);
+            WorkerLoop(*l);
+          });
     }
     lanes_.push_back(std::move(lane));
   }

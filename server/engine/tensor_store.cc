@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/thread_name.h"
 
 namespace gpucompute::server {
 namespace {
@@ -329,6 +330,7 @@ int64_t TensorStore::ExpireDue(absl::Time now) {
 }
 
 void TensorStore::ExpiryLoop() {
+  common::NameThisThread("tensor-expiry");
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   absl::MutexLock lock(&expiry_mu_);
   while (!stopping_) {

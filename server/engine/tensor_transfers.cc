@@ -28,7 +28,7 @@ absl::Status CheckRange(const Tensor& t, int64_t offset, int64_t bytes) {
 
 TensorTransfers::TensorTransfers(TensorStore& store,
                                  const std::vector<std::unique_ptr<Device>>& devices, int threads)
-    : store_(store), devices_(devices), queue_(std::max(1, threads)) {}
+    : store_(store), devices_(devices), queue_(std::max(1, threads), "transfer") {}
 
 void TensorTransfers::Create(const TensorShape& shape, absl::Time deadline,
                              std::function<void(absl::StatusOr<std::shared_ptr<Tensor>>)> done) {

@@ -3,10 +3,12 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <string>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "gpucompute/common/cpu_relax.h"
+#include "gpucompute/common/thread_name.h"
 
 namespace gpucompute::server {
 namespace {
@@ -56,6 +58,7 @@ void AwakeCores::SetAwake(bool awake) {
 // spinners keep this thread's core awake too), every millisecond while they
 // rest, so that a call after a long pause starts them within a millisecond.
 void AwakeCores::Watch() {
+  common::NameThisThread("awake-watch");
   Activity last = activity_();
   absl::Time until = absl::InfinitePast();
   while (!stopping_.load()) {
@@ -70,6 +73,7 @@ void AwakeCores::Watch() {
 }
 
 void AwakeCores::Spin(int cpu) {
+  common::NameThisThread("awake" + std::to_string(cpu));
   PinAndYieldToEveryone(cpu);
   for (;;) {
     if (!awake_flag_.load(std::memory_order_relaxed)) {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/thread_name.h"
 #include "prometheus/metric_family.h"
 #include "server/ops/log.h"
 #include "server/ops/metric_family.h"
@@ -62,6 +63,7 @@ GpuSampler::~GpuSampler() {
 }
 
 void GpuSampler::Run() {
+  common::NameThisThread("gpu-sampler");
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.Unlock();

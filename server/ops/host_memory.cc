@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "gpucompute/common/host_memory.h"
+#include "gpucompute/common/thread_name.h"
 
 namespace gpucompute::server {
 namespace {
@@ -86,6 +87,7 @@ IdleMemoryTrimmer::~IdleMemoryTrimmer() {
 }
 
 void IdleMemoryTrimmer::Loop() {
+  common::NameThisThread("memory-trim");
   Activity last = activity_();
   bool released = false;
   while (!stop_.WaitForNotificationWithTimeout(period_)) {

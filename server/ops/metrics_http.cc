@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gpucompute/common/thread_name.h"
 
 namespace gpucompute::server {
 namespace {
@@ -101,6 +102,7 @@ MetricsHttpServer::~MetricsHttpServer() {
 }
 
 void MetricsHttpServer::AcceptLoop() {
+  common::NameThisThread("metrics-http");
   for (;;) {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {

@@ -1,15 +1,19 @@
 // The common library: the statistics timings are summarised by, the
-// steady-clock durations, and the work queue's order and shutdown drain.
+// steady-clock durations, the work queue's order and shutdown drain, and
+// thread names.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gpucompute/common/stats.h"
+#include "gpucompute/common/thread_name.h"
 #include "gpucompute/common/time.h"
 #include "gpucompute/common/work_queue.h"
 #include "gtest/gtest.h"
@@ -73,7 +77,7 @@ TEST(WorkQueue, RunsEverythingPostedFromSeveralThreads) {
   int seen = 0;
   absl::Notification all_ran;
   {
-    WorkQueue queue(3);
+    WorkQueue queue(3, "test");
     EXPECT_EQ(queue.threads(), 3);
     std::vector<std::thread> posters;
     for (int p = 0; p < kPosters; ++p) {
@@ -98,7 +102,7 @@ TEST(WorkQueue, ShutdownRunsWhatIsQueued) {
   std::atomic<int> ran{0};
   absl::Notification release;
   {
-    WorkQueue queue(1);
+    WorkQueue queue(1, "test");
     // The one worker is held, so the rest is still queued at shutdown.
     queue.Post([&] { release.WaitForNotification(); });
     for (int i = 0; i < 100; ++i) queue.Post([&] { ran.fetch_add(1); });
@@ -110,7 +114,7 @@ TEST(WorkQueue, ShutdownRunsWhatIsQueued) {
 TEST(WorkQueue, WorkPostedDuringShutdownRuns) {
   std::atomic<int> ran{0};
   {
-    WorkQueue queue(2);
+    WorkQueue queue(2, "test");
     queue.Post([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       queue.Post([&] { ran.fetch_add(1); });
@@ -122,7 +126,7 @@ TEST(WorkQueue, WorkPostedDuringShutdownRuns) {
 TEST(WorkQueue, OneWorkerRunsInOrderPosted) {
   std::vector<int> order;
   {
-    WorkQueue queue(1);
+    WorkQueue queue(1, "test");
     for (int i = 0; i < 50; ++i) queue.Post([&order, i] { order.push_back(i); });
   }
   ASSERT_EQ(order.size(), 50u);
@@ -130,8 +134,42 @@ TEST(WorkQueue, OneWorkerRunsInOrderPosted) {
 }
 
 TEST(WorkQueue, NoThreadsStartsNone) {
-  WorkQueue queue(0);
+  WorkQueue queue(0, "test");
   EXPECT_EQ(queue.threads(), 0);
+}
+
+TEST(WorkQueue, EachWorkerCarriesTheQueuesNameAndItsNumber) {
+#if !defined(__linux__)
+  GTEST_SKIP() << "threads are named on Linux only";
+#endif
+  absl::Mutex mu;
+  std::set<std::string> names;
+  {
+    WorkQueue queue(2, "copy");
+    // Each task holds its worker until both workers have one: both names seen.
+    std::atomic<int> started{0};
+    for (int i = 0; i < 2; ++i) {
+      queue.Post([&] {
+        started.fetch_add(1);
+        while (started.load() < 2) std::this_thread::yield();
+        absl::MutexLock lock(&mu);
+        names.insert(ThisThreadName());
+      });
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"copy0", "copy1"}));
+}
+
+TEST(ThreadName, IsCutToTheFifteenBytesTheKernelKeeps) {
+#if !defined(__linux__)
+  GTEST_SKIP() << "threads are named on Linux only";
+#endif
+  std::string seen;
+  std::thread([&seen] {
+    NameThisThread("a-name-longer-than-fifteen-bytes");
+    seen = ThisThreadName();
+  }).join();
+  EXPECT_EQ(seen, "a-name-longer-t");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -15,8 +16,9 @@ namespace gpucompute::common {
 
 class WorkQueue {
  public:
-  // `threads` workers; with none, nothing posted runs.
-  explicit WorkQueue(int threads);
+  // `threads` workers, each named `name` and its number (see thread_name.h);
+  // with none, nothing posted runs.
+  WorkQueue(int threads, std::string name);
   // Runs everything queued, work it posts included, then joins the workers.
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
@@ -26,7 +28,7 @@ class WorkQueue {
   int threads() const { return int(threads_.size()); }
 
  private:
-  void Loop();
+  void Loop(const std::string& name);
 
   absl::Mutex mu_;
   std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mu_);
