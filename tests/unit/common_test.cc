@@ -144,10 +144,10 @@ TEST(WorkQueue, EachWorkerCarriesTheQueuesNameAndItsNumber) {
 #endif
   absl::Mutex mu;
   std::set<std::string> names;
+  std::atomic<int> started{0};  // outlives the queue, whose destructor runs what is queued
   {
     WorkQueue queue(2, "copy");
     // Each task holds its worker until both workers have one: both names seen.
-    std::atomic<int> started{0};
     for (int i = 0; i < 2; ++i) {
       queue.Post([&] {
         started.fetch_add(1);
