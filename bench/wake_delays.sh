@@ -21,9 +21,8 @@ out=${2:?$usage}
 shift 2
 perf=${PERF:-perf}
 mkdir -p "$out"
-"$bin/gpucompute-server" --listen=127.0.0.1:50051 --metrics_listen= "$@" > "$out/server.log" 2>&1 &
-server=$!
-for _ in $(seq 1 120); do grep -qs "listening on" "$out/server.log" && break; sleep 0.5; done
+. "$(dirname "$0")/server_spec.sh"
+start_server "server=$bin/gpucompute-server${*:+:$*}" "$out/server.log"
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
   --max_time=3s --stable_windows=100 --progress=never --concurrency=1)
 # record AFTER_SECONDS NAME: waits, then records every core for 1.2 s.

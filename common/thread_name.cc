@@ -2,8 +2,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
-
 namespace gpucompute::common {
 
 namespace {
@@ -12,7 +10,7 @@ constexpr size_t kMaxNameBytes = 15;  // the kernel's 16-byte comm, its last byt
 
 void NameThisThread(std::string_view name) {
 #if defined(__linux__)
-  const std::string kept(name.substr(0, std::min(name.size(), kMaxNameBytes)));
+  const std::string kept(name.substr(0, kMaxNameBytes));
   pthread_setname_np(pthread_self(), kept.c_str());
 #else
   (void)name;
