@@ -289,13 +289,15 @@ struct Members {
   using Result = Out;
   const LaunchMembers<T, Out>& members;
   int count;
-  int Aligned() const {
+  // How many members may be read as 16-byte vectors, counted once.
+  int aligned_count = CountAligned(members, count);
+  static int CountAligned(const LaunchMembers<T, Out>& members, int count) {
     int aligned = 0;
     for (int i = 0; i < count; ++i) aligned += Aligned16(members.at[i].a) ? 1 : 0;
     return aligned;
   }
   // Every member aligned: the caller has made sure it is all or none.
-  bool aligned() const { return Aligned() == count; }
+  bool aligned() const { return aligned_count == count; }
   template <typename Pass, typename... Args>
   cudaError_t Launch(int64_t blocks, cudaStream_t stream, Args... args) const {
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
@@ -416,8 +418,7 @@ template <typename T, typename Out>
 cudaError_t LaunchWarpShuffleReduceBatch(const LaunchMembers<T, Out>& members, int count,
                                          const Problem& p, cudaStream_t stream) {
   const Members<T, Out> target{members, count};
-  const int aligned = target.Aligned();
-  if (aligned != 0 && aligned != count) return cudaErrorNotSupported;
+  if (target.aligned_count != 0 && target.aligned_count != count) return cudaErrorNotSupported;
   const Plan plan = MakePlan(p);
   if (plan.workspace_elems > 0) return cudaErrorNotSupported;
   return RunCombine(target, p, plan, nullptr, stream);

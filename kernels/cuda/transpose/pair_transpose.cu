@@ -9,6 +9,7 @@
 // 0.88 of memcpy for the padded 64x64 pair tile against 0.61 for a 32x33 or
 // 32x34 tile of 2-byte elements.
 #include "cuda/cuda_util.h"
+#include "cuda/transpose/tile_grid.h"
 #include "cuda/transpose/transpose16.h"
 
 namespace gpucompute::kernels::cuda {
@@ -64,13 +65,12 @@ template <int kTX, int kTY, int kRows, int kPad, bool kSwizzle>
 cudaError_t LaunchPairs(const uint16_t* in, uint16_t* out, int64_t m, int64_t n,
                         cudaStream_t stream) {
   const int64_t block_rows = m / 2, words = n / 2;
-  const int64_t tiles_x = CeilDiv(words, 32 * kTX);
-  const int64_t blocks = tiles_x * CeilDiv(block_rows, 32 * kTY);
-  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  const TileGrid grid = GridOf(block_rows, words, 32 * kTY, 32 * kTX);
+  if (!grid.fits()) return cudaErrorInvalidConfiguration;
   PairTransposeKernel<kTX, kTY, kRows, kPad, kSwizzle>
-      <<<unsigned(blocks), dim3(32, kRows), 0, stream>>>(reinterpret_cast<const uint32_t*>(in),
-                                                         reinterpret_cast<uint32_t*>(out),
-                                                         block_rows, words, tiles_x);
+      <<<unsigned(grid.blocks), dim3(32, kRows), 0, stream>>>(reinterpret_cast<const uint32_t*>(in),
+                                                              reinterpret_cast<uint32_t*>(out),
+                                                              block_rows, words, grid.tiles_x);
   return cudaGetLastError();
 }
 

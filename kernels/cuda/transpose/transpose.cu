@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_util.h"
 #include "cuda/launcher.h"
+#include "cuda/transpose/tile_grid.h"
 #include "cuda/transpose/transpose16.h"
 #include "cuda/transpose/transpose_kernels.h"
 
@@ -25,19 +26,6 @@ constexpr int kBlockRows = 8;  // naive: a 32x8 block moves a 32x32 tile, 4 elem
 // same tile as 2x2 blocks of words; see pair_transpose.cu.)
 template <typename T>
 constexpr int kPadded = sizeof(T) == 2 ? 2 : 1;
-
-// The one-dimensional grid of an m x n transpose in tiles of tile_rows x
-// tile_cols; past INT32_MAX blocks it has no launch.
-struct TileGrid {
-  int64_t tiles_x;  // tiles across the input's row
-  int64_t blocks;
-  bool fits() const { return blocks <= INT32_MAX; }
-};
-
-TileGrid GridOf(int64_t m, int64_t n, int64_t tile_rows, int64_t tile_cols) {
-  const int64_t tiles_x = CeilDiv(n, tile_cols);
-  return {tiles_x, tiles_x * CeilDiv(m, tile_rows)};
-}
 
 // Each kernel below is a tile: the work of block blockIdx.x, Run by
 // TransposeKernel for one transpose or TransposeBatchKernel for the
