@@ -2,8 +2,9 @@
 # Where a call at one request in flight waits to be run: `perf sched`
 # records every core for 1.2 s in the middle of each row, and each group
 # of threads (the server's, S:, by the names its threads carry, and the
-# load test's and everything else, C:) gets its switches-in, the mean and
-# largest delay from its wake-up to running, and its mean sleep and run.
+# load test's and everything else, C:) gets its switches-in (and per call,
+# at the row's mean rate), the mean and largest delay from its wake-up to
+# running, and its mean sleep and run.
 # On a virtual machine an idle core halts, and a thread woken onto it waits
 # for the host to run that core again: that wait is this delay. Rows, each
 # at one request in flight: the health Check, the 1x1 Transpose, the 64^3
@@ -48,9 +49,18 @@ wait $load
 kill -TERM $server
 wait $server
 
+# rate LOG VARIANT: the row's requests per second (a placement in brackets
+# after the variant shifts the columns by one).
+rate() {
+  grep -m1 -E "^$2 " "$out/$1.log" | awk '{ print ($2 ~ /^\[/) ? $5 : $4 }'
+}
+declare -A rates=([health]=$(rate transpose grpc_health) [transpose]=$(rate transpose auto)
+  [matmul64]=$(rate matmul64 auto) [kept]=$(rate kept "${VARIANT:-cublas}"))
 for row in health transpose matmul64 kept; do
-  echo "== $row: group, switches-in, delay from wake-up to running (mean, max), sleep, run"
-  "$perf" sched timehist -i "$out/$row.data" 2> /dev/null | awk -v server=$server '
+  echo "== $row: group, switches-in (per call), delay from wake-up to running (mean, max), sleep, run"
+  # Calls in the 1.2 s recorded, at the row's mean rate.
+  calls=$(awk -v r="${rates[$row]:-0}" 'BEGIN { print r * 1.2 }')
+  "$perf" sched timehist -i "$out/$row.data" 2> /dev/null | awk -v server=$server -v calls="$calls" '
     # time cpu name[tid/pid] sleep delay run (ms); the idle task is not a thread
     NR > 3 && $4 ~ /^[0-9.]+$/ && $3 !~ /^<idle>/ {
       name = $3; sub(/\[.*/, "", name); gsub(/[0-9.]+$/, "", name)
@@ -62,9 +72,9 @@ for row in health transpose matmul64 kept; do
     }
     END {
       for (g in count) if (count[g] >= 20)
-        printf "%-22s %7d  delay %6.1f us (max %7.1f)  sleep %8.1f us  run %6.1f us\n", g,
-          count[g], 1000 * delay[g] / count[g], 1000 * most[g], 1000 * sleep_ms[g] / count[g],
-          1000 * run[g] / count[g]
+        printf "%-22s %7d (%5s)  delay %6.1f us (max %7.1f)  sleep %8.1f us  run %6.1f us\n", g,
+          count[g], (calls > 0 ? sprintf("%.1f", count[g] / calls) : "-"), 1000 * delay[g] / count[g],
+          1000 * most[g], 1000 * sleep_ms[g] / count[g], 1000 * run[g] / count[g]
     }' | sort -k2 -nr | head -12
   rm -f "$out/$row.data"
 done
