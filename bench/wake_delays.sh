@@ -26,10 +26,12 @@ mkdir -p "$out"
 start_server "server=$bin/gpucompute-server${*:+:$*}" "$out/server.log"
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
   --max_time=3s --stable_windows=100 --progress=never --concurrency=1)
-# record AFTER_SECONDS NAME: waits, then records every core for 1.2 s.
+variant=${VARIANT:-cublas}
+recorded_s=1.2
+# record AFTER_SECONDS NAME: waits, then records every core for recorded_s.
 record() {
   sleep "$1"
-  "$perf" sched record -a -o "$out/$2.data" -- sleep 1.2 > "$out/$2.perf.log" 2>&1
+  "$perf" sched record -a -o "$out/$2.data" -- sleep $recorded_s > "$out/$2.perf.log" 2>&1
 }
 # The health Check's row runs first (0-3 s), then the Transpose's (3-6 s).
 "${lt[@]}" --op=transpose --shape=1x1 --baseline=grpc > "$out/transpose.log" 2>&1 &
@@ -42,7 +44,7 @@ load=$!
 record 1.0 matmul64
 wait $load
 "${lt[@]}" --op=matmul --shape="${BIG:-4096x4096x4096}" --placement=tensor \
-  --variants="${VARIANT:-cublas}" > "$out/kept.log" 2>&1 &
+  --variants="$variant" > "$out/kept.log" 2>&1 &
 load=$!
 record 1.0 kept
 wait $load
@@ -55,12 +57,11 @@ rate() {
   grep -m1 -E "^$2 " "$out/$1.log" | awk '{ print ($2 ~ /^\[/) ? $5 : $4 }'
 }
 declare -A rates=([health]=$(rate transpose grpc_health) [transpose]=$(rate transpose auto)
-  [matmul64]=$(rate matmul64 auto) [kept]=$(rate kept "${VARIANT:-cublas}"))
+  [matmul64]=$(rate matmul64 auto) [kept]=$(rate kept "$variant"))
 for row in health transpose matmul64 kept; do
   echo "== $row: group, switches-in (per call), delay from wake-up to running (mean, max), sleep, run"
-  # Calls in the 1.2 s recorded, at the row's mean rate.
-  calls=$(awk -v r="${rates[$row]:-0}" 'BEGIN { print r * 1.2 }')
-  "$perf" sched timehist -i "$out/$row.data" 2> /dev/null | awk -v server=$server -v calls="$calls" '
+  "$perf" sched timehist -i "$out/$row.data" 2> /dev/null |
+    awk -v server=$server -v rate="${rates[$row]:-0}" -v seconds=$recorded_s '
     # time cpu name[tid/pid] sleep delay run (ms); the idle task is not a thread
     NR > 3 && $4 ~ /^[0-9.]+$/ && $3 !~ /^<idle>/ {
       name = $3; sub(/\[.*/, "", name); gsub(/[0-9.]+$/, "", name)
@@ -71,6 +72,7 @@ for row in health transpose matmul64 kept; do
       if ($5 > most[group]) most[group] = $5
     }
     END {
+      calls = rate * seconds  # in the time recorded, at the mean rate of the row
       for (g in count) if (count[g] >= 20)
         printf "%-22s %7d (%5s)  delay %6.1f us (max %7.1f)  sleep %8.1f us  run %6.1f us\n", g,
           count[g], (calls > 0 ? sprintf("%.1f", count[g] / calls) : "-"), 1000 * delay[g] / count[g],
@@ -80,4 +82,5 @@ for row in health transpose matmul64 kept; do
 done
 echo "== the rows"
 grep -m1 -h "^variant" "$out/transpose.log"
-grep -hE "^(grpc_health|auto|cublas)" "$out/transpose.log" "$out/matmul64.log" "$out/kept.log"
+grep -hE "^(grpc_health|auto) " "$out/transpose.log" "$out/matmul64.log"
+grep -hE "^$variant " "$out/kept.log"
