@@ -200,7 +200,15 @@ void ComputeEngine::Compute(ComputeCall call,
   };
   if (!choice.calibrate) {
     const bool by_dma = a_pinned || b_pinned || memory->output_pinned();
-    task.batch = BatchPartOf(shared_call, choice.variant, memory, outcome, kept, by_dma);
+    // A request that finds its device idle runs alone (without a delay
+    // nothing holds it for company), as with batching off: no batch part is
+    // built for it and dropped unused.
+    const BatchingOptions& batching = scheduler_.batching();
+    const bool runs_alone = batching.max_batch_size > 1 && batching.delay <= absl::ZeroDuration() &&
+                            scheduler_.Idle(task.device);
+    if (!runs_alone) {
+      task.batch = BatchPartOf(shared_call, choice.variant, memory, outcome, kept, by_dma);
+    }
     // Waiting for company is the point of a delay: such tasks always queue.
     task.may_run_inline = small && nothing_waits &&
                           !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());

@@ -529,7 +529,18 @@ int64_t Scheduler::parked_workers() const {
 }
 
 int64_t Scheduler::running() const {
-  return SumOverLanes([](const Lane& lane) { return lane.running; });
+  return SumOverLanes([](const Lane& lane) { return lane.running.load(); });
+}
+
+bool Scheduler::Idle(const Device* device) const {
+  for (const auto& lane : lanes_) {
+    if ((device == nullptr || lane->device == device) && lane->device->healthy() &&
+        lane->running.load(std::memory_order_relaxed) == 0 &&
+        lane->waiting.load(std::memory_order_relaxed) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace gpucompute::server

@@ -106,6 +106,10 @@ class Scheduler {
   const BatchingOptions& batching() const { return batching_; }
   int64_t queued() const;
   int64_t running() const;
+  // Whether a task for `device` (any, if null) would find a healthy device
+  // with nothing queued or running: it would run alone. Read without a
+  // lock, so a hint: a task that finishes at this moment may still count.
+  bool Idle(const Device* device) const;
   // Workers asleep, waiting to be woken for work (not polling, not running).
   int64_t parked_workers() const;
 
@@ -133,7 +137,9 @@ class Scheduler {
     mutable absl::Mutex mu;
     absl::CondVar ready;
     std::deque<Entry> queue ABSL_GUARDED_BY(mu);
-    int running ABSL_GUARDED_BY(mu) = 0;  // tasks taken from the queue (or never queued)
+    // Tasks taken from the queue (or never queued). Changed under mu; read
+    // without it by Idle, as `waiting` is.
+    std::atomic<int> running{0};
     // Threads running this device's work: workers with a task or a batch,
     // and submitters running a small task. At most the device's concurrency.
     int busy ABSL_GUARDED_BY(mu) = 0;

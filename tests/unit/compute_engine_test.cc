@@ -152,6 +152,79 @@ TEST_F(EngineInline, ALargeKeptResultAlwaysRunsOnAWorker) {
   EXPECT_NE(device_->ran_on(), std::this_thread::get_id());
 }
 
+// A device whose Execute waits at a gate until it opens, and which notes
+// the size of each batch it runs.
+class GateDevice final : public testing::HostDevice {
+ public:
+  GateDevice() : HostDevice("gate") {}
+  absl::StatusOr<StageTimes> Execute(const ComputeJob&, const StopRequested&) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++started_;
+    }
+    gate_.WaitForNotification();
+    return StageTimes{};
+  }
+  std::vector<absl::StatusOr<StageTimes>> ExecuteBatch(absl::Span<const ComputeJob> jobs,
+                                                       absl::Span<const StopRequested>) override {
+    absl::MutexLock lock(&mu_);
+    batches_.push_back(int(jobs.size()));
+    return std::vector<absl::StatusOr<StageTimes>>(jobs.size(), StageTimes{});
+  }
+  void Open() { gate_.Notify(); }
+  int started() const {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+  std::vector<int> batches() const {
+    absl::MutexLock lock(&mu_);
+    return batches_;
+  }
+
+ private:
+  absl::Notification gate_;
+  mutable absl::Mutex mu_;
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+// Batching on, no delay: a request that finds its device idle runs alone,
+// as with batching off, and those that arrive while it runs still batch.
+TEST(EngineBatching, ARequestAtAnIdleDeviceRunsAloneAndThoseBehindItBatch) {
+  const kernels::Registry& registry = kernels::DefaultRegistry();
+  GateDevice* device = nullptr;
+  Scheduler scheduler(OneDevice(&device), /*max_queue_depth=*/16, {.max_batch_size = 4});
+  VariantSelector selector(registry, kernels::Backend::kCpu);
+  TensorStore store(TensorStoreOptions{int64_t{1} << 30, absl::Minutes(10), "test"});
+  ComputeEngine engine(registry, scheduler, selector, kernels::Backend::kCpu, &store);
+  const std::string operand(8 * 8 * sizeof(float), '\1');
+  constexpr int kRequests = 4;
+  std::vector<int> batch_sizes(kRequests, 0);
+  std::vector<absl::Notification> done(kRequests);
+  auto send = [&](int i) {
+    ComputeCall call;
+    call.problem = {kernels::Op::kMatMul, kernels::DType::kFloat32, 8, 8, 8};
+    call.variant = registry.Find(kernels::Op::kMatMul, kernels::Backend::kCpu, "cpu_reference");
+    call.a = {absl::MakeConstSpan(operand)};
+    call.b = {absl::MakeConstSpan(operand)};
+    engine.Compute(std::move(call), [&, i](absl::Status s, ComputeOutcome& outcome) {
+      EXPECT_TRUE(s.ok()) << s;
+      batch_sizes[i] = outcome.batch_size;
+      done[i].Notify();
+    });
+  };
+  ASSERT_TRUE(scheduler.Idle(nullptr));
+  // Small and idle: the first runs on the thread that sends it, at the gate.
+  std::thread first(send, 0);
+  while (device->started() == 0) std::this_thread::yield();
+  for (int i = 1; i < kRequests; ++i) send(i);  // they queue behind it
+  device->Open();
+  first.join();
+  for (auto& d : done) d.WaitForNotification();
+  EXPECT_EQ(device->batches(), std::vector<int>{kRequests - 1});
+  EXPECT_EQ(batch_sizes, (std::vector<int>{1, 3, 3, 3}));
+}
+
 // With --calibrate_as_served, `auto` keeps the choices of requests whose
 // matrices travel in the call apart from those of requests on tensors: each
 // kind calibrates once, the way it runs, and a Profile (kernels alone) sets

@@ -194,6 +194,29 @@ TEST(SchedulerTest, TasksRunOnSubmittersCountAgainstConcurrency) {
   EXPECT_TRUE(first.status.ok() && second.status.ok());
 }
 
+// Idle: nothing running or queued on the device asked about (any, if none).
+TEST(SchedulerTest, IdleOnlyWhileTheDeviceHasNothingRunningOrQueued) {
+  auto scheduler = MakeScheduler(1, 4);
+  const Device* device = &DeviceOf(*scheduler);
+  const FakeDevice elsewhere(1);  // not one of the scheduler's
+  EXPECT_TRUE(scheduler->Idle(nullptr));
+  EXPECT_TRUE(scheduler->Idle(device));
+  EXPECT_FALSE(scheduler->Idle(&elsewhere));
+  Probe queued;
+  {
+    BusyWorker busy(*scheduler);
+    EXPECT_FALSE(scheduler->Idle(nullptr));
+    EXPECT_FALSE(scheduler->Idle(device));
+    scheduler->Submit(ProbeTask(queued));
+    EXPECT_EQ(scheduler->queued(), 1);
+    EXPECT_FALSE(scheduler->Idle(device));
+  }
+  queued.done.WaitForNotification();
+  // A task is answered before its worker counts it finished.
+  while (scheduler->running() > 0) std::this_thread::yield();
+  EXPECT_TRUE(scheduler->Idle(device));
+}
+
 // Polling workers (worker_spin). The spin is far longer than any test, so a
 // worker that finished a task is certainly still polling.
 constexpr absl::Duration kLongSpin = absl::Seconds(30);
