@@ -10,7 +10,9 @@
 //              device of --device_concurrency streams, until it is answered:
 //              one that never batches (a kept output), and one that may
 //              (its batch part built as the engine builds it, batches of up
-//              to 16), which runs alone unless others wait;
+//              to 16), which runs alone unless others wait; and the latter
+//              as the engine submits it, with no batch part where the device
+//              is idle (Scheduler::Idle);
 //   tensors    TensorStore::Use of one listed tensor, the use marked again
 //              when the work ends, and the reference dropped: what each call
 //              pays per operand when every call reads the same tensor (a
@@ -131,13 +133,13 @@ class NullDevice final : public Device {
 // Submits one task that does no work and waits for its answer, as a gRPC
 // thread hands a call to the scheduler (a task that runs inline is answered
 // before Submit returns; one that queued, by whichever thread runs it).
-void SubmitAndWait(Scheduler& scheduler, bool batchable) {
+void SubmitAndWait(Scheduler& scheduler, bool batchable, bool unless_idle = false) {
   absl::Notification answered;
   Task task;
   task.may_run_inline = true;
   task.run = [](Device&) { return absl::OkStatus(); };
   task.done = [&answered](absl::Status, Device*, int64_t) { answered.Notify(); };
-  if (batchable) {
+  if (batchable && !(unless_idle && scheduler.Idle(nullptr))) {
     // What ComputeEngine::BatchPartOf makes for a 64^3 MatMul.
     const Problem p{Op::kMatMul, gpucompute::kernels::DType::kFloat32, 64, 64, 64};
     BatchPart part;
@@ -213,6 +215,7 @@ int main(int argc, char** argv) {
   Scheduler scheduler(std::move(devices), /*max_queue_depth=*/1 << 20, batching);
   auto never_batches = [&] { SubmitAndWait(scheduler, false); };
   auto may_batch = [&] { SubmitAndWait(scheduler, true); };
+  auto may_batch_unless_idle = [&] { SubmitAndWait(scheduler, true, /*unless_idle=*/true); };
 
   TensorStore store(TensorStoreOptions{int64_t{1} << 30, absl::Minutes(10), "bench"});
   NullDevice holder(1);
@@ -235,6 +238,7 @@ int main(int argc, char** argv) {
                            {"auto, one candidate", single, {}},
                            {"scheduler, never batches", never_batches, {}},
                            {"scheduler, may batch", may_batch, {}},
+                           {"scheduler, may batch, none when idle", may_batch_unless_idle, {}},
                            {"tensors, one shared by every call", shared_tensor, {}}};
   for (Row& row : rows) {
     row.call();  // the series made, the code warm
