@@ -200,15 +200,8 @@ void ComputeEngine::Compute(ComputeCall call,
   };
   if (!choice.calibrate) {
     const bool by_dma = a_pinned || b_pinned || memory->output_pinned();
-    // A request that finds its device idle runs alone (without a delay
-    // nothing holds it for company), as with batching off: no batch part is
-    // built for it and dropped unused.
-    const BatchingOptions& batching = scheduler_.batching();
-    const bool runs_alone = batching.max_batch_size > 1 && batching.delay <= absl::ZeroDuration() &&
-                            scheduler_.Idle(task.device);
-    if (!runs_alone) {
-      task.batch = BatchPartOf(shared_call, choice.variant, memory, outcome, kept, by_dma);
-    }
+    task.batch =
+        BatchPartOf(shared_call, choice.variant, memory, outcome, kept, by_dma, task.device);
     // Waiting for company is the point of a delay: such tasks always queue.
     task.may_run_inline = small && nothing_waits &&
                           !(task.batch && scheduler_.batching().delay > absl::ZeroDuration());
@@ -237,10 +230,15 @@ void ComputeEngine::Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept,
 std::optional<BatchPart> ComputeEngine::BatchPartOf(
     const std::shared_ptr<ComputeCall>& call, const kernels::Variant* variant,
     const std::shared_ptr<CallMemory>& memory, const std::shared_ptr<ComputeOutcome>& outcome,
-    const std::shared_ptr<std::shared_ptr<Tensor>>& kept, bool by_dma) const {
+    const std::shared_ptr<std::shared_ptr<Tensor>>& kept, bool by_dma, const Device* device) const {
   const ComputeCall& c = *call;
   const kernels::Problem& p = c.problem;
-  if (scheduler_.batching().max_batch_size <= 1 || by_dma) return std::nullopt;
+  const BatchingOptions& batching = scheduler_.batching();
+  if (batching.max_batch_size <= 1 || by_dma) return std::nullopt;
+  // A request that finds its device idle runs alone (without a delay
+  // nothing holds it for company), as with batching off: no part is built
+  // for it and dropped unused.
+  if (batching.delay <= absl::ZeroDuration() && scheduler_.Idle(device)) return std::nullopt;
   // Two placements batch: everything in host memory (inputs sent in the
   // call or read from a region's file into pooled buffers, the result
   // returned or written to its region when the call ends), and everything

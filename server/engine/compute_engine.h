@@ -162,13 +162,14 @@ class ComputeEngine {
   // shared-memory slices copied through the region's file) or tensors of
   // one device read and the result kept there in `kept`, a tensor made
   // ahead. `by_dma`: a slice is reached in its pinned pages, which a batch
-  // does not gather; such a call never batches.
+  // does not gather; such a call never batches. Nor does one that finds
+  // `device` (any, if null) idle: it runs alone.
   std::optional<BatchPart> BatchPartOf(const std::shared_ptr<ComputeCall>& call,
                                        const kernels::Variant* variant,
                                        const std::shared_ptr<CallMemory>& memory,
                                        const std::shared_ptr<ComputeOutcome>& outcome,
                                        const std::shared_ptr<std::shared_ptr<Tensor>>& kept,
-                                       bool by_dma) const;
+                                       bool by_dma, const Device* device) const;
   // Once the call's work ran: its tensors count as used, and its kept
   // result is listed (taken from `kept`) unless the caller has gone.
   void Settle(const ComputeCall& c, std::shared_ptr<Tensor>& kept, ComputeOutcome& outcome) const;

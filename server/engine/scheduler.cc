@@ -74,16 +74,17 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Device>> devices, int max_queue
 
 Scheduler::~Scheduler() { Shutdown(); }
 
+bool Scheduler::Candidate(const Lane& lane, const Device* device) {
+  return (device == nullptr || lane.device == device) && lane.device->healthy();
+}
+
 Scheduler::Lane* Scheduler::LeastLoadedLane(const Task& task) const {
   // Fewest queued + running tasks. With one candidate (one GPU, or the
   // task's tensor's), no lane's lock is taken to compare.
-  auto candidate = [&task](const Lane& lane) {
-    return (task.device == nullptr || lane.device == task.device) && lane.device->healthy();
-  };
   Lane* best = nullptr;
   int candidates = 0;
   for (const auto& lane : lanes_) {
-    if (!candidate(*lane)) continue;
+    if (!Candidate(*lane, task.device)) continue;
     ++candidates;
     best = lane.get();
   }
@@ -91,7 +92,7 @@ Scheduler::Lane* Scheduler::LeastLoadedLane(const Task& task) const {
   best = nullptr;
   int64_t best_load = 0;
   for (const auto& lane : lanes_) {
-    if (!candidate(*lane)) continue;
+    if (!Candidate(*lane, task.device)) continue;
     absl::MutexLock lock(&lane->mu);
     const int64_t load = int64_t(lane->queue.size()) + lane->running;
     if (best == nullptr || load < best_load) {
@@ -534,8 +535,7 @@ int64_t Scheduler::running() const {
 
 bool Scheduler::Idle(const Device* device) const {
   for (const auto& lane : lanes_) {
-    if ((device == nullptr || lane->device == device) && lane->device->healthy() &&
-        lane->running.load(std::memory_order_relaxed) == 0 &&
+    if (Candidate(*lane, device) && lane->running.load(std::memory_order_relaxed) == 0 &&
         lane->waiting.load(std::memory_order_relaxed) == 0) {
       return true;
     }

@@ -172,6 +172,9 @@ class Scheduler {
   };
 
   void WorkerLoop(Lane& lane);
+  // Whether `lane` is healthy and one a task for `device` (any, if null)
+  // may run on.
+  static bool Candidate(const Lane& lane, const Device* device);
   // The healthy lane with the fewest queued and running tasks among those
   // the task may run on (its tensor's device, or any); null if none.
   Lane* LeastLoadedLane(const Task& task) const;
