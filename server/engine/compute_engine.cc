@@ -235,10 +235,6 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
   const kernels::Problem& p = c.problem;
   const BatchingOptions& batching = scheduler_.batching();
   if (batching.max_batch_size <= 1 || by_dma) return std::nullopt;
-  // A request that finds its device idle runs alone (without a delay
-  // nothing holds it for company), as with batching off: no part is built
-  // for it and dropped unused.
-  if (batching.delay <= absl::ZeroDuration() && scheduler_.Idle(device)) return std::nullopt;
   // Two placements batch: everything in host memory (inputs sent in the
   // call or read from a region's file into pooled buffers, the result
   // returned or written to its region when the call ends), and everything
@@ -253,6 +249,11 @@ std::optional<BatchPart> ComputeEngine::BatchPartOf(
   if (!in_host_memory && !on_device) return std::nullopt;
   const int64_t out_bytes = kernels::OutputBytes(p);
   if (RequestBytes(p) > kMaxBatchedRequestBytes) return std::nullopt;
+  // A request that finds its device idle runs alone (without a delay
+  // nothing holds it for company), as with batching off: no part is built
+  // for it and dropped unused. Checked last: it reads counters other
+  // threads write, which a call that never batches need not touch.
+  if (batching.delay <= absl::ZeroDuration() && scheduler_.Idle(device)) return std::nullopt;
   BatchPart part;
   part.key = BatchKey(p, variant, on_device);
   part.prepare = [call, variant, memory, out_bytes, on_device,
