@@ -49,7 +49,8 @@ absl::Status PrepareListeners(const ServingOptions& serving) {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(ServingOptions& serving,
                                                               int64_t max_matrix_bytes,
-                                                              ComputeService& service) {
+                                                              ComputeService& service,
+                                                              ComputeQueues* queues) {
   std::vector<Listener>& listeners = serving.listeners;
   const std::optional<mode_t>& socket_mode = serving.socket_mode;
   // The port opens before the devices do, answering health checks with
@@ -67,6 +68,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(ServingOptions& se
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, serving.max_concurrent_streams);
   }
   builder.RegisterService(&service);
+  if (queues != nullptr) queues->AddTo(builder);
   // With --unix_socket_mode, sockets are created owner-only (umask 0177)
   // until chmod gives them that mode: never wider than asked, even briefly.
   const mode_t old_umask = socket_mode ? umask(0177) : 0;
@@ -99,6 +101,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(ServingOptions& se
       absl::StrAppend(&text, " (mode ", absl::StrFormat("%04o", *socket_mode), ")");
     }
   }
+  if (queues != nullptr) queues->Start();
   // The default health service starts out SERVING for ""; correct it at once.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);

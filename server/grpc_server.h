@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "server/grpc/compute_queues.h"
 #include "server/grpc/compute_service.h"
 #include "server/server_flags.h"
 
@@ -18,11 +19,13 @@ namespace gpucompute::server {
 absl::Status PrepareListeners(const ServingOptions& serving);
 
 // Binds every address (each listener's port is set) and starts serving
-// `service`, health saying NOT_SERVING until the caller says otherwise. On
+// `service`, health saying NOT_SERVING until the caller says otherwise;
+// `queues` (optional, outliving the server) serve its compute calls. On
 // failure nothing is left listening and no socket file is left behind.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(ServingOptions& serving,
                                                               int64_t max_matrix_bytes,
-                                                              ComputeService& service);
+                                                              ComputeService& service,
+                                                              ComputeQueues* queues);
 
 // Health says SERVING, for the Compute service and the server as a whole.
 void MarkServing(grpc::Server& server);

@@ -168,7 +168,11 @@ int Run() {
   config.version = GPUCOMPUTE_VERSION;
   const BearerTokenAuth* auth = options.serving.auth ? &*options.serving.auth : nullptr;
   ComputeService service(kernels::DefaultRegistry(), config, metrics, auth);
-  auto started = StartGrpcServer(options.serving, config.limits.max_matrix_bytes, service);
+  // Declared before the server: its threads stop after the server did.
+  std::optional<ComputeQueues> queues;
+  if (options.serving.grpc_queues > 0) queues.emplace(service, options.serving.grpc_queues);
+  auto started = StartGrpcServer(options.serving, config.limits.max_matrix_bytes, service,
+                                 queues ? &*queues : nullptr);
   if (!started.ok()) {
     LogError(std::string(started.status().message()));
     return 1;

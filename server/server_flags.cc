@@ -134,6 +134,10 @@ ABSL_FLAG(std::string, instance_name, "",
           "another's id can say who holds it (empty: host:port of the first TCP address of "
           "--listen, with the host name for 0.0.0.0; with only unix sockets, the host name and "
           "the first socket's path, host:/path)");
+ABSL_FLAG(int32_t, grpc_queues, 0,
+          "threads that serve MatMul, Transpose and Reduce, each from its own gRPC completion "
+          "queue; 0: gRPC's callback threads serve them, as they serve every other call (gRPC "
+          "runs those threads, half the cores, on one queue they share)");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "requests one client connection may have in flight at once; more wait in the client "
           "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, unlimited)");
@@ -153,6 +157,7 @@ constexpr int32_t kMaxWorkerSpinUs = 10000;
 constexpr int32_t kMaxKeepCoresAwakeUs = 1000000;
 constexpr int32_t kMaxAnswerThreads = 64;
 constexpr int32_t kMaxInlineThreads = 1024;
+constexpr int32_t kMaxGrpcQueues = 256;
 constexpr int32_t kMaxQueueDepth = 1000000;
 // Profile's defaults stay within what a request may ask for (validate.h).
 constexpr int32_t kMaxProfileRuns = 1000;
@@ -304,6 +309,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--max_concurrent_streams: must be >= 0, got ",
                                                    serving.max_concurrent_streams));
   }
+  serving.grpc_queues = absl::GetFlag(FLAGS_grpc_queues);
+  if (absl::Status s = CheckFlagRange("grpc_queues", serving.grpc_queues, 0, kMaxGrpcQueues);
+      !s.ok()) {
+    return s;
+  }
   auto listeners = ParseListenList(absl::GetFlag(FLAGS_listen));
   if (!listeners.ok()) return listeners.status();
   serving.listeners = std::move(*listeners);
@@ -312,6 +322,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   serving.socket_mode = *socket_mode;
 
   ServiceConfig& service = options.service;
+  service.compute_calls_on_queues = serving.grpc_queues > 0;
   service.host_buffer_pool_bytes = absl::GetFlag(FLAGS_response_buffer_pool_bytes);
   service.limits.max_matrix_bytes = absl::GetFlag(FLAGS_max_matrix_bytes);
   service.profile_warmup = absl::GetFlag(FLAGS_profile_warmup);

@@ -36,6 +36,9 @@ struct ServingOptions {
   std::optional<BearerTokenAuth> auth;
   ConnectionLimits connection_limits;
   int32_t max_concurrent_streams = 0;  // per connection; 0: gRPC's default
+  // Threads, each with its completion queue, serving MatMul, Transpose and
+  // Reduce (server/grpc/compute_queues.h); 0: gRPC's callback threads do.
+  int32_t grpc_queues = 0;
 };
 
 // How requests wait for and run on the devices.

@@ -40,7 +40,8 @@ absl::Status StartGrpcEcho(const RunOptions& run, const ClientOptions& options,
                      response.status().message()));
   }
   auto started = GrpcEchoServer::Start(
-      IsUnixTarget(options.target) ? EchoTransport::kUnix : EchoTransport::kTcp, *response);
+      IsUnixTarget(options.target) ? EchoTransport::kUnix : EchoTransport::kTcp, *response,
+      run.baselines.echo_queues);
   if (!started.ok()) return started.status();
   echoes.grpc = std::move(*started);
   echoes.grpc_call.emplace(PreparedCall::Echo(*op_call));

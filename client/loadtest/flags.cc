@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, baseline, "",
           "of the op's response as the server encoded it: gRPC carrying the op's bytes both "
           "ways with no work behind it, over the same --connections; xEcho gives an inline "
           "row's req/s over it at the same concurrency and connections");
+ABSL_FLAG(int32_t, echo_grpc_queues, 0,
+          "--baseline=echo serves its calls as a server started with --grpc_queues=N serves "
+          "the compute calls: on N completion queues, a thread each (give the server's value); "
+          "0: on gRPC's callback threads, as a server with --grpc_queues=0");
 ABSL_FLAG(std::string, label, "",
           "free text added to every row, e.g. delay=100us: in its name in the table and the "
           "HTML (\"auto delay=100us\"), and as label in the CSV and JSON; names the server's "

@@ -23,9 +23,12 @@ class GrpcEchoServer {
   // life; each answer references it, no byte is copied per call). kTcp:
   // listens on 127.0.0.1 at a free port; kUnix: on a socket in a new
   // private temporary directory, removed with the server. Plaintext, with
-  // the gpucompute server's transport settings for large messages.
+  // the gpucompute server's transport settings for large messages. `queues`
+  // > 0 serves the calls as the server's --grpc_queues does, on that many
+  // completion queues; 0 as its callback threads do.
   static absl::StatusOr<std::unique_ptr<GrpcEchoServer>> Start(EchoTransport transport,
-                                                               const grpc::ByteBuffer& response);
+                                                               const grpc::ByteBuffer& response,
+                                                               int queues);
   ~GrpcEchoServer();
 
   // The gRPC target of the server: "127.0.0.1:PORT" or "unix:PATH".
@@ -38,10 +41,12 @@ class GrpcEchoServer {
 
  private:
   class Service;
+  class QueueService;
   GrpcEchoServer() = default;
 
   std::string dir_, target_;
   std::unique_ptr<Service> service_;
+  std::unique_ptr<QueueService> queue_service_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int64_t> calls_{0}, request_bytes_{0}, response_bytes_{0};
 };

@@ -218,6 +218,9 @@ absl::StatusOr<std::vector<std::string>> PlacementsFromFlag(bool transfer) {
   return placements;
 }
 
+// As the server's --grpc_queues.
+constexpr int kMaxEchoQueues = 256;
+
 absl::StatusOr<Baselines> BaselinesFromFlag(bool transfer) {
   Baselines baselines;
   std::string baseline_flag = absl::GetFlag(FLAGS_baseline);
@@ -239,6 +242,11 @@ absl::StatusOr<Baselines> BaselinesFromFlag(bool transfer) {
   if (transfer && baselines.echo) {
     return absl::InvalidArgumentError(
         "--baseline=echo: compute ops only; upload and download rows have the tcp echo");
+  }
+  baselines.echo_queues = absl::GetFlag(FLAGS_echo_grpc_queues);
+  if (baselines.echo_queues < 0 || baselines.echo_queues > kMaxEchoQueues) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--echo_grpc_queues: must be 0 to ", kMaxEchoQueues, ", got ", baselines.echo_queues));
   }
   return baselines;
 }

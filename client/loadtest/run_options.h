@@ -18,6 +18,7 @@ struct Baselines {
   bool grpc = false;     // the health Check
   bool service = false;  // ListTensors
   bool echo = false;     // the op's own bytes echoed by an in-process gRPC server
+  int echo_queues = 0;   // the echo's completion queues; 0: callback threads
 };
 
 struct RunOptions {

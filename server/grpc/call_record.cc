@@ -6,7 +6,7 @@
 namespace gpucompute::server {
 namespace {
 
-absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
+absl::Time DeadlineOf(const grpc::ServerContextBase* ctx) {
   const auto deadline = ctx->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
   return absl::FromChrono(deadline);
@@ -14,8 +14,7 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
 
 }  // namespace
 
-CallRecord::CallRecord(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op,
-                       CallCounts& counts)
+CallRecord::CallRecord(grpc::ServerContextBase* ctx, Metrics& metrics, RpcOp op, CallCounts& counts)
     : ctx_(ctx), metrics_(metrics), op_(op), deadline_(DeadlineOf(ctx)), counts_(counts) {
   metrics_.RequestStarted();
   counts_.started.Add();

@@ -34,7 +34,7 @@ struct CallCounts {
 
 class CallRecord {
  public:
-  CallRecord(grpc::CallbackServerContext* ctx, Metrics& metrics, RpcOp op, CallCounts& counts);
+  CallRecord(grpc::ServerContextBase* ctx, Metrics& metrics, RpcOp op, CallCounts& counts);
   // The call is done: its reactor's OnDone deletes the record. Counts it
   // with the status End returned, or as the client saw it when gRPC reports
   // the call cancelled (the client left, its deadline passed, or the answer
@@ -59,7 +59,7 @@ class CallRecord {
   // A call gRPC reports cancelled ends as its client saw it.
   absl::Status AsTheClientSawIt(absl::Time now) const;
 
-  grpc::CallbackServerContext* const ctx_;
+  grpc::ServerContextBase* const ctx_;
   Metrics& metrics_;
   const RpcOp op_;
   const absl::Time received_ = absl::Now();

@@ -13,6 +13,7 @@
 #include "server/grpc/control_calls.h"
 #include "server/grpc/convert.h"
 #include "server/grpc/profile_response.h"
+#include "server/grpc/queued_call.h"
 #include "server/grpc/rpc_ops.h"
 #include "server/grpc/tensor_requests.h"
 #include "server/ops/log.h"
@@ -41,6 +42,14 @@ ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig 
                                Metrics& metrics, const BearerTokenAuth* auth)
     : registry_(registry), config_(std::move(config)), metrics_(metrics), auth_(auth) {
   RegisterControlCalls();
+  if (config_.compute_calls_on_queues) UnregisterComputeCalls();
+}
+
+void ComputeService::UnregisterComputeCalls() {
+  const google::protobuf::ServiceDescriptor& service = ComputeServiceDescriptor();
+  for (const char* name : {"MatMul", "Transpose", "Reduce"}) {
+    MarkMethodGeneric(service.FindMethodByName(name)->index());
+  }
 }
 
 void ComputeService::RegisterControlCalls() {
@@ -77,7 +86,7 @@ void ComputeService::Activate(ComputeEngine& engine, TensorTransfers* transfers,
   engine_.store(&engine, std::memory_order_release);
 }
 
-absl::Status ComputeService::Readiness(grpc::CallbackServerContext* ctx) const {
+absl::Status ComputeService::Readiness(grpc::ServerContextBase* ctx) const {
   if (auth_ != nullptr) {
     if (absl::Status s = auth_->Check(ctx->client_metadata()); !s.ok()) return s;
   }
@@ -93,7 +102,8 @@ absl::Status ComputeService::Readiness(grpc::CallbackServerContext* ctx) const {
   return absl::OkStatus();
 }
 
-ComputeEngine* ComputeService::Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const {
+template <typename Call>
+ComputeEngine* ComputeService::Admit(grpc::ServerContextBase* ctx, Call* reactor) const {
   if (absl::Status s = Readiness(ctx); !s.ok()) {
     reactor->Complete(s);
     return nullptr;
@@ -152,13 +162,11 @@ void LogCountersUnread(const std::vector<VariantMeasurement>& measured,
 
 }  // namespace
 
-grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx,
-                                                     kernels::Op op,
-                                                     const grpc::ByteBuffer* request,
-                                                     grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(ctx, metrics_, ComputeRpcOp(op), calls_);
+template <typename Call>
+void ComputeService::ServeCompute(grpc::ServerContextBase* ctx, Call* reactor, kernels::Op op,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   ComputeEngine* engine = Admit(ctx, reactor);
-  if (engine == nullptr) return reactor;
+  if (engine == nullptr) return;
 
   auto state = std::make_shared<ComputeState>();
   // No message at all (the client half-closed without sending one, or
@@ -167,13 +175,13 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     reactor->Complete(absl::InvalidArgumentError(
         absl::StrCat("request: no request message was received (expected a gpucompute.v1.",
                      RequestName(op), ")")));
-    return reactor;
+    return;
   }
   auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);
   if (!parsed.ok()) {
     reactor->Complete(
         absl::InvalidArgumentError(absl::StrCat("request: ", parsed.status().message())));
-    return reactor;
+    return;
   }
   state->wire = std::move(*parsed);
   const SharedMemoryRegistry* regions = regions_.load(std::memory_order_acquire);
@@ -181,14 +189,14 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
       ResolveComputeRequest(op, state->wire, config_.limits, engine->tensors(), regions);
   if (!resolved.ok()) {
     reactor->Complete(resolved.status());
-    return reactor;
+    return;
   }
   const kernels::Problem problem = resolved->problem;
   state->problem = problem;
   auto named = RequestedVariant(*engine, problem, state->wire.variant, "variant");
   if (!named.ok()) {
     reactor->Complete(named.status());
-    return reactor;
+    return;
   }
 
   ComputeCall call;
@@ -246,6 +254,14 @@ grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext
     if (status.ok()) labels.bytes = int64_t(kernels::MinimalBytes(state->problem));
     reactor->Complete(status, std::move(labels), latencies);
   });
+}
+
+grpc::ServerUnaryReactor* ComputeService::RunCompute(grpc::CallbackServerContext* ctx,
+                                                     kernels::Op op,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(ctx, metrics_, ComputeRpcOp(op), calls_);
+  ServeCompute(ctx, reactor, op, request, response);
   return reactor;
 }
 
@@ -265,6 +281,27 @@ grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ct
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
   return RunCompute(ctx, kernels::Op::kReduce, request, response);
+}
+
+void ComputeService::BeginQueued(QueuedCall* call) {
+  static const std::pair<std::string, kernels::Op> kCalls[] = {
+      {absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/MatMul"), kernels::Op::kMatMul},
+      {absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/Transpose"),
+       kernels::Op::kTranspose},
+      {absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/Reduce"), kernels::Op::kReduce}};
+  const std::string& method = call->context()->method();
+  for (const auto& [name, op] : kCalls) {
+    if (method == name) {
+      call->Read(op);
+      return;
+    }
+  }
+  call->Refuse(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+}
+
+void ComputeService::ServeQueued(QueuedCall* call) {
+  call->Begin(metrics_, ComputeRpcOp(call->op()), calls_);
+  ServeCompute(call->context(), call, call->op(), call->request(), call->response());
 }
 
 grpc::ServerUnaryReactor* ComputeService::Profile(grpc::CallbackServerContext* ctx,

@@ -28,9 +28,13 @@ struct ServiceConfig {
   int profile_repetitions = 10;
   // Host memory kept for reuse by large response payloads.
   int64_t host_buffer_pool_bytes = int64_t{2} << 30;
+  // MatMul, Transpose and Reduce are served from completion queues
+  // (compute_queues.h) instead of gRPC's callback threads.
+  bool compute_calls_on_queues = false;
 };
 
 class CallReactor;
+class QueuedCall;
 
 // Every method takes its messages as raw bytes (grpc::ByteBuffer). The
 // compute calls and the tensor streams read their payloads from the
@@ -39,7 +43,8 @@ class CallReactor;
 // message is answered INVALID_ARGUMENT and counted, where gRPC's generated
 // handler answers it UNIMPLEMENTED with an empty message. The control calls
 // (server/grpc/control_calls.h) are registered from their table by the
-// constructor, not here.
+// constructor, not here; so are the compute calls served from completion
+// queues, as generic calls (ComputeQueues).
 using RawComputeService = v1::Compute::WithRawCallbackMethod_MatMul<
     v1::Compute::WithRawCallbackMethod_Transpose<v1::Compute::WithRawCallbackMethod_Reduce<
         v1::Compute::WithRawCallbackMethod_Profile<v1::Compute::WithRawCallbackMethod_Upload<
@@ -85,6 +90,11 @@ class ComputeService final : public RawComputeService {
   grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
+  // The same calls served from completion queues (ComputeQueues): a
+  // generic call arrived (one for another rpc is refused UNIMPLEMENTED);
+  // its request message was read, or found missing.
+  void BeginQueued(QueuedCall* call);
+  void ServeQueued(QueuedCall* call);
   grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* ctx,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
@@ -101,15 +111,22 @@ class ComputeService final : public RawComputeService {
   struct ComputeState;
 
   // The token, then readiness: OK, or why the call is refused.
-  absl::Status Readiness(grpc::CallbackServerContext* ctx) const;
-  // Checks Readiness. Returns the engine, or null after finishing the call
-  // with the reason.
-  ComputeEngine* Admit(grpc::CallbackServerContext* ctx, CallReactor* reactor) const;
+  absl::Status Readiness(grpc::ServerContextBase* ctx) const;
+  // Checks Readiness. Returns the engine, or null after completing the call
+  // (a CallReactor or a QueuedCall) with the reason.
+  template <typename Call>
+  ComputeEngine* Admit(grpc::ServerContextBase* ctx, Call* call) const;
   StreamContext stream_context();
   // Registers each control call's handler under its rpc.
   void RegisterControlCalls();
+  // Leaves MatMul, Transpose and Reduce to the server's generic service.
+  void UnregisterComputeCalls();
 
-  // Shared path of MatMul, Transpose and Reduce.
+  // Shared path of MatMul, Transpose and Reduce, whichever API serves them.
+  template <typename Call>
+  void ServeCompute(grpc::ServerContextBase* ctx, Call* call, kernels::Op op,
+                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
+  // Its callback API form.
   grpc::ServerUnaryReactor* RunCompute(grpc::CallbackServerContext* ctx, kernels::Op op,
                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 

@@ -115,6 +115,7 @@ TEST(ServerCommandLine, AValuePastAFlagsBoundStopsStartUpNamingTheFlagAndTheValu
        "--grpc_memory_quota_bytes: must be 0 (unbounded) or at least 1048576, got 1000"},
       {"--cpu_workers=-1", "--cpu_workers: must be 0 to 4096, got -1"},
       {"--streams_per_device=0", "--streams_per_device: must be 1 to 256, got 0"},
+      {"--grpc_queues=-1", "--grpc_queues: must be 0 to 256, got -1"},
       {"--batch_branches=65", "--batch_branches: must be 1 to 64, got 65"},
       {"--zero_copy_bytes=1048577", "--zero_copy_bytes: must be 0 to 1048576, got 1048577"},
       {"--device_memory_fraction=0",
@@ -150,13 +151,16 @@ TEST(ServerPort, ASecondServerOnTheSamePortFailsToStart) {
   EXPECT_NE(second.output.find("cannot listen"), std::string::npos) << second.output;
 }
 
-class HostileCalls : public ::testing::Test {
+// On gRPC's callback threads and on completion queues (--grpc_queues), the
+// two ways the server may serve the compute calls.
+class HostileCalls : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     access_log_ = ::testing::TempDir() + "/access-" + std::to_string(FreshSeed()) + ".log";
     server_ = testing::StartServerWithMetrics(
-        GPUCOMPUTE_SERVER_PATH, {testing::BackendFlag(), "--cpu_workers=2", "--allow_shared_memory",
-                                 "--access_log=" + access_log_});
+        GPUCOMPUTE_SERVER_PATH,
+        {testing::BackendFlag(), "--cpu_workers=2", "--allow_shared_memory",
+         "--access_log=" + access_log_, absl::StrCat("--grpc_queues=", GetParam())});
     ASSERT_TRUE(server_.started());
     channel_ = Connect(server_.process->target());
     stub_ = v1::Compute::NewStub(channel_);
@@ -212,7 +216,7 @@ grpc::Status CallWithoutAMessage(grpc::GenericStub& generic, const std::string& 
 // UNIMPLEMENTED with an empty message included: an rpc without a handler
 // fails here. Upload is a stream of messages, the first giving the shape:
 // none is a request without one.
-TEST_F(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
+TEST_P(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
   grpc::GenericStub generic(channel_);
   const google::protobuf::ServiceDescriptor* service = &server::ComputeServiceDescriptor();
   std::map<std::string, size_t> calls_per_op;
@@ -250,7 +254,18 @@ TEST_F(HostileCalls, ACallWithNoRequestMessageIsInvalidArgument) {
 // call whose cancel came before its headers never reached a handler (the
 // server cannot count it), and one whose answer came before its cancel is
 // the OK its client saw.
-TEST_F(HostileCalls, CallsCancelledAsTheyStartAreCountedCancelled) {
+// A method the service does not have is UNIMPLEMENTED, whichever way the
+// compute calls are served (on queues they arrive as generic calls, and so
+// would any unknown method), and counted under no op.
+TEST_P(HostileCalls, AnUnknownMethodIsUnimplemented) {
+  grpc::GenericStub generic(channel_);
+  for (const char* method : {"/gpucompute.v1.Compute/NoSuchCall", "/no.Such/Service"}) {
+    EXPECT_EQ(CallWithoutAMessage(generic, method).error_code(), grpc::UNIMPLEMENTED) << method;
+  }
+  EXPECT_EQ(Total(), 0);
+}
+
+TEST_P(HostileCalls, CallsCancelledAsTheyStartAreCountedCancelled) {
   std::mt19937_64 rng(FreshSeed());
   v1::TransposeRequest req;
   *req.mutable_input() = RandomMatrix<float>(512, 513, rng);  // 1 MiB: about a ms each
@@ -298,7 +313,7 @@ TEST_F(HostileCalls, CallsCancelledAsTheyStartAreCountedCancelled) {
 // Calls the client abandons (deadlines far shorter than the work, and
 // cancellations mid-flight) are never counted OK or INTERNAL: they end as the
 // client saw them, and the server keeps serving.
-TEST_F(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
+TEST_P(HostileCalls, AbandonedCallsAreCountedAsTheClientSawThem) {
   std::mt19937_64 rng(FreshSeed());
   v1::TransposeRequest req;
   *req.mutable_input() = RandomMatrix<float>(2048, 2049, rng);  // 16 MiB: tens of ms on a CPU
@@ -364,6 +379,12 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   std::ofstream(path) << text;
   return path;
 }
+
+INSTANTIATE_TEST_SUITE_P(ServingModels, HostileCalls, ::testing::Values(0, 2),
+                         [](const auto& info) {
+                           return info.param == 0 ? std::string("CallbackThreads")
+                                                  : absl::StrCat(info.param, "Queues");
+                         });
 
 TEST(ServerCommandLine, CeilingsFileReplacesTheMeasuredCeilings) {
   const std::string path = WriteFile(

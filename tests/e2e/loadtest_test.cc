@@ -401,13 +401,15 @@ INSTANTIATE_TEST_SUITE_P(TcpAndUnix, EchoTest,
                          });
 
 // The gRPC echo answers the compute methods with its canned response,
-// counting what each call carried, and nothing else.
-class GrpcEchoTest : public ::testing::TestWithParam<EchoTransport> {};
+// counting what each call carried, and nothing else: on callback threads
+// (0 queues) and on completion queues, as the server may serve them.
+class GrpcEchoTest : public ::testing::TestWithParam<std::tuple<EchoTransport, int>> {};
 
 TEST_P(GrpcEchoTest, AnswersComputeCallsWithItsResponse) {
   const std::string canned(5000, 'r');
   grpc::Slice canned_slice(canned);
-  auto server = GrpcEchoServer::Start(GetParam(), grpc::ByteBuffer(&canned_slice, 1));
+  const auto [transport, queues] = GetParam();
+  auto server = GrpcEchoServer::Start(transport, grpc::ByteBuffer(&canned_slice, 1), queues);
   ASSERT_TRUE(server.ok()) << server.status();
   grpc::GenericStub stub(
       grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
@@ -434,7 +436,7 @@ TEST_P(GrpcEchoTest, AnswersComputeCallsWithItsResponse) {
   EXPECT_EQ((*server)->calls(), 2);
   EXPECT_EQ((*server)->request_bytes(), 2 * 1000);
   EXPECT_EQ((*server)->response_bytes(), 2 * 5000);
-  if (GetParam() == EchoTransport::kUnix) {
+  if (transport == EchoTransport::kUnix) {
     const std::string path = (*server)->target().substr(std::string("unix:").size());
     EXPECT_TRUE(std::filesystem::exists(path)) << path;
     server->reset();
@@ -443,9 +445,13 @@ TEST_P(GrpcEchoTest, AnswersComputeCallsWithItsResponse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAndUnix, GrpcEchoTest,
-                         ::testing::Values(EchoTransport::kTcp, EchoTransport::kUnix),
+                         ::testing::Combine(::testing::Values(EchoTransport::kTcp,
+                                                              EchoTransport::kUnix),
+                                            ::testing::Values(0, 2)),
                          [](const auto& info) {
-                           return info.param == EchoTransport::kTcp ? "Tcp" : "Unix";
+                           return absl::StrCat(
+                               std::get<0>(info.param) == EchoTransport::kTcp ? "Tcp" : "Unix",
+                               "Queues", std::get<1>(info.param));
                          });
 
 TEST(EchoTarget, UnixTargetsAreRecognised) {
