@@ -4,7 +4,10 @@
 // queue polled by half the cores' threads, which contend for it; a queue per
 // thread takes that shared lock off the small-request path. The other calls
 // keep the callback API; the compute calls reach the queues as generic
-// calls (see queued_call.h).
+// calls (see queued_call.h). Measured on an H100 (bench/results/
+// small-requests.md), it served the smallest calls and one connection's
+// calls faster and the MatMuls of many connections no faster, in smaller
+// batches: so the callback threads stay the default.
 #pragma once
 
 #include <grpcpp/generic/async_generic_service.h>

@@ -43,8 +43,9 @@ class QueuedCall;
 // message is answered INVALID_ARGUMENT and counted, where gRPC's generated
 // handler answers it UNIMPLEMENTED with an empty message. The control calls
 // (server/grpc/control_calls.h) are registered from their table by the
-// constructor, not here; so are the compute calls served from completion
-// queues, as generic calls (ComputeQueues).
+// constructor, not here. Served from completion queues (ComputeQueues), the
+// compute calls are unregistered by the constructor and arrive as generic
+// calls.
 using RawComputeService = v1::Compute::WithRawCallbackMethod_MatMul<
     v1::Compute::WithRawCallbackMethod_Transpose<v1::Compute::WithRawCallbackMethod_Reduce<
         v1::Compute::WithRawCallbackMethod_Profile<v1::Compute::WithRawCallbackMethod_Upload<
