@@ -27,16 +27,15 @@ void ComputeQueues::Start() {
 }
 
 void ComputeQueues::Stop() {
+  if (threads_.empty()) {
+    // The server never started (a start-up failure): nothing was asked for
+    // on the queues, and destroying them shuts them down.
+    queues_.clear();
+    return;
+  }
   for (auto& queue : queues_) queue->Shutdown();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
-  // A server that never started left its queues unserved: drain them.
-  for (auto& queue : queues_) {
-    void* tag;
-    bool ok;
-    while (queue->Next(&tag, &ok)) {
-    }
-  }
   queues_.clear();
 }
 
