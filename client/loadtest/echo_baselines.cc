@@ -57,9 +57,13 @@ absl::Status StartGrpcEcho(const RunOptions& run, const ClientOptions& options,
   std::printf(
       "baseline: row %s sends %s's request (%zu bytes, variant %s, inline) to a gRPC server "
       "in this process on %s that answers with its response as the server encoded it (%zu "
-      "bytes) and does nothing else; xEcho compares inline rows' req/s with it\n",
+      "bytes) and does nothing else, %s; xEcho compares inline rows' req/s with it\n",
       kGrpcEcho, OpName(w.op), op_call->request().Length(), variant.c_str(),
-      echoes.grpc->target().c_str(), response->Length());
+      echoes.grpc->target().c_str(), response->Length(),
+      run.baselines.echo_queues > 0 ? absl::StrCat("served on ", run.baselines.echo_queues,
+                                                   " completion queues (--echo_grpc_queues)")
+                                          .c_str()
+                                    : "served on gRPC's callback threads");
   return absl::OkStatus();
 }
 
