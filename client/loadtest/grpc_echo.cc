@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <thread>
@@ -71,11 +72,8 @@ class GrpcEchoServer::Service final
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
     *response = response_;  // a new reference to the same slice
-    owner_->calls_.fetch_add(1, std::memory_order_relaxed);
-    owner_->request_bytes_.fetch_add(static_cast<int64_t>(request->Length()),
-                                     std::memory_order_relaxed);
-    owner_->response_bytes_.fetch_add(static_cast<int64_t>(response_.Length()),
-                                      std::memory_order_relaxed);
+    owner_->Count(static_cast<int64_t>(request->Length()),
+                  static_cast<int64_t>(response_.Length()));
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -115,9 +113,10 @@ class GrpcEchoServer::QueueService final {
     bool done = false;  // gRPC is done with the call
   };
   static bool IsComputeCall(const std::string& method) {
-    return method == "/gpucompute.v1.Compute/MatMul" ||
-           method == "/gpucompute.v1.Compute/Transpose" ||
-           method == "/gpucompute.v1.Compute/Reduce";
+    static const std::string kPrefix = absl::StrCat("/", v1::Compute::service_full_name(), "/");
+    static const std::string kMethods[] = {kPrefix + "MatMul", kPrefix + "Transpose",
+                                           kPrefix + "Reduce"};
+    return std::find(std::begin(kMethods), std::end(kMethods), method) != std::end(kMethods);
   }
   void Await(grpc::ServerCompletionQueue* cq) {
     auto* c = new Call;
@@ -155,11 +154,8 @@ class GrpcEchoServer::QueueService final {
         c->stream.Read(&c->request, c);
         continue;
       }
-      owner_->calls_.fetch_add(1, std::memory_order_relaxed);
-      owner_->request_bytes_.fetch_add(static_cast<int64_t>(c->request.Length()),
-                                       std::memory_order_relaxed);
-      owner_->response_bytes_.fetch_add(static_cast<int64_t>(response_.Length()),
-                                        std::memory_order_relaxed);
+      owner_->Count(static_cast<int64_t>(c->request.Length()),
+                    static_cast<int64_t>(response_.Length()));
       c->phase = Call::kAnswering;
       c->stream.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, c);
     }
@@ -202,6 +198,12 @@ absl::StatusOr<std::unique_ptr<GrpcEchoServer>> GrpcEchoServer::Start(
   if (server->queue_service_ != nullptr) server->queue_service_->Start();
   server->target_ = transport == EchoTransport::kUnix ? address : absl::StrCat("127.0.0.1:", port);
   return server;
+}
+
+void GrpcEchoServer::Count(int64_t request_bytes, int64_t response_bytes) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  request_bytes_.fetch_add(request_bytes, std::memory_order_relaxed);
+  response_bytes_.fetch_add(response_bytes, std::memory_order_relaxed);
 }
 
 GrpcEchoServer::~GrpcEchoServer() {

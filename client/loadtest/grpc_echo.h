@@ -43,6 +43,8 @@ class GrpcEchoServer {
   class Service;
   class QueueService;
   GrpcEchoServer() = default;
+  // One call answered, with the message bytes it carried.
+  void Count(int64_t request_bytes, int64_t response_bytes);
 
   std::string dir_, target_;
   std::unique_ptr<Service> service_;

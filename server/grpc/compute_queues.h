@@ -39,7 +39,6 @@ class ComputeQueues {
   // After the server's Shutdown (gRPC requires that order): shuts the
   // queues, lets each thread take their last events and joins it.
   void Stop();
-  int count() const { return count_; }
 
  private:
   void Serve(grpc::ServerCompletionQueue* queue);

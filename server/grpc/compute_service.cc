@@ -7,6 +7,7 @@
 #include <random>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/grpc/call_reactor.h"
 #include "server/grpc/compute_request.h"
@@ -45,10 +46,23 @@ ComputeService::ComputeService(const kernels::Registry& registry, ServiceConfig 
   if (config_.compute_calls_on_queues) UnregisterComputeCalls();
 }
 
+namespace {
+
+// The compute rpcs and their ops, for serving them as generic calls.
+struct ComputeRpc {
+  kernels::Op op;
+  const char* name;
+};
+constexpr ComputeRpc kComputeRpcs[] = {{kernels::Op::kMatMul, "MatMul"},
+                                       {kernels::Op::kTranspose, "Transpose"},
+                                       {kernels::Op::kReduce, "Reduce"}};
+
+}  // namespace
+
 void ComputeService::UnregisterComputeCalls() {
   const google::protobuf::ServiceDescriptor& service = ComputeServiceDescriptor();
-  for (const char* name : {"MatMul", "Transpose", "Reduce"}) {
-    MarkMethodGeneric(service.FindMethodByName(name)->index());
+  for (const ComputeRpc& rpc : kComputeRpcs) {
+    MarkMethodGeneric(service.FindMethodByName(rpc.name)->index());
   }
 }
 
@@ -284,16 +298,16 @@ grpc::ServerUnaryReactor* ComputeService::Reduce(grpc::CallbackServerContext* ct
 }
 
 void ComputeService::BeginQueued(QueuedCall* call) {
-  static const std::pair<std::string, kernels::Op> kCalls[] = {
-      {absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/MatMul"), kernels::Op::kMatMul},
-      {absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/Transpose"),
-       kernels::Op::kTranspose},
-      {absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/Reduce"), kernels::Op::kReduce}};
+  // "/gpucompute.v1.Compute/MatMul": the service's prefix, then the rpc.
+  static const std::string kPrefix = absl::StrCat("/", ComputeServiceDescriptor().full_name(), "/");
   const std::string& method = call->context()->method();
-  for (const auto& [name, op] : kCalls) {
-    if (method == name) {
-      call->Read(op);
-      return;
+  if (absl::StartsWith(method, kPrefix)) {
+    const absl::string_view rpc = absl::string_view(method).substr(kPrefix.size());
+    for (const ComputeRpc& compute : kComputeRpcs) {
+      if (rpc == compute.name) {
+        call->Read(compute.op);
+        return;
+      }
     }
   }
   call->Refuse(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
