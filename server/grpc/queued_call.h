@@ -69,6 +69,7 @@ class QueuedCall {
   void Complete(absl::Status status, RequestLabels labels = {}, StageLatencies latencies = {}) {
     const grpc::Status answer =
         ToGrpcStatus(record_->End(std::move(status), std::move(labels), latencies));
+    completed_.store(true, std::memory_order_release);
     if (answer.ok()) {
       stream_.WriteAndFinish(response_, grpc::WriteOptions(), answer, &answer_sent_);
     } else {
@@ -81,7 +82,12 @@ class QueuedCall {
   // call, which counts it in the metrics.
   bool Handle(Event event) {
     if (event == Event::kDone && context_.IsCancelled() && record_) record_->Cancel();
-    return --events_left_ == 0;
+    if (--events_left_ > 0) return false;
+    // gRPC's queue already orders the answering thread's writes (the
+    // response, the record) before this; the acquire says so where a race
+    // detector can see it, as the call is about to be deleted.
+    (void)completed_.load(std::memory_order_acquire);
+    return true;
   }
 
  private:
@@ -96,6 +102,8 @@ class QueuedCall {
   Tag done_{this, Event::kDone};
   // The answer's sending and the call's end; only the queue's thread counts.
   int events_left_ = 2;
+  // Set by Complete, on whichever thread answers.
+  std::atomic<bool> completed_{false};
 };
 
 }  // namespace gpucompute::server
