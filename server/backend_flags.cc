@@ -63,10 +63,6 @@ ABSL_FLAG(std::string, cuda_host_wait, "auto",
           "the host has more cores than GPU contexts), spin, yield (spin, but give the core to "
           "any thread ready to run) or block (sleep until the GPU's interrupt: no core spins, "
           "each wait wakes later)");
-ABSL_FLAG(std::string, cuda_batch_wait, "host_wait",
-          "CUDA backend: how a thread waits for a batch of small requests: host_wait (as "
-          "--cuda_host_wait says) or block (sleep until the GPU's interrupt, leaving the core and "
-          "the driver to the threads launching the next requests)");
 
 namespace gpucompute::server {
 namespace {
@@ -115,14 +111,6 @@ absl::StatusOr<HostWait> HostWaitFromFlag(const std::string& name) {
       absl::StrCat("--cuda_host_wait: must be auto, spin, yield or block, got \"", name, "\""));
 }
 
-// --cuda_batch_wait's value.
-absl::StatusOr<BatchWait> BatchWaitFromFlag(const std::string& name) {
-  if (name == "host_wait") return BatchWait::kAsHostWait;
-  if (name == "block") return BatchWait::kBlock;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--cuda_batch_wait: must be host_wait or block, got \"", name, "\""));
-}
-
 // The CUDA backend's flags, each within its bounds. Checked whatever the
 // backend, so that a flag file that starts a CPU server starts a GPU one.
 absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
@@ -165,9 +153,6 @@ absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
   absl::StatusOr<HostWait> host_wait = HostWaitFromFlag(absl::GetFlag(FLAGS_cuda_host_wait));
   if (!host_wait.ok()) return host_wait.status();
   options.host_wait = *host_wait;
-  absl::StatusOr<BatchWait> batch_wait = BatchWaitFromFlag(absl::GetFlag(FLAGS_cuda_batch_wait));
-  if (!batch_wait.ok()) return batch_wait.status();
-  options.batch_wait = *batch_wait;
   options.device_memory_fraction = absl::GetFlag(FLAGS_device_memory_fraction);
   if (!(options.device_memory_fraction > 0 && options.device_memory_fraction <= 1)) {
     return absl::InvalidArgumentError(

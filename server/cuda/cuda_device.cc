@@ -82,7 +82,6 @@ class CudaDevice final : public Device {
       slot_options.batch_graphs = options.batch_graphs_per_stream;
       slot_options.request_graphs = options.request_graphs_per_stream;
       slot_options.batch_branches = options.batch_branches;
-      slot_options.block_batch_waits = options.batch_wait == BatchWait::kBlock;
       slot_options.batch_counts = &batch_graph_counts_;
       slot_options.request_counts = &request_graph_counts_;
       auto slot = Slot::Create(device_malloc_calls_, host_alloc_calls_, slot_options);

@@ -70,7 +70,7 @@ std::vector<absl::StatusOr<StageTimes>> ExecuteOnDeviceBatch(absl::Span<const Co
   std::vector<bool> ran(n, false);
   const int launches = LaunchTogether(jobs, live, buffers, slot, health, results, ran);
   absl::Status s = slot.Record(Mark::kKernelEnd);
-  if (s.ok()) s = slot.WaitForBatch(Mark::kKernelEnd, "batch kernel wait");
+  if (s.ok()) s = slot.WaitFor(Mark::kKernelEnd, "batch kernel wait");
   absl::StatusOr<StageTimes> times = s.ok() ? slot.Stages(/*uploaded=*/false, /*downloaded=*/false)
                                             : absl::StatusOr<StageTimes>(s);
   if (!times.ok()) times = health.AfterError(times.status());

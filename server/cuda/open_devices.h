@@ -19,12 +19,6 @@ enum class HostWait {
   kBlock,  // sleep until the GPU's interrupt
 };
 
-// How a thread waits for a batch of small requests (--cuda_batch_wait).
-enum class BatchWait {
-  kAsHostWait,  // as every other wait (--cuda_host_wait)
-  kBlock,       // sleep until the GPU's interrupt, whatever --cuda_host_wait says
-};
-
 struct CudaDeviceOptions {
   std::string devices = "all";          // "all" or a list such as "0,1"
   int streams_per_device = 8;           // jobs each GPU runs at once
@@ -51,7 +45,6 @@ struct CudaDeviceOptions {
   std::string cupti_library = "libcupti.so.13";  // opened at the first counter read
   int profile_counter_max_passes = 32;           // replays of one launch at most
   HostWait host_wait = HostWait::kAuto;
-  BatchWait batch_wait = BatchWait::kAsHostWait;
 };
 
 // The usable GPUs, or why there are none (no driver, no device, ...).

@@ -19,12 +19,6 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
     if (!event.ok()) return event.status();
     mark = std::move(*event);
   }
-  UniqueEvent batch_done;
-  if (options.block_batch_waits) {
-    auto event = CreateEvent(cudaEventBlockingSync | cudaEventDisableTiming);
-    if (!event.ok()) return event.status();
-    batch_done = std::move(*event);
-  }
   auto scratch = DeviceMalloc(kScratchBytes, "cudaMalloc(scratch)", device_malloc_calls);
   if (!scratch.ok()) return scratch.status();
   auto workspace = DeviceMalloc(kWorkspaceBytes, "cudaMalloc(workspace)", device_malloc_calls);
@@ -35,18 +29,16 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Create(std::atomic<int64_t>& device_
   if (!cublas.ok()) return cublas.status();
   auto staging = StagingBuffers::Create(host_alloc_calls);
   if (!staging.ok()) return staging.status();
-  return std::unique_ptr<Slot>(new Slot(
-      std::move(*stream), std::move(marks), std::move(batch_done), std::move(*scratch),
-      std::move(*workspace), std::move(*timer), std::move(*cublas), std::move(*staging), options));
+  return std::unique_ptr<Slot>(new Slot(std::move(*stream), std::move(marks), std::move(*scratch),
+                                        std::move(*workspace), std::move(*timer),
+                                        std::move(*cublas), std::move(*staging), options));
 }
 
-Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueEvent batch_done,
-           UniqueDeviceMemory scratch, UniqueDeviceMemory workspace,
-           kernels::cuda::EventTimer timer, UniqueCublas cublas,
+Slot::Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
+           UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
            std::unique_ptr<StagingBuffers> staging, const SlotOptions& options)
     : stream_(std::move(stream)),
       marks_(std::move(marks)),
-      batch_done_(std::move(batch_done)),
       scratch_(std::move(scratch)),
       workspace_(std::move(workspace)),
       timer_(std::move(timer)),
@@ -92,12 +84,6 @@ absl::Status Slot::EnqueueStages(bool in_graph, size_t up_bytes, const void* dow
 
 absl::Status Slot::WaitFor(Mark mark, const char* what) {
   return CudaStatus(cudaEventSynchronize(event(mark)), what);
-}
-
-absl::Status Slot::WaitForBatch(Mark mark, const char* what) {
-  if (batch_done_ == nullptr) return WaitFor(mark, what);
-  if (auto s = CudaStatus(cudaEventRecord(batch_done_.get(), stream()), what); !s.ok()) return s;
-  return CudaStatus(cudaEventSynchronize(batch_done_.get()), what);
 }
 
 absl::StatusOr<int64_t> Slot::MicrosBetween(Mark from, Mark to) const {

@@ -31,11 +31,6 @@ struct SlotOptions {
   // Streams a captured batch's members run side by side on (1: one after
   // another on the slot's stream).
   int batch_branches = 1;
-  // A batch's host wait sleeps until the GPU's interrupt (an event made
-  // with cudaEventBlockingSync), whatever the device's schedule: a batch
-  // runs long enough that a thread spinning on it only takes a core, and
-  // the driver's lock, from the threads launching the next ones.
-  bool block_batch_waits = false;
   // The device's counts of captures and replays, when given.
   GraphCounts* batch_counts = nullptr;
   GraphCounts* request_counts = nullptr;
@@ -91,10 +86,6 @@ class Slot {
                              size_t down_bytes, absl::FunctionRef<absl::Status()> kernels);
   // Waits until `mark` has fired; `what` names the wait in an error.
   absl::Status WaitFor(Mark mark, const char* what);
-  // Waits as WaitFor, for a batch: with SlotOptions::block_batch_waits, on
-  // an event recorded after everything queued on the stream so far (so
-  // `mark` has fired too) that puts the thread to sleep until it fires.
-  absl::Status WaitForBatch(Mark mark, const char* what);
   // Microseconds between two recorded marks that have fired.
   absl::StatusOr<int64_t> MicrosBetween(Mark from, Mark to) const;
   // Upload, compute and download times, once the marks have fired. A stage
@@ -103,16 +94,15 @@ class Slot {
   absl::StatusOr<StageTimes> Stages(bool uploaded = true, bool downloaded = true) const;
 
  private:
-  Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueEvent batch_done,
-       UniqueDeviceMemory scratch, UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer,
-       UniqueCublas cublas, std::unique_ptr<StagingBuffers> staging, const SlotOptions& options);
+  Slot(UniqueStream stream, std::array<UniqueEvent, 4> marks, UniqueDeviceMemory scratch,
+       UniqueDeviceMemory workspace, kernels::cuda::EventTimer timer, UniqueCublas cublas,
+       std::unique_ptr<StagingBuffers> staging, const SlotOptions& options);
 
   cudaEvent_t event(Mark mark) const { return marks_[size_t(mark)].get(); }
 
   // Declared first, destroyed last: after everything used on it.
   UniqueStream stream_;
   std::array<UniqueEvent, 4> marks_;
-  UniqueEvent batch_done_;  // a blocking event, with block_batch_waits only
   UniqueDeviceMemory scratch_;
   UniqueDeviceMemory workspace_;
   kernels::cuda::EventTimer timer_;

@@ -196,8 +196,8 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
     cudaStreamSynchronize(slot.stream());
     return s;
   }
-  if (auto s = zero_copy ? slot.WaitForBatch(Mark::kKernelEnd, "batch kernel wait")
-                         : slot.WaitForBatch(Mark::kDownloaded, "batch download wait");
+  if (auto s = zero_copy ? slot.WaitFor(Mark::kKernelEnd, "batch kernel wait")
+                         : slot.WaitFor(Mark::kDownloaded, "batch download wait");
       !s.ok()) {
     return s;
   }

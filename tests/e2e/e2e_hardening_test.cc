@@ -123,7 +123,6 @@ TEST(ServerCommandLine, AValuePastAFlagsBoundStopsStartUpNamingTheFlagAndTheValu
       {"--devices=first", "--devices: \"first\" is not a GPU index"},
       {"--cuda_host_wait=sleep",
        "--cuda_host_wait: must be auto, spin, yield or block, got \"sleep\""},
-      {"--cuda_batch_wait=spin", "--cuda_batch_wait: must be host_wait or block, got \"spin\""},
       {"--profile_counter_max_passes=0", "--profile_counter_max_passes: must be 1 to 1024, got 0"},
       {"--shared_memory_max_regions=0", "--shared_memory_max_regions: must be 1 to 65536, got 0"},
       {"--shared_memory_max_bytes=-5", "--shared_memory_max_bytes: must be 1 or more, or -1"},
