@@ -45,12 +45,6 @@ ABSL_FLAG(int64_t, zero_copy_bytes, int64_t{64} << 10,
           "bytes runs without copies when its variant uses plain loads and stores (the "
           "project's own kernels, not cuBLAS or CUB): the kernel reads the inputs from pinned "
           "host memory and writes the result there. 0: always copy (up to 1048576)");
-ABSL_FLAG(int64_t, zero_copy_batch_bytes, int64_t{64} << 10,
-          "CUDA backend: a batch of such requests runs without copies only while all its "
-          "members' inputs and results together are at most this many bytes; a larger batch "
-          "copies its inputs in and its results out, one copy each, because a kernel that reads "
-          "its inputs more than once reads them across the bus each time. 0: batches always "
-          "copy (up to 1073741824)");
 ABSL_FLAG(double, device_memory_fraction, 0.9,
           "CUDA backend: cap of pooled device memory, as a fraction of each GPU's memory "
           "(above 0, at most 1)");
@@ -79,7 +73,6 @@ constexpr int32_t kMaxStreamsPerDevice = 256;
 constexpr int32_t kMaxGraphsPerStream = 4096;
 constexpr int32_t kMaxBatchBranches = 64;
 constexpr int64_t kMaxZeroCopyBytes = int64_t{1} << 20;
-constexpr int64_t kMaxZeroCopyBatchBytes = int64_t{1} << 30;
 constexpr int32_t kMaxCounterPasses = 1024;
 
 // --devices: "all", or one or more GPU indices, comma-separated. Whether
@@ -154,12 +147,6 @@ absl::StatusOr<CudaDeviceOptions> CudaOptionsFromFlags() {
   options.zero_copy_bytes = absl::GetFlag(FLAGS_zero_copy_bytes);
   if (absl::Status s =
           common::CheckFlagRange("zero_copy_bytes", options.zero_copy_bytes, 0, kMaxZeroCopyBytes);
-      !s.ok()) {
-    return s;
-  }
-  options.zero_copy_batch_bytes = absl::GetFlag(FLAGS_zero_copy_batch_bytes);
-  if (absl::Status s = common::CheckFlagRange(
-          "zero_copy_batch_bytes", options.zero_copy_batch_bytes, 0, kMaxZeroCopyBatchBytes);
       !s.ok()) {
     return s;
   }

@@ -93,7 +93,6 @@ class CudaDevice final : public Device {
     if (!tensor_stream.ok()) return tensor_stream.status();
     tensor_stream_ = std::move(*tensor_stream);
     zero_copy_bytes_ = options.zero_copy_bytes;
-    zero_copy_batch_bytes_ = options.zero_copy_batch_bytes;
     batch_branches_ = options.batch_branches;
     tensor_blocks_ = std::make_unique<TensorBlocks>(
         std::min(options.tensor_block_cache_bytes, cap / TensorBlocks::kBlocksPerCapacity),
@@ -160,8 +159,7 @@ class CudaDevice final : public Device {
     }
     SlotPool::Lease slot = slots_->Acquire();
     if (on_device) return ExecuteOnDeviceBatch(jobs, stops, *slot, health_);
-    return ExecuteSmallBatches(jobs, stops, capacity, *slot, copier_,
-                               {zero_copy_bytes_, zero_copy_batch_bytes_}, health_);
+    return ExecuteSmallBatches(jobs, stops, capacity, *slot, copier_, zero_copy_bytes_, health_);
   }
 
   int64_t memory_budget_bytes() const override { return memory_->limit_bytes(); }
@@ -439,9 +437,8 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const int slot_count_;
   const DeviceDescription description_;
-  int64_t zero_copy_bytes_ = 0;        // CudaDeviceOptions::zero_copy_bytes
-  int64_t zero_copy_batch_bytes_ = 0;  // CudaDeviceOptions::zero_copy_batch_bytes
-  int batch_branches_ = 1;             // CudaDeviceOptions::batch_branches
+  int64_t zero_copy_bytes_ = 0;  // CudaDeviceOptions::zero_copy_bytes
+  int batch_branches_ = 1;       // CudaDeviceOptions::batch_branches
   DeviceHealth health_;
   HostCopyPool copier_{6};
   std::atomic<int64_t> device_malloc_calls_{0};

@@ -40,10 +40,6 @@ struct CudaDeviceOptions {
   // of plain loads and stores (Variant::zero_copy) reads and writes them in
   // pinned host memory instead of copying them; 0: always copy.
   int64_t zero_copy_bytes = int64_t{64} << 10;
-  // The same for a batch of such requests, all members' bytes together:
-  // past it the batch copies (a MatMul's kernel reads each input several
-  // times, across the bus when zero-copy).
-  int64_t zero_copy_batch_bytes = int64_t{64} << 10;
   // Profile's hardware counters (CUPTI's range profiler, see cupti_counters.h).
   bool profile_counters = true;                  // false: rows say they are turned off
   std::string cupti_library = "libcupti.so.13";  // opened at the first counter read

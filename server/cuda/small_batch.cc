@@ -88,7 +88,7 @@ int SmallBatchCapacity(const ComputeJob& job, int max_branches) {
 
 absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, Slot& slot,
-    HostCopyPool& copier, ZeroCopyLimits zero_copy_limits) {
+    HostCopyPool& copier, int64_t zero_copy_bytes) {
   const int n = int(jobs.size());
   if (n == 0) return std::vector<absl::StatusOr<StageTimes>>{};
   Branches& branches = slot.batch_branches();
@@ -124,13 +124,9 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
   // As a request alone: a variant of plain loads and stores reads its
   // inputs where they were gathered and writes its result into staging
   // (the same kernel on the same bytes, so the same bits), and the batch
-  // skips both copies. Not a large batch: a tiled MatMul reads each input
-  // several times, and a batch of them across the bus took 80 us where
-  // its members alone took 12.
+  // skips both copies.
   const int64_t member_bytes = l.in_stride + l.out;
-  const bool zero_copy = jobs.front().variant->zero_copy &&
-                         member_bytes <= zero_copy_limits.member_bytes &&
-                         live * member_bytes <= zero_copy_limits.batch_bytes;
+  const bool zero_copy = jobs.front().variant->zero_copy && member_bytes <= zero_copy_bytes;
   const char* inputs = zero_copy ? up : dev;
   char* outputs = zero_copy ? down : dev + l.outputs_at(live);
   // Member j's buffers in the staging; a batched form needs no workspace.
@@ -233,13 +229,13 @@ absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
 
 std::vector<absl::StatusOr<StageTimes>> ExecuteSmallBatches(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, int capacity,
-    Slot& slot, HostCopyPool& copier, ZeroCopyLimits zero_copy, DeviceHealth& health) {
+    Slot& slot, HostCopyPool& copier, int64_t zero_copy_bytes, DeviceHealth& health) {
   std::vector<absl::StatusOr<StageTimes>> results;
   results.reserve(jobs.size());
   for (size_t start = 0; start < jobs.size(); start += size_t(capacity)) {
     const size_t n = std::min(jobs.size() - start, size_t(capacity));
-    auto group =
-        ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), slot, copier, zero_copy);
+    auto group = ExecuteSmallBatch(jobs.subspan(start, n), stops.subspan(start, n), slot, copier,
+                                   zero_copy_bytes);
     if (!group.ok()) {
       const absl::Status s = health.AfterError(group.status());
       for (size_t i = 0; i < n; ++i) results.push_back(s);

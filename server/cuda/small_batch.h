@@ -29,29 +29,21 @@ namespace gpucompute::server::cuda {
 // not gather.
 int SmallBatchCapacity(const ComputeJob& job, int max_branches);
 
-// Host bytes up to which a zero-copy variant reads and writes pinned host
-// memory instead of copying: one member's inputs and result
-// (`--zero_copy_bytes`, as a request alone), and all the batch's members'
-// (`--zero_copy_batch_bytes`).
-struct ZeroCopyLimits {
-  int64_t member_bytes = 0;
-  int64_t batch_bytes = 0;
-};
-
 // Runs `jobs` (at most SmallBatchCapacity of the first, all of its shape
 // and variant) on `slot`; a zero-copy variant reads and writes host memory
-// when the members it runs fit `zero_copy`. One result per job: a job
-// stopped before its kernel, or whose launch fails, ends alone. An error of
-// the batch's own copies or wait is returned for all.
+// when one job's inputs and result are at most `zero_copy_bytes`, as a
+// request alone does. One result per job: a job stopped before its kernel,
+// or whose launch fails, ends alone. An error of the batch's own copies or
+// wait is returned for all.
 absl::StatusOr<std::vector<absl::StatusOr<StageTimes>>> ExecuteSmallBatch(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, Slot& slot,
-    HostCopyPool& copier, ZeroCopyLimits zero_copy);
+    HostCopyPool& copier, int64_t zero_copy_bytes);
 
 // Runs `jobs` in groups of at most `capacity` (SmallBatchCapacity of the
 // first) on `slot`, one result per job; errors go through `health`, which
 // takes the device out of service after a fatal one.
 std::vector<absl::StatusOr<StageTimes>> ExecuteSmallBatches(
     absl::Span<const ComputeJob> jobs, absl::Span<const StopRequested> stops, int capacity,
-    Slot& slot, HostCopyPool& copier, ZeroCopyLimits zero_copy, DeviceHealth& health);
+    Slot& slot, HostCopyPool& copier, int64_t zero_copy_bytes, DeviceHealth& health);
 
 }  // namespace gpucompute::server::cuda

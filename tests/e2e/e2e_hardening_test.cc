@@ -118,7 +118,6 @@ TEST(ServerCommandLine, AValuePastAFlagsBoundStopsStartUpNamingTheFlagAndTheValu
       {"--grpc_queues=-1", "--grpc_queues: must be 0 to 256, got -1"},
       {"--batch_branches=65", "--batch_branches: must be 1 to 64, got 65"},
       {"--zero_copy_bytes=1048577", "--zero_copy_bytes: must be 0 to 1048576, got 1048577"},
-      {"--zero_copy_batch_bytes=-1", "--zero_copy_batch_bytes: must be 0 to 1073741824, got -1"},
       {"--device_memory_fraction=0",
        "--device_memory_fraction: must be above 0 and at most 1, got 0"},
       {"--devices=first", "--devices: \"first\" is not a GPU index"},
