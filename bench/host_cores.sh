@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Where a host's cores go while small requests run at c=64 over 8
+# connections: the whole host's busy cores, the server's and the load
+# test's, each by thread name, for the floors and the op rows alike (the
+# echo floor is served in the load test's process, so its row shows that
+# process's threads doing both ends). It tells a host whose every core is
+# busy, where any CPU the server saves is a rate gained, from one with
+# cores to spare, where the rate is held by something that serializes.
+# Every log goes to OUT_DIR; a table per server is printed last.
+#   bench/host_cores.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...
+# BIN_DIR holds gpucompute-loadtest. Each server listens on
+# 127.0.0.1:50051 in turn; each row runs 5 s and is sampled for 2 s of it
+# (/proc, no perf needed).
+set -u
+usage="usage: host_cores.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]..."
+bin=${1:?$usage}
+out=${2:?$usage}
+shift 2
+mkdir -p "$out"
+. "$(dirname "$0")/server_spec.sh"
+summary=$out/summary.txt
+: > "$summary"
+
+# Busy cores over SECONDS: the host's, then each PID's by thread name
+# (digits dropped, so worker0.3 and worker0.5 count together), one line
+# each: "host 11.8 of 16", "PID 6.12 nexting_thread=5.70 worker=0.31 ...".
+sample() {
+  python3 - "$@" <<'PY'
+import os, re, sys, time
+seconds, pids = float(sys.argv[1]), sys.argv[2:]
+tick = os.sysconf("SC_CLK_TCK")
+def host():
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = f[3] + f[4]  # idle, iowait
+    return sum(f[:8]) - idle  # user nice system idle iowait irq softirq steal
+def threads(pid):
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            s = open(f"/proc/{pid}/task/{tid}/stat").read()
+        except OSError:
+            continue
+        name = s[s.index("(") + 1:s.rindex(")")]
+        fields = s[s.rindex(")") + 2:].split()
+        out[tid] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
+    return out
+h0, t0 = host(), {p: threads(p) for p in pids}
+time.sleep(seconds)
+h1, t1 = host(), {p: threads(p) for p in pids}
+print(f"host {(h1 - h0) / tick / seconds:.2f} of {os.cpu_count()}")
+for p in pids:
+    groups = {}
+    for tid, (name, ticks) in t1[p].items():
+        before = t0[p].get(tid, (name, 0))[1]
+        key = re.sub(r"[0-9.]+$", "", name) or name
+        groups[key] = groups.get(key, 0.0) + (ticks - before) / tick / seconds
+    total = sum(groups.values())
+    parts = " ".join(f"{k}={v:.2f}" for k, v in sorted(groups.items(), key=lambda kv: -kv[1])
+                     if v >= 0.01)
+    print(f"{p} {total:.2f} {parts}")
+PY
+}
+
+# One row: the load test with ARGS, sampled from 2 s to 4 s; prints
+# "NAME req/s host server-cores load-cores" and the thread groups.
+row() {
+  local name=$1 row_name=$2
+  shift 2
+  local log=$out/${label}_$name
+  "$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --progress=never --warmup=0.5s \
+    --window=0.5s --max_time=5s --stable_windows=100 --connections=8 --concurrency=64 \
+    "$@" > "$log.log" 2>&1 &
+  local load=$!
+  sleep 2
+  sample 2 "$server" "$load" > "$log.cores" 2>&1
+  wait $load
+  # The row's req/s: column 4, or 5 after a "[tensor]" placement column.
+  local rps
+  rps=$(awk -v r="$row_name" '$1 == r && ($2 == "c=64" || $3 == "c=64") {
+    print ($2 == "[tensor]") ? $5 : $4; exit }' "$log.log")
+  awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" '
+    $1 == "host" { host = $2; cores = $4 }
+    $1 == s { srv = $2; sg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", sg) }
+    $1 == l { ld = $2; lg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", lg) }
+    END {
+      if (rps <= 0) { printf "%-10s no result (see %s)\n", n, FILENAME; exit }
+      printf "%-10s %8.1fk %6.2f of %-3s %6.2f %6.2f %7.1f %7.1f\n", n, rps / 1000, host, cores,
+        srv, ld, srv * 1e6 / rps, host * 1e6 / rps
+      printf "%-10s   server: %s\n%-10s   load test: %s\n", "", sg, "", lg
+    }' "$log.cores"
+}
+
+for spec in "$@"; do
+  start_server "$spec" "$out/${spec%%=*}.server.log"
+  {
+    echo "$label: cores busy while each row runs at c=64 over 8 connections"
+    printf "%-10s %9s %13s %6s %6s %7s %7s\n" row req/s host server load \
+      "srv us" "host us"
+    row health grpc_health --op=transpose --shape=1x1 --variants=auto --baseline=grpc
+    row transpose auto --op=transpose --shape=1x1 --variants=auto
+    row echo grpc_echo --op=matmul --shape=64x64x64 --variants=auto --baseline=echo
+    row matmul auto --op=matmul --shape=64x64x64 --variants=auto
+    row kept auto --op=matmul --shape=64x64x64 --variants=auto --placement=tensor
+    echo "(srv us, host us: the server's and the whole host's CPU per request)"
+  } | tee -a "$summary"
+  kill -TERM "$server"
+  wait "$server"
+done
