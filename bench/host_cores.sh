@@ -8,9 +8,10 @@
 # cores to spare, where the rate is held by something that serializes.
 # Every log goes to OUT_DIR; a table per server is printed last.
 #   bench/host_cores.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...
-# BIN_DIR holds gpucompute-loadtest. Each server listens on
-# 127.0.0.1:50051 in turn; each row runs 5 s and is sampled for 2 s of it
-# (/proc, no perf needed).
+# BIN_DIR holds gpucompute-loadtest. Each server listens on LISTEN
+# (127.0.0.1:50051 unless set; port 0 takes a free one) in turn. Each row
+# runs ROW_SECONDS (5) and is sampled from 2/5 of it for 2/5 of it (/proc,
+# no perf needed).
 set -u
 usage="usage: host_cores.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
@@ -20,6 +21,9 @@ mkdir -p "$out"
 . "$(dirname "$0")/server_spec.sh"
 summary=$out/summary.txt
 : > "$summary"
+row_seconds=${ROW_SECONDS:-5}
+sample_at=$(awk -v s="$row_seconds" 'BEGIN { print s * 0.4 }')
+window=$(awk -v s="$row_seconds" 'BEGIN { print s / 10 }')
 
 # Busy cores over SECONDS: the host's, then each PID's by thread name
 # (digits dropped, so worker0.3 and worker0.5 count together), one line
@@ -35,7 +39,11 @@ def host():
     return sum(f[:8]) - idle  # user nice system idle iowait irq softirq steal
 def threads(pid):
     out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # the process has ended
+        return out
+    for tid in tids:
         try:
             s = open(f"/proc/{pid}/task/{tid}/stat").read()
         except OSError:
@@ -61,18 +69,18 @@ for p in pids:
 PY
 }
 
-# One row: the load test with ARGS, sampled from 2 s to 4 s; prints
+# One row: the load test with ARGS, sampled as said above; prints
 # "NAME req/s host server-cores load-cores" and the thread groups.
 row() {
   local name=$1 row_name=$2
   shift 2
   local log=$out/${label}_$name
-  "$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --progress=never --warmup=0.5s \
-    --window=0.5s --max_time=5s --stable_windows=100 --connections=8 --concurrency=64 \
-    "$@" > "$log.log" 2>&1 &
+  "$bin/gpucompute-loadtest" --server="$target" --progress=never --warmup="${sample_at}s" \
+    --window="${window}s" --max_time="${row_seconds}s" --stable_windows=100 --connections=8 \
+    --concurrency=64 "$@" > "$log.log" 2>&1 &
   local load=$!
-  sleep 2
-  sample 2 "$server" "$load" > "$log.cores" 2>&1
+  sleep "$sample_at"
+  sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
   wait $load
   # The row's req/s: column 4, or 5 after a "[tensor]" placement column.
   local rps
@@ -90,8 +98,16 @@ row() {
     }' "$log.cores"
 }
 
+status=0
 for spec in "$@"; do
   start_server "$spec" "$out/${spec%%=*}.server.log"
+  if [ -z "$target" ]; then
+    echo "host_cores.sh: $label is not serving (see $out/$label.server.log)" | tee -a "$summary"
+    kill -TERM "$server" 2> /dev/null
+    wait "$server"
+    status=1
+    continue
+  fi
   {
     echo "$label: cores busy while each row runs at c=64 over 8 connections"
     printf "%-10s %9s %13s %6s %6s %7s %7s\n" row req/s host server load \
@@ -106,3 +122,4 @@ for spec in "$@"; do
   kill -TERM "$server"
   wait "$server"
 done
+exit $status

@@ -20,6 +20,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -771,6 +773,55 @@ TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
   r = testing::RunCommand(absl::StrCat("DELAYS=0 ", binaries, " --no_such_flag"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--batch_delay_us=0 is not serving"), std::string::npos) << r.output;
+  std::filesystem::remove_all(out);
+}
+
+// bench/host_cores.sh end to end on the CPU backend: each row's rate and
+// the busy cores read from /proc, and a server that does not start fails
+// the script.
+TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
+  const std::filesystem::path script =
+      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "bench" /
+      "host_cores.sh";
+  if (!std::filesystem::exists(script)) GTEST_SKIP() << script << " not found";
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / absl::StrCat("loadtest_host_cores_", getpid());
+  const std::string bin_dir =
+      std::filesystem::path(GPUCOMPUTE_LOADTEST_PATH).parent_path().string();
+  const std::string command = absl::StrCat("LISTEN=127.0.0.1:0 ROW_SECONDS=2 ", script.string(),
+                                           " ", bin_dir, " ", out.string());
+  RunResult r =
+      testing::RunCommand(absl::StrCat(command, " cpu=", GPUCOMPUTE_SERVER_PATH, ":--backend=cpu"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(r.output, '\n')) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 9 || f[3] != "of") continue;
+    SCOPED_TRACE(line);
+    ++rows;
+    // A rate in thousands, then busy cores: the host's, the server's, the
+    // load test's. The echo's server is the load test itself.
+    EXPECT_TRUE(absl::EndsWith(f[1], "k"));
+    double rate = 0, host = 0, server = 0, load = 0;
+    EXPECT_TRUE(absl::SimpleAtod(f[1].substr(0, f[1].size() - 1), &rate));
+    EXPECT_TRUE(absl::SimpleAtod(f[2], &host));
+    EXPECT_TRUE(absl::SimpleAtod(f[5], &server));
+    EXPECT_TRUE(absl::SimpleAtod(f[6], &load));
+    EXPECT_GT(rate, 0);
+    EXPECT_GT(host, 0);
+    EXPECT_GT(load, 0);
+    if (f[0] == "echo") {
+      EXPECT_LT(server, 0.1);
+    } else {
+      EXPECT_GT(server, 0);
+    }
+  }
+  EXPECT_EQ(rows, 5) << r.output;  // health, transpose, echo, matmul, kept
+
+  r = testing::RunCommand(
+      absl::StrCat(command, " 'bad=", GPUCOMPUTE_SERVER_PATH, ":--backend=cpu --no_such_flag'"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("host_cores.sh: bad is not serving"), std::string::npos) << r.output;
   std::filesystem::remove_all(out);
 }
 
