@@ -37,10 +37,8 @@ row() {
   sleep 2  # past the warm-up and the first windows
   "$perf" stat -x, -e task-clock,context-switches -p "$server" -- sleep 2 2> "$log.stat"
   wait $load
-  # The row's req/s: column 4, or 5 after a "[tensor]" placement column.
   local rps ms switches
-  rps=$(awk -v c="c=$concurrency" '$1 == "auto" && ($2 == c || $3 == c) {
-    print ($2 == "[tensor]") ? $5 : $4; exit }' "$log.log")
+  rps=$(row_rate "$log.log" auto "c=$concurrency")
   ms=$(awk -F, '$3 == "task-clock" { print $1 }' "$log.stat")
   switches=$(awk -F, '$3 == "context-switches" { print $1 }' "$log.stat")
   awk -v l="$label" -v r="$round" -v n="$name" -v rps="${rps:-0}" -v ms="${ms:-0}" \

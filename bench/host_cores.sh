@@ -82,10 +82,8 @@ row() {
   sleep "$sample_at"
   sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
   wait $load
-  # The row's req/s: column 4, or 5 after a "[tensor]" placement column.
   local rps
-  rps=$(awk -v r="$row_name" '$1 == r && ($2 == "c=64" || $3 == "c=64") {
-    print ($2 == "[tensor]") ? $5 : $4; exit }' "$log.log")
+  rps=$(row_rate "$log.log" "$row_name" c=64)
   awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" '
     $1 == "host" { host = $2; cores = $4 }
     $1 == s { srv = $2; sg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", sg) }

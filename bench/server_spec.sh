@@ -9,6 +9,9 @@
 # With SERVER_CPUS set (a taskset list such as 0-7) the server runs on
 # those cores only, so that a load test kept to the others (CLIENT_CPUS,
 # where a script supports it) does not share cores with it.
+#   row_rate LOG ROW LOAD
+# prints the req/s of row ROW (a variant or baseline name) at LOAD (c=64)
+# in a load test's LOG, nothing where it has none.
 start_server() {
   local spec=$1 log=$2
   label=${spec%%=*}
@@ -27,4 +30,10 @@ start_server() {
     sleep 0.5
   done
   target=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$log" | head -n 1)
+}
+
+row_rate() {
+  # Column 4, or 5 after a "[tensor]" placement column.
+  awk -v r="$2" -v c="$3" '$1 == r && ($2 == c || $3 == c) {
+    print ($2 == "[tensor]") ? $5 : $4; exit }' "$1"
 }

@@ -726,12 +726,15 @@ TEST_F(LoadtestBinaryTest, LabelledRunsMergeIntoOneReport) {
   EXPECT_NE(bad.output.find("--label:"), std::string::npos) << bad.output;
 }
 
+// A script of the source tree's bench/, which the tests below run.
+std::filesystem::path BenchScript(const char* name) {
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "bench" / name;
+}
+
 // bench/batching_sweep.sh end to end on the CPU backend: a server per
 // --batch_delay_us, a labelled run against each, all merged into one HTML.
 TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
-  const std::filesystem::path script =
-      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "bench" /
-      "batching_sweep.sh";
+  const std::filesystem::path script = BenchScript("batching_sweep.sh");
   if (!std::filesystem::exists(script)) GTEST_SKIP() << script << " not found";
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() / absl::StrCat("loadtest_batching_sweep_", getpid());
@@ -780,9 +783,7 @@ TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
 // the busy cores read from /proc, and a server that does not start fails
 // the script.
 TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
-  const std::filesystem::path script =
-      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "bench" /
-      "host_cores.sh";
+  const std::filesystem::path script = BenchScript("host_cores.sh");
   if (!std::filesystem::exists(script)) GTEST_SKIP() << script << " not found";
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() / absl::StrCat("loadtest_host_cores_", getpid());
