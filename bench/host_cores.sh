@@ -11,7 +11,13 @@
 # BIN_DIR holds gpucompute-loadtest. Each server listens on LISTEN
 # (127.0.0.1:50051 unless set; port 0 takes a free one) in turn. Each row
 # runs ROW_SECONDS (5) and is sampled from 2/5 of it for 2/5 of it (/proc,
-# no perf needed).
+# no perf needed). CONNECTIONS (8) sets the rows' connections: a row held by
+# what one connection serializes moves with it, one held by the host's or
+# a process's cores does not.
+# Each row also gives a call's mean latency and the part of it the server
+# measured from the call's arrival to its answer: in a closed loop the rate
+# is the calls in flight over the latency, so the two say whether the
+# server's own time or the transport around it holds a row.
 set -u
 usage="usage: host_cores.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
@@ -22,6 +28,7 @@ mkdir -p "$out"
 summary=$out/summary.txt
 : > "$summary"
 row_seconds=${ROW_SECONDS:-5}
+connections=${CONNECTIONS:-8}
 sample_at=$(awk -v s="$row_seconds" 'BEGIN { print s * 0.4 }')
 window=$(awk -v s="$row_seconds" 'BEGIN { print s / 10 }')
 
@@ -69,29 +76,48 @@ for p in pids:
 PY
 }
 
+# "MEAN SERVER" microseconds of row ROW at LOAD in a load test's LOG: the
+# mean latency and the server's own time ("-" for a floor, which reports
+# none).
+row_times() {
+  awk -v r="$2" -v c="$3" '
+    function us(v, unit) { return unit == "ms" ? v * 1000 : unit == "s" ? v * 1e6 : v }
+    $1 == r && ($2 == c || $3 == c) {
+      k = ($2 == "[tensor]") ? 1 : 0
+      for (i = 1; i <= NF; ++i) if ($i == "|") break
+      srv = ($(i + 9) ~ /^[0-9.]+$/) ? sprintf("%.0f", us($(i + 9), $(i + 10))) : "-"
+      printf "%.0f %s\n", us($(6 + k), $(7 + k)), srv
+      exit
+    }' "$1"
+}
+
 # One row: the load test with ARGS, sampled as said above; prints
-# "NAME req/s host server-cores load-cores" and the thread groups.
+# "NAME req/s host server-cores load-cores srv-us host-us mean-us in-server-us"
+# and the thread groups.
 row() {
   local name=$1 row_name=$2
   shift 2
   local log=$out/${label}_$name
   "$bin/gpucompute-loadtest" --server="$target" --progress=never --warmup="${sample_at}s" \
-    --window="${window}s" --max_time="${row_seconds}s" --stable_windows=100 --connections=8 \
+    --window="${window}s" --max_time="${row_seconds}s" --stable_windows=100 \
+    --connections="$connections" \
     --concurrency=64 "$@" > "$log.log" 2>&1 &
   local load=$!
   sleep "$sample_at"
   sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
   wait $load
-  local rps
+  local rps times
   rps=$(row_rate "$log.log" "$row_name" c=64)
-  awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" '
+  times=$(row_times "$log.log" "$row_name" c=64)
+  awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" -v t="${times:-- -}" '
     $1 == "host" { host = $2; cores = $4 }
     $1 == s { srv = $2; sg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", sg) }
     $1 == l { ld = $2; lg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", lg) }
     END {
       if (rps <= 0) { printf "%-10s no result (see %s)\n", n, FILENAME; exit }
-      printf "%-10s %8.1fk %6.2f of %-3s %6.2f %6.2f %7.1f %7.1f\n", n, rps / 1000, host, cores,
-        srv, ld, srv * 1e6 / rps, host * 1e6 / rps
+      split(t, lat, " ")
+      printf "%-10s %8.1fk %6.2f of %-3s %6.2f %6.2f %7.1f %7.1f %7s %7s\n", n, rps / 1000, host,
+        cores, srv, ld, srv * 1e6 / rps, host * 1e6 / rps, lat[1], lat[2]
       printf "%-10s   server: %s\n%-10s   load test: %s\n", "", sg, "", lg
     }' "$log.cores"
 }
@@ -107,15 +133,16 @@ for spec in "$@"; do
     continue
   fi
   {
-    echo "$label: cores busy while each row runs at c=64 over 8 connections"
-    printf "%-10s %9s %13s %6s %6s %7s %7s\n" row req/s host server load \
-      "srv us" "host us"
+    echo "$label: cores busy while each row runs at c=64 over $connections connections"
+    printf "%-10s %9s %13s %6s %6s %7s %7s %7s %7s\n" row req/s host server load \
+      "srv us" "host us" mean "in srv"
     row health grpc_health --op=transpose --shape=1x1 --variants=auto --baseline=grpc
     row transpose auto --op=transpose --shape=1x1 --variants=auto
     row echo grpc_echo --op=matmul --shape=64x64x64 --variants=auto --baseline=echo
     row matmul auto --op=matmul --shape=64x64x64 --variants=auto
     row kept auto --op=matmul --shape=64x64x64 --variants=auto --placement=tensor
-    echo "(srv us, host us: the server's and the whole host's CPU per request)"
+    echo "(srv us, host us: the server's and the whole host's CPU per request;"
+    echo " mean, in srv: a call's mean latency and the server's own part of it, us)"
   } | tee -a "$summary"
   kill -TERM "$server"
   wait "$server"

@@ -779,8 +779,9 @@ TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
   std::filesystem::remove_all(out);
 }
 
-// bench/host_cores.sh end to end on the CPU backend: each row's rate and
-// the busy cores read from /proc, and a server that does not start fails
+// bench/host_cores.sh end to end on the CPU backend: each row's rate, the
+// busy cores read from /proc, the mean latency and the server's part of it,
+// over the connections asked for; and a server that does not start fails
 // the script.
 TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
   const std::filesystem::path script = BenchScript("host_cores.sh");
@@ -789,15 +790,16 @@ TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
       std::filesystem::temp_directory_path() / absl::StrCat("loadtest_host_cores_", getpid());
   const std::string bin_dir =
       std::filesystem::path(GPUCOMPUTE_LOADTEST_PATH).parent_path().string();
-  const std::string command = absl::StrCat("LISTEN=127.0.0.1:0 ROW_SECONDS=2 ", script.string(),
-                                           " ", bin_dir, " ", out.string());
+  const std::string command = absl::StrCat("LISTEN=127.0.0.1:0 ROW_SECONDS=2 CONNECTIONS=3 ",
+                                           script.string(), " ", bin_dir, " ", out.string());
   RunResult r =
       testing::RunCommand(absl::StrCat(command, " cpu=", GPUCOMPUTE_SERVER_PATH, ":--backend=cpu"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("at c=64 over 3 connections"), std::string::npos) << r.output;
   int rows = 0;
   for (absl::string_view line : absl::StrSplit(r.output, '\n')) {
     const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (f.size() < 9 || f[3] != "of") continue;
+    if (f.size() < 11 || f[3] != "of") continue;
     SCOPED_TRACE(line);
     ++rows;
     // A rate in thousands, then busy cores: the host's, the server's, the
@@ -815,6 +817,17 @@ TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
       EXPECT_LT(server, 0.1);
     } else {
       EXPECT_GT(server, 0);
+    }
+    // A call's mean latency; the server's part of it only where a server
+    // reports one (not the floors), and never more than the whole.
+    double mean = 0, in_server = 0;
+    EXPECT_TRUE(absl::SimpleAtod(f[9], &mean));
+    EXPECT_GT(mean, 0);
+    if (f[0] == "health" || f[0] == "echo") {
+      EXPECT_EQ(f[10], "-");
+    } else {
+      EXPECT_TRUE(absl::SimpleAtod(f[10], &in_server));
+      EXPECT_LE(in_server, mean);
     }
   }
   EXPECT_EQ(rows, 5) << r.output;  // health, transpose, echo, matmul, kept
