@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Small requests at c=64 on a GPU host: the rows of the small-request targets
 # beside the same run's floors, and what the server spends per request while
-# a 1x1 Transpose runs over 8 connections: cores busy and context switches
+# one row runs (a 1x1 Transpose over 8 connections unless PROFILE_ROW and
+# CONNECTIONS say otherwise): cores busy and context switches
 # and futex calls per request (perf stat), on-CPU time per thread and per
 # function (perf record), where threads go to sleep (sched_switch call
 # chains: the off-CPU picture), and whose locks the futex calls are
@@ -13,6 +14,11 @@
 # BIN_DIR holds gpucompute-loadtest and, where it is on the machine, perf
 # (PERF overrides; without perf, only the rows run). Each server listens on
 # 127.0.0.1:50051 in turn.
+# PROFILE_ROW picks the profiled row: transpose (the 1x1 Transpose, the
+# default), matmul (the 64^3 MatMul inline) or kept (the same on resident
+# operands, its output kept); CONNECTIONS (8) its connections and those of
+# the rows' many-connection runs, so that one row can be profiled over 8
+# connections and over 16 to see what a connection serializes.
 set -u
 bin=${1:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
 out=${2:?usage: small_request_profile.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]...}
@@ -22,6 +28,16 @@ mkdir -p "$out"
 perf=${PERF:-$bin/perf}
 summary=$out/summary.txt
 : > "$summary"
+conns_many=${CONNECTIONS:-8}
+case ${PROFILE_ROW:-transpose} in
+  transpose) profiled=(--op=transpose --shape=1x1) ;;
+  matmul) profiled=(--op=matmul --shape=64x64x64) ;;
+  kept) profiled=(--op=matmul --shape=64x64x64 --placement=tensor) ;;
+  *)
+    echo "small_request_profile.sh: PROFILE_ROW is transpose, matmul or kept, not $PROFILE_ROW" >&2
+    exit 2
+    ;;
+esac
 lt=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
   --max_time=4s)
 
@@ -29,10 +45,10 @@ for spec in "$@"; do
   start_server "$spec" "$out/server_${spec%%=*}.log"
   log=$out/rows_$label.log
 
-  # The rows, over 1 and 8 connections, beside the health Check,
-  # ListTensors and a gRPC echo of the MatMul's own bytes; the resident
-  # MatMul keeps its output.
-  for conns in 1 8; do
+  # The rows, over 1 and 8 (CONNECTIONS) connections, beside the health
+  # Check, ListTensors and a gRPC echo of the MatMul's own bytes; the
+  # resident MatMul keeps its output.
+  for conns in 1 "$conns_many"; do
     "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=$conns \
       --baseline=grpc,service >> "$log" 2>&1
     "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=1,8,64 \
@@ -41,9 +57,9 @@ for spec in "$@"; do
   "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=1 --baseline=grpc \
     >> "$log" 2>&1
 
-  # The profile: a 1x1 Transpose at c=64 over 8 connections for 11 s.
+  # The profile: the PROFILE_ROW at c=64 over CONNECTIONS for 11 s.
   if [ -x "$perf" ]; then
-    "${lt[@]}" --op=transpose --shape=1x1 --variants=auto --concurrency=64 --connections=8 \
+    "${lt[@]}" "${profiled[@]}" --variants=auto --concurrency=64 --connections="$conns_many" \
       --max_time=11s --stable_windows=100 > "$out/profiled_$label.log" 2>&1 &
     load=$!
     sleep 1.5
