@@ -148,7 +148,7 @@ class DriverThreads : public Driver {
 // completion wakes the very thread that issues the next call: no hand-off
 // between gRPC's threads and the load generator's (at concurrency 1, one
 // thread does it all). The calls are spread over one thread per core (or per
-// channel, if more), each thread on one channel.
+// channel, if more; or --load_threads), each thread on one channel.
 class ClosedLoop final : public DriverThreads {
  public:
   ClosedLoop(const Channels& channels, const PreparedCall* call, CallSettings settings,
@@ -159,8 +159,10 @@ class ClosedLoop final : public DriverThreads {
         concurrency_(concurrency) {}
 
   void Start(Recorder* recorder) override {
-    const int wanted = std::max(static_cast<int>(std::thread::hardware_concurrency()),
-                                static_cast<int>(stubs_.size()));
+    const int wanted = settings_.load_threads > 0
+                           ? settings_.load_threads
+                           : std::max(static_cast<int>(std::thread::hardware_concurrency()),
+                                      static_cast<int>(stubs_.size()));
     const int threads = std::clamp(wanted, 1, concurrency_);
     StartThreads(threads, [this, recorder, threads](int t) {
       const int share = concurrency_ / threads + (t < concurrency_ % threads ? 1 : 0);

@@ -102,6 +102,12 @@ ABSL_FLAG(bool, busy_poll, false,
           "closed loop (--concurrency): each load thread polls its completion queue without "
           "sleeping while its calls are in flight (one busy core per thread), so the latency "
           "rows leave out the client's own wake-up; compare rows with and without");
+ABSL_FLAG(int32_t, load_threads, 0,
+          "closed loop (--concurrency): threads that issue the calls, each with its own "
+          "completion queue on one channel (thread t on channel t mod --connections), the calls "
+          "in flight shared among them (fewer threads than channels leave channels idle); 0: one "
+          "per core, and at least one per channel. E.g. as many as --connections, so that no two "
+          "threads share a connection (0 to 4096)");
 ABSL_FLAG(std::string, lb, "",
           "round_robin: spread requests over every address a dns:/// target resolves to");
 ABSL_FLAG(std::string, connections, "1",

@@ -45,5 +45,6 @@ ABSL_DECLARE_FLAG(bool, tls);
 ABSL_DECLARE_FLAG(std::string, token_file);
 ABSL_DECLARE_FLAG(bool, grpc_defaults);
 ABSL_DECLARE_FLAG(bool, busy_poll);
+ABSL_DECLARE_FLAG(int32_t, load_threads);
 ABSL_DECLARE_FLAG(std::string, lb);
 ABSL_DECLARE_FLAG(std::string, connections);

@@ -188,6 +188,9 @@ struct CallSettings {
   absl::Duration deadline = absl::Seconds(60);
   std::string authorization;  // "Bearer <token>", or empty
   bool busy_poll = false;
+  // Closed loop: threads that issue the calls; 0: one per core, at least
+  // one per channel.
+  int load_threads = 0;
 };
 
 // Channels to the server, each with its own connection when more than one;

@@ -72,6 +72,7 @@ constexpr absl::Duration kLongestDuration = absl::Hours(24);
 // Most requests an open-loop row keeps in flight, and windows to agree.
 constexpr int32_t kMaxOutstanding = 1000000;
 constexpr int32_t kMaxStableWindows = 1000000;
+constexpr int32_t kMaxLoadThreads = 4096;
 
 // The measurement, call and open-loop flags, each within its bounds.
 absl::Status CheckMeasureFlags() {
@@ -105,6 +106,8 @@ absl::Status CheckMeasureFlags() {
                                   kMaxStableWindows),
            common::CheckFlagRange("max_outstanding", absl::GetFlag(FLAGS_max_outstanding), 1,
                                   kMaxOutstanding),
+           common::CheckFlagRange("load_threads", absl::GetFlag(FLAGS_load_threads), 0,
+                                  kMaxLoadThreads),
        }) {
     if (!s.ok()) return s;
   }
@@ -333,6 +336,7 @@ CallSettings CallSettingsFromFlags(const Client& client) {
   settings.deadline = absl::GetFlag(FLAGS_deadline);
   settings.authorization = client.authorization();
   settings.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  settings.load_threads = absl::GetFlag(FLAGS_load_threads);
   return settings;
 }
 

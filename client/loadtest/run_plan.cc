@@ -92,6 +92,10 @@ RunInfo DescribeRun(const RunOptions& run, const ClientOptions& options, const v
       options.large_message_transport ? "client transport sized for large messages"
                                       : "client transport: gRPC defaults");
   if (call_settings.busy_poll) described.settings += "; busy-polling client";
+  if (call_settings.load_threads > 0) {
+    absl::StrAppend(&described.settings, "; ", call_settings.load_threads, " load thread",
+                    call_settings.load_threads == 1 ? "" : "s");
+  }
 
   std::printf("gpucompute-loadtest: %s %s %s (%s%s) against %s (%s, %s backend, %s)\n",
               described.op.c_str(), described.shape.c_str(), described.dtype.c_str(),

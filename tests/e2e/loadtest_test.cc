@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -995,6 +996,52 @@ TEST_F(LoadtestBinaryTest, BusyPollingClientAnswersTheSameRows) {
     EXPECT_GT(row.requests(), 0) << row.variant();
     EXPECT_TRUE(row.errors().empty()) << row.variant();
   }
+}
+
+// --load_threads: one thread issues every call of a closed-loop row on its
+// one channel, so the server sees every MatMul come from one peer, where
+// the default (a thread per core, at least one per channel) uses all three
+// connections; the report names the count, and a count out of range is
+// refused naming the flag.
+TEST(LoadtestLoadThreads, OneThreadIssuesEveryCallOnOneConnection) {
+  const std::string log =
+      (std::filesystem::temp_directory_path() / absl::StrCat("loadtest_access_", getpid(), ".log"))
+          .string();
+  testing::ServerProcess server(GPUCOMPUTE_SERVER_PATH,
+                                {"--backend=cpu", "--metrics_listen=", "--access_log=" + log});
+  ASSERT_TRUE(server.started());
+  size_t read_up_to = 0;
+  // The peers of the MatMuls logged since the last look.
+  auto matmul_peers = [&] {
+    const std::string text = ReadFile(log);
+    std::set<std::string> peers;
+    for (absl::string_view line :
+         absl::StrSplit(absl::string_view(text).substr(read_up_to), '\n', absl::SkipEmpty())) {
+      const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (f.size() > 2 && f[2] == "matmul") peers.insert(std::string(f[1]));
+    }
+    read_up_to = text.size();
+    return peers;
+  };
+  const std::string row = absl::StrCat(
+      "--server=", server.target(),
+      " --op=matmul --shape=8x8x8 --concurrency=6 --connections=3 --warmup=0.1s --window=0.3s",
+      " --min_requests=5 --stable_windows=1 --max_time=2s --progress=never");
+  RunResult r = RunLoadtest(absl::StrCat(row, " --load_threads=1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("; 1 load thread"), std::string::npos) << r.output;
+  EXPECT_EQ(matmul_peers().size(), 1u) << ReadFile(log);
+
+  r = RunLoadtest(row);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("load thread"), std::string::npos) << r.output;
+  EXPECT_EQ(matmul_peers().size(), 3u) << ReadFile(log);
+
+  r = RunLoadtest(absl::StrCat(row, " --load_threads=5000"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--load_threads: must be 0 to 4096, got 5000"), std::string::npos)
+      << r.output;
+  std::filesystem::remove(log);
 }
 
 // --placement=shm: operands and output in one registered region, beside
