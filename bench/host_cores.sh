@@ -13,7 +13,8 @@
 # runs ROW_SECONDS (5) and is sampled from 2/5 of it for 2/5 of it (/proc,
 # no perf needed). CONNECTIONS (8) sets the rows' connections: a row held by
 # what one connection serializes moves with it, one held by the host's or
-# a process's cores does not.
+# a process's cores does not. LOAD_THREADS, where set, is the load test's
+# --load_threads (e.g. as many as CONNECTIONS: one thread per connection).
 # Each row also gives a call's mean latency and the part of it the server
 # measured from the call's arrival to its answer: in a closed loop the rate
 # is the calls in flight over the latency, so the two say whether the
@@ -29,6 +30,8 @@ summary=$out/summary.txt
 : > "$summary"
 row_seconds=${ROW_SECONDS:-5}
 connections=${CONNECTIONS:-8}
+load_threads=()
+[ -n "${LOAD_THREADS:-}" ] && load_threads=(--load_threads="$LOAD_THREADS")
 sample_at=$(awk -v s="$row_seconds" 'BEGIN { print s * 0.4 }')
 window=$(awk -v s="$row_seconds" 'BEGIN { print s / 10 }')
 
@@ -100,8 +103,7 @@ row() {
   local log=$out/${label}_$name
   "$bin/gpucompute-loadtest" --server="$target" --progress=never --warmup="${sample_at}s" \
     --window="${window}s" --max_time="${row_seconds}s" --stable_windows=100 \
-    --connections="$connections" \
-    --concurrency=64 "$@" > "$log.log" 2>&1 &
+    --connections="$connections" "${load_threads[@]}" --concurrency=64 "$@" > "$log.log" 2>&1 &
   local load=$!
   sleep "$sample_at"
   sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
@@ -133,7 +135,7 @@ for spec in "$@"; do
     continue
   fi
   {
-    echo "$label: cores busy while each row runs at c=64 over $connections connections"
+    echo "$label: cores busy while each row runs at c=64 over $connections connections${LOAD_THREADS:+, $LOAD_THREADS load threads}"
     printf "%-10s %9s %13s %6s %6s %7s %7s %7s %7s\n" row req/s host server load \
       "srv us" "host us" mean "in srv"
     row health grpc_health --op=transpose --shape=1x1 --variants=auto --baseline=grpc

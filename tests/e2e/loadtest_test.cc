@@ -782,8 +782,8 @@ TEST(LoadtestBatchingSweep, RunsEachDelayAndMergesTheRuns) {
 
 // bench/host_cores.sh end to end on the CPU backend: each row's rate, the
 // busy cores read from /proc, the mean latency and the server's part of it,
-// over the connections asked for; and a server that does not start fails
-// the script.
+// over the connections and load threads asked for; and a server that does
+// not start fails the script.
 TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
   const std::filesystem::path script = BenchScript("host_cores.sh");
   if (!std::filesystem::exists(script)) GTEST_SKIP() << script << " not found";
@@ -791,12 +791,16 @@ TEST(LoadtestHostCores, ReadsEachRowsCoresAndSaysWhenAServerDoesNotStart) {
       std::filesystem::temp_directory_path() / absl::StrCat("loadtest_host_cores_", getpid());
   const std::string bin_dir =
       std::filesystem::path(GPUCOMPUTE_LOADTEST_PATH).parent_path().string();
-  const std::string command = absl::StrCat("LISTEN=127.0.0.1:0 ROW_SECONDS=2 CONNECTIONS=3 ",
-                                           script.string(), " ", bin_dir, " ", out.string());
+  const std::string command =
+      absl::StrCat("LISTEN=127.0.0.1:0 ROW_SECONDS=2 CONNECTIONS=3 LOAD_THREADS=3 ",
+                   script.string(), " ", bin_dir, " ", out.string());
   RunResult r =
       testing::RunCommand(absl::StrCat(command, " cpu=", GPUCOMPUTE_SERVER_PATH, ":--backend=cpu"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("at c=64 over 3 connections"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at c=64 over 3 connections, 3 load threads"), std::string::npos)
+      << r.output;
+  EXPECT_NE(ReadFile((out / "cpu_matmul.log").string()).find("; 3 load threads"),
+            std::string::npos);
   int rows = 0;
   for (absl::string_view line : absl::StrSplit(r.output, '\n')) {
     const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
