@@ -209,7 +209,7 @@ void Scheduler::RunSmallTasksHere(Lane& lane, std::optional<Task> task) {
   int ran = 0;
   if (task) {
     Entry entry{std::move(*task), absl::Now()};
-    RunEntry(lane, entry);
+    RunEntry(lane, entry, Runner::kSubmitter);
     ran = 1;
   }
   for (int round = 0;; ++round) {
@@ -227,24 +227,25 @@ void Scheduler::RunSmallTasksHere(Lane& lane, std::optional<Task> task) {
         return;
       }
     }
-    RunBatch(lane, batch);
+    RunBatch(lane, batch, Runner::kSubmitter);
     ran = int(batch.size());
   }
 }
 
-void Scheduler::RunEntry(Lane& lane, Entry& entry) {
+void Scheduler::RunEntry(Lane& lane, Entry& entry, Runner runner) {
   Task& task = entry.task;
   const absl::Time now = absl::Now();
   const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
   absl::Status status = NotWantedAnyMore(task, now, queue_us);
   if (status.ok()) status = task.run(*lane.device);
-  Respond(lane, task, status, queue_us);
+  Respond(lane, task, status, queue_us, runner);
 }
 
-void Scheduler::Respond(Lane& lane, Task& task, const absl::Status& status, int64_t queue_us) {
+void Scheduler::Respond(Lane& lane, Task& task, const absl::Status& status, int64_t queue_us,
+                        Runner runner) {
   // Only a queue as deep as the workers are many makes the hand-off pay: at
   // 8 requests in flight on 4 workers it cost more than it freed.
-  if (answer_threads_.empty() ||
+  if (answer_threads_.empty() || runner == Runner::kSubmitter ||
       lane.waiting.load(std::memory_order_relaxed) < lane.device->concurrency()) {
     Answer(task, status, lane.device, queue_us);
     return;
@@ -302,9 +303,9 @@ void Scheduler::GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share)
   lane.open = nullptr;
 }
 
-void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
+void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch, Runner runner) {
   if (batch.size() == 1) {
-    RunEntry(lane, batch.front());
+    RunEntry(lane, batch.front(), runner);
     return;
   }
   Device& device = *lane.device;
@@ -317,7 +318,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
   for (Entry& entry : batch) {
     const int64_t queue_us = absl::ToInt64Microseconds(now - entry.enqueued);
     if (absl::Status s = NotWantedAnyMore(entry.task, now, queue_us); !s.ok()) {
-      Respond(lane, entry.task, s, queue_us);
+      Respond(lane, entry.task, s, queue_us, runner);
     } else {
       live.push_back({&entry, queue_us});
     }
@@ -325,7 +326,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
   if (live.size() == 1) {
     Task& task = live.front().entry->task;
     const absl::Status status = task.run(device);
-    Respond(lane, task, status, live.front().queue_us);
+    Respond(lane, task, status, live.front().queue_us, runner);
     return;
   }
   std::vector<ComputeJob> jobs;
@@ -335,7 +336,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
     Task& task = m.entry->task;
     auto job = task.batch->prepare(device);
     if (!job.ok()) {
-      Respond(lane, task, job.status(), m.queue_us);
+      Respond(lane, task, job.status(), m.queue_us, runner);
       continue;
     }
     jobs.push_back(std::move(*job));
@@ -350,7 +351,7 @@ void Scheduler::RunBatch(Lane& lane, std::vector<Entry>& batch) {
         i < results.size() ? std::move(results[i])
                            : absl::InternalError("the device returned fewer results than jobs");
     const absl::Status status = task.batch->finish(std::move(result), int(jobs.size()));
-    Respond(lane, task, status, members[i].queue_us);
+    Respond(lane, task, status, members[i].queue_us, runner);
   }
 }
 
@@ -473,7 +474,7 @@ void Scheduler::WorkerLoop(Lane& lane) {
         GatherBatch(lane, batch, share);
       }
     }
-    RunBatch(lane, batch);
+    RunBatch(lane, batch, Runner::kWorker);
     absl::MutexLock lock(&lane.mu);
     lane.running -= int(batch.size());
     --lane.busy;

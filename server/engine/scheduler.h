@@ -118,6 +118,9 @@ class Scheduler {
     Task task;
     absl::Time enqueued;
   };
+  // Who runs a task: one of the device's workers, or the thread that
+  // submitted a small task (a gRPC thread), which answers its own.
+  enum class Runner { kWorker, kSubmitter };
   // A finished task whose answer waits for an answer thread.
   struct Answered {
     Task task;
@@ -203,7 +206,7 @@ class Scheduler {
   // delay has passed.
   void GatherBatch(Lane& lane, std::vector<Entry>& batch, size_t share)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
-  void RunBatch(Lane& lane, std::vector<Entry>& batch);
+  void RunBatch(Lane& lane, std::vector<Entry>& batch, Runner runner);
   // Submitting threads that may run small tasks on `lane` at once.
   int InlineLimit(const Lane& lane) const;
   // Whether a small task that may batch, past the inline limit, queues now
@@ -219,15 +222,18 @@ class Scheduler {
   // thread, with its batch mates when batching is on; false, and nothing
   // taken, otherwise.
   bool TakeSmallTasks(Lane& lane, std::vector<Entry>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
-  void RunEntry(Lane& lane, Entry& entry);
-  // Answers a task run on `lane`'s worker: on this thread unless at least as
-  // many tasks wait as the device has workers, else through an answer
-  // thread, so that the
-  // worker goes on with the next task while gRPC sends this one's answer
-  // (about a third of a small request's time on a worker: on an H200
-  // host, 4 workers answering their own tasks capped a 1x1 Transpose at
-  // about 60k/s).
-  void Respond(Lane& lane, Task& task, const absl::Status& status, int64_t queue_us);
+  void RunEntry(Lane& lane, Entry& entry, Runner runner);
+  // Answers a task run on `lane`: on this thread unless a worker ran it and
+  // at least as many tasks wait as the device has workers, else through an
+  // answer thread, so that the worker goes on with the next task while
+  // gRPC sends this one's answer (about a third of a small request's time
+  // on a worker: on an H200 host, 4 workers answering their own tasks
+  // capped a 1x1 Transpose at about 60k/s). A submitting thread answers
+  // its own: it is one of gRPC's, awake and holding the call, where a
+  // hand-off costs another thread's wake-up and gains little (on an H100,
+  // c=64 over 8 connections, no answer threads at all served the inline
+  // MatMuls 3% faster and the kept ones 7%, in each of 3 rounds).
+  void Respond(Lane& lane, Task& task, const absl::Status& status, int64_t queue_us, Runner runner);
   void AnswerLoop();
 
   const std::vector<std::unique_ptr<Device>> devices_;

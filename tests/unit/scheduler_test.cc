@@ -74,7 +74,7 @@ FakeDevice& DeviceOf(const Scheduler& scheduler) {
 
 // Submits a task that records the thread it ran on and its final status.
 struct Probe {
-  std::thread::id ran_on;
+  std::thread::id ran_on, answered_on;
   absl::Status status = absl::UnknownError("not done");
   absl::Notification done;
 };
@@ -88,6 +88,7 @@ Task ProbeTask(Probe& probe, absl::Notification* hold = nullptr) {
   };
   task.done = [&probe](absl::Status status, Device*, int64_t) {
     probe.status = status;
+    probe.answered_on = std::this_thread::get_id();
     probe.done.Notify();
   };
   return task;
@@ -433,12 +434,12 @@ Task SmallBatchTask(BatchProbe& probe) {
 // what queues past the limit (it may: it is awake), where these tests want
 // the thread running a small task to take it.
 std::unique_ptr<Scheduler> MakeInlineScheduler(int concurrency, int inline_threads,
-                                               BatchingOptions batching = {}) {
+                                               BatchingOptions batching = {},
+                                               int answer_threads = 0) {
   std::vector<std::unique_ptr<Device>> devices;
   devices.push_back(std::make_unique<FakeDevice>(concurrency));
-  auto scheduler =
-      std::make_unique<Scheduler>(std::move(devices), 64, batching, absl::ZeroDuration(),
-                                  /*answer_threads=*/0, inline_threads);
+  auto scheduler = std::make_unique<Scheduler>(
+      std::move(devices), 64, batching, absl::ZeroDuration(), answer_threads, inline_threads);
   while (scheduler->parked_workers() < concurrency) std::this_thread::yield();
   return scheduler;
 }
@@ -468,6 +469,32 @@ TEST(SchedulerInline, PastTheLimitTheThreadRunningASmallTaskTakesTheNext) {
   EXPECT_EQ(second.ran_on, runner);
   EXPECT_EQ(scheduler->queued(), 0);
   EXPECT_EQ(scheduler->running(), 0);
+}
+
+// A thread running small tasks answers them itself, though answer threads
+// stand by and more tasks wait than the device has workers (a worker would
+// hand its answer over): it is one of gRPC's threads, where an answer costs
+// no hand-off.
+TEST(SchedulerInline, TheThreadRunningSmallTasksAnswersThemWithTasksWaiting) {
+  auto scheduler = MakeInlineScheduler(2, /*inline_threads=*/1, {8, absl::ZeroDuration()},
+                                       /*answer_threads=*/2);
+  absl::Notification release;
+  Probe first;
+  std::thread::id runner;
+  std::thread submitter([&] {
+    runner = std::this_thread::get_id();
+    scheduler->Submit(SmallTask(first, &release));
+  });
+  while (scheduler->running() == 0) std::this_thread::yield();
+  std::vector<BatchProbe> probes(4);
+  for (auto& p : probes) scheduler->Submit(SmallBatchTask(p));
+  EXPECT_EQ(scheduler->queued(), 4);  // twice the device's workers
+  release.Notify();
+  submitter.join();
+  ASSERT_TRUE(first.done.HasBeenNotified());
+  EXPECT_TRUE(first.status.ok()) << first.status;
+  EXPECT_EQ(first.answered_on, runner);
+  ExpectAnsweredAsOneBatch(probes);
 }
 
 // The first inline thread free takes every batch mate that waits, not a
