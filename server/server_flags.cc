@@ -42,8 +42,8 @@ ABSL_FLAG(int32_t, worker_spin_us, 1000,
 ABSL_FLAG(int32_t, answer_threads, 4,
           "threads that send the answers of finished requests for device workers that have more "
           "requests waiting, so that a worker goes on with the next one meanwhile; a worker with "
-          "nothing waiting answers its own (no hand-off at low load). 0: workers always answer "
-          "their own (0 to 64)");
+          "nothing waiting answers its own (no hand-off at low load), and a gRPC thread running "
+          "small requests always does. 0: workers always answer their own (0 to 64)");
 ABSL_FLAG(int32_t, inline_threads, 0,
           "with batching on: gRPC threads that may run small requests (1 MiB or less) on one "
           "device at once while another request that may batch arrives; past it that request "
