@@ -79,19 +79,17 @@ for p in pids:
 PY
 }
 
-# "MEAN SERVER" microseconds of row ROW at LOAD in a load test's LOG: the
-# mean latency and the server's own time ("-" for a floor, which reports
-# none).
-row_times() {
-  awk -v r="$2" -v c="$3" '
+# "RATE MEAN SERVER" of a load-test row's line (row_line) on stdin: its
+# req/s, then in microseconds its mean latency and the server's own time
+# ("-" for a floor, which reports none).
+row_figures() {
+  awk '
     function us(v, unit) { return unit == "ms" ? v * 1000 : unit == "s" ? v * 1e6 : v }
-    $1 == r && ($2 == c || $3 == c) {
-      k = ($2 == "[tensor]") ? 1 : 0
+    {
       for (i = 1; i <= NF; ++i) if ($i == "|") break
       srv = ($(i + 9) ~ /^[0-9.]+$/) ? sprintf("%.0f", us($(i + 9), $(i + 10))) : "-"
-      printf "%.0f %s\n", us($(6 + k), $(7 + k)), srv
-      exit
-    }' "$1"
+      printf "%s %.0f %s\n", $4, us($6, $7), srv
+    }'
 }
 
 # One row: the load test with ARGS, sampled as said above; prints
@@ -108,18 +106,17 @@ row() {
   sleep "$sample_at"
   sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
   wait $load
-  local rps times
-  rps=$(row_rate "$log.log" "$row_name" c=64)
-  times=$(row_times "$log.log" "$row_name" c=64)
-  awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" -v t="${times:-- -}" '
+  local rps mean in_server
+  read -r rps mean in_server < <(row_line "$log.log" "$row_name" c=64 | row_figures)
+  awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" -v mean="${mean:--}" \
+    -v in_server="${in_server:--}" '
     $1 == "host" { host = $2; cores = $4 }
     $1 == s { srv = $2; sg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", sg) }
     $1 == l { ld = $2; lg = $0; sub(/^[^ ]+ [^ ]+ ?/, "", lg) }
     END {
       if (rps <= 0) { printf "%-10s no result (see %s)\n", n, FILENAME; exit }
-      split(t, lat, " ")
       printf "%-10s %8.1fk %6.2f of %-3s %6.2f %6.2f %7.1f %7.1f %7s %7s\n", n, rps / 1000, host,
-        cores, srv, ld, srv * 1e6 / rps, host * 1e6 / rps, lat[1], lat[2]
+        cores, srv, ld, srv * 1e6 / rps, host * 1e6 / rps, mean, in_server
       printf "%-10s   server: %s\n%-10s   load test: %s\n", "", sg, "", lg
     }' "$log.cores"
 }

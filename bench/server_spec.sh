@@ -9,9 +9,12 @@
 # With SERVER_CPUS set (a taskset list such as 0-7) the server runs on
 # those cores only, so that a load test kept to the others (CLIENT_CPUS,
 # where a script supports it) does not share cores with it.
+#   row_line LOG ROW LOAD
+# prints the line of row ROW (a variant or baseline name) at LOAD (c=64)
+# in a load test's LOG without its placement column ("[tensor]"), so that
+# its fields sit where an inline row's do; nothing where it has none.
 #   row_rate LOG ROW LOAD
-# prints the req/s of row ROW (a variant or baseline name) at LOAD (c=64)
-# in a load test's LOG, nothing where it has none.
+# prints that row's req/s.
 start_server() {
   local spec=$1 log=$2
   label=${spec%%=*}
@@ -32,8 +35,12 @@ start_server() {
   target=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$log" | head -n 1)
 }
 
-row_rate() {
-  # Column 4, or 5 after a "[tensor]" placement column.
+row_line() {
   awk -v r="$2" -v c="$3" '$1 == r && ($2 == c || $3 == c) {
-    print ($2 == "[tensor]") ? $5 : $4; exit }' "$1"
+    if ($2 == "[tensor]") { $2 = ""; $0 = $0 }
+    print; exit }' "$1"
+}
+
+row_rate() {
+  row_line "$@" | awk '{ print $4 }'
 }
