@@ -40,7 +40,7 @@ void RecordCompletion(const PreparedCall& call, const grpc::Status& status,
   absl::Status parsed = call.ParseResponse(response, &report);
   const Clock::duration latency = Clock::now() - start;
   if (parsed.ok()) {
-    recorder->Ok(latency, has_report ? &report : nullptr);
+    recorder->Ok(latency, has_report ? &report : nullptr, absl::ToUnixNanos(absl::Now()));
   } else {
     recorder->Error("MALFORMED_RESPONSE");
   }

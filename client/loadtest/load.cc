@@ -75,6 +75,9 @@ void WindowStats::Merge(const WindowStats& other) {
   download_us += other.download_us;
   server_total_us += other.server_total_us;
   batch_sum += other.batch_sum;
+  stamped += other.stamped;
+  way_in_ns += other.way_in_ns;
+  way_out_ns += other.way_out_ns;
 }
 
 double WindowStats::Throughput() const {
@@ -88,10 +91,18 @@ int64_t WindowStats::Percentile(double p) const {
 
 Recorder::Recorder() : since_(Clock::now()) {}
 
-void Recorder::Ok(Clock::duration latency, const v1::ExecutionReport* report) {
+void Recorder::Ok(Clock::duration latency, const v1::ExecutionReport* report,
+                  int64_t answered_unix_ns) {
+  const int64_t latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count();
   std::lock_guard<std::mutex> lock(mu_);
-  current_.latencies_ns.push_back(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count());
+  current_.latencies_ns.push_back(latency_ns);
+  if (report != nullptr && report->received_unix_ns() > 0 && answered_unix_ns > 0) {
+    const int64_t sent = answered_unix_ns - latency_ns;
+    const int64_t left_server = report->received_unix_ns() + report->total_us() * 1000;
+    ++current_.stamped;
+    current_.way_in_ns += report->received_unix_ns() - sent;
+    current_.way_out_ns += answered_unix_ns - left_server;
+  }
   if (report != nullptr) {
     current_.has_server_report = true;
     current_.queue_us += report->queue_us();

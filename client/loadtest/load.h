@@ -151,6 +151,10 @@ struct WindowStats {
   // ExecutionReport.batch_size summed over the reports, 0 (alone, or a server
   // from before batching) counted as 1.
   int64_t batch_sum = 0;
+  // Over the reports that carry ExecutionReport.received_unix_ns: the way in
+  // (sent -> the server took it) and the way out (the server's total past
+  // that -> answered here), summed, on the two hosts' wall clocks.
+  int64_t stamped = 0, way_in_ns = 0, way_out_ns = 0;
 
   void Merge(const WindowStats& other);
   double Throughput() const;           // successful requests per second
@@ -162,7 +166,10 @@ struct WindowStats {
 class Recorder {
  public:
   Recorder();
-  void Ok(Clock::duration latency, const v1::ExecutionReport* report);
+  // `answered_unix_ns`: this host's wall clock when the answer was read
+  // (0: not taken), for the way in and out of a report that says when the
+  // server took the request.
+  void Ok(Clock::duration latency, const v1::ExecutionReport* report, int64_t answered_unix_ns = 0);
   void Error(const std::string& code);
   void Dropped();
   int64_t count() const;

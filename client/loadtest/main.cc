@@ -253,6 +253,7 @@ int Run() {
   const RowSources sources{run, clients, client, operands, echoes, call_settings};
   absl::StatusOr<std::vector<Row>> rows = MeasureRows(plan, sources, measure, width);
   if (!rows.ok()) return Fail(rows.status().message());
+  std::printf("%s", FormatWays(*rows, width).c_str());
   PrintAnsweredTotals(*rows, width, run.connections.size() > 1, echoes.grpc.get(),
                       operands.releaser.get());
   if (absl::Status st = WriteReports(described, *rows); !st.ok()) return Fail(st.message());

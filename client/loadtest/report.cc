@@ -98,6 +98,11 @@ Row MakeRow(std::string variant, std::string mode, int concurrency, double rate,
       r.client_other_us = r.avg_us - r.server_total_us;
       r.batch = s.batch_sum / n;
     }
+    if (s.stamped > 0) {
+      r.has_ways = true;
+      r.way_in_us = double(s.way_in_ns) / double(s.stamped) / 1000;
+      r.way_out_us = double(s.way_out_ns) / double(s.stamped) / 1000;
+    }
   }
   r.errors = s.errors;
   r.dropped = s.dropped;
@@ -146,6 +151,24 @@ std::string FormatTableRow(const Row& r, int label_width) {
       FormatMicros(r.p95_us), FormatMicros(r.p99_us), FormatMicros(r.max_us), server(r.queue_us),
       server(r.upload_us), server(r.compute_us), server(r.download_us), server(r.server_total_us),
       BatchText(r), transport, r.stable ? "yes" : "no", r.ErrorsText());
+}
+
+std::string FormatWays(const std::vector<Row>& rows, int label_width) {
+  std::string out;
+  for (const Row& r : rows) {
+    if (!r.has_ways) continue;
+    if (out.empty()) {
+      out =
+          "\nwhere the mean call went (way in: sent -> the server took it; way out: answered -> "
+          "read here; wall clocks, so one host's):\n";
+    }
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("  %-*s %-9s %4s  in %9s  server %9s  out %9s\n", label_width, r.Label(),
+                        r.LoadText(), r.ConnectionsText(), FormatMicros(r.way_in_us),
+                        FormatMicros(r.server_total_us), FormatMicros(r.way_out_us)));
+  }
+  return out;
 }
 
 }  // namespace gpucompute::loadtest

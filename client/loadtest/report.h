@@ -51,6 +51,12 @@ struct Row {
   // Mean ExecutionReport.batch_size (0 read as 1): how many requests ran as
   // one batch with each of the row's; with the server report only.
   double batch = 0;
+  // Means over the answers whose report says when the server took the
+  // request: the way in (sent -> taken) and the way out (the server's total
+  // past that -> answered), on the two hosts' wall clocks (meaningful on one
+  // host); has_ways false: no such report.
+  bool has_ways = false;
+  double way_in_us = 0, way_out_us = 0;
   std::map<std::string, int64_t> errors;
   int64_t dropped = 0;
   // All answers of the row, warm-up included (compare with server metrics).
@@ -126,6 +132,9 @@ int LabelWidth(const std::vector<Row>& rows);
 // The table: a header line, then one aligned line per row.
 std::string FormatTableHeader(int label_width = 16);
 std::string FormatTableRow(const Row& row, int label_width = 16);
+// The rows' way in, time in the server and way out, a line each for rows
+// with has_ways ("" when none has), after the table.
+std::string FormatWays(const std::vector<Row>& rows, int label_width = 16);
 
 std::string ToCsv(const std::vector<Row>& rows);
 // The run as the message --json prints (proto/gpucompute/tools/v1/loadtest_report.proto).

@@ -31,7 +31,7 @@ std::string ToCsv(const std::vector<Row>& rows) {
       "avg_us,p50_us,p90_us,p95_us,p99_us,max_us,server_queue_us,server_upload_us,"
       "server_compute_us,server_download_us,server_total_us,client_other_us,vs_tcp,vs_grpc_echo,"
       "errors,dropped,"
-      "windows,stable,placement,connections,batch,label\n";
+      "windows,stable,placement,connections,batch,label,way_in_us,way_out_us\n";
   for (const Row& r : rows) {
     auto server = [&](double v) { return r.has_server_report ? Num(v) : std::string(); };
     std::vector<std::string> errors;  // joined with ';' to stay one CSV field
@@ -66,7 +66,9 @@ std::string ToCsv(const std::vector<Row>& rows) {
                                              r.placement,
                                              absl::StrCat(r.connections),
                                              r.has_server_report && r.batch > 0 ? Num(r.batch) : "",
-                                             CsvField(r.label)};
+                                             CsvField(r.label),
+                                             r.has_ways ? Num(r.way_in_us) : "",
+                                             r.has_ways ? Num(r.way_out_us) : ""};
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;

@@ -96,7 +96,7 @@ absl::Status MergeReports() {
   const int width = LabelWidth(merged->rows);
   std::printf("%s\n", FormatTableHeader(width).c_str());
   for (const Row& row : merged->rows) std::printf("%s\n", FormatTableRow(row, width).c_str());
-  std::printf("\n");
+  std::printf("%s\n", FormatWays(merged->rows, width).c_str());
   return WriteReports(run, merged->rows);
 }
 

@@ -59,6 +59,10 @@ tools::v1::LoadtestReport ToReport(const RunInfo& info, const std::vector<Row>& 
       out->set_client_other_us(r.client_other_us);
       if (r.batch > 0) out->set_batch(r.batch);
     }
+    if (r.has_ways) {
+      out->set_way_in_us(r.way_in_us);
+      out->set_way_out_us(r.way_out_us);
+    }
     if (r.vs_tcp > 0) out->set_vs_tcp(r.vs_tcp);
     if (r.vs_grpc_echo > 0) out->set_vs_grpc_echo(r.vs_grpc_echo);
     for (const auto& [code, count] : r.errors) (*out->mutable_errors())[code] = int32_t(count);
@@ -137,6 +141,9 @@ absl::StatusOr<RunReport> FromJson(const std::string& json) {
     r.server_total_us = in.server_us().total();
     r.client_other_us = in.client_other_us();
     r.batch = in.batch();
+    r.has_ways = in.has_way_in_us();
+    r.way_in_us = in.way_in_us();
+    r.way_out_us = in.way_out_us();
     r.errors.insert(in.errors().begin(), in.errors().end());
     r.dropped = in.dropped();
     r.answered_ok = in.answered().ok();

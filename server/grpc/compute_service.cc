@@ -145,7 +145,8 @@ const char* RequestName(kernels::Op op) {
   return "request";
 }
 
-v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies) {
+v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies& latencies,
+                             absl::Time received) {
   v1::ExecutionReport report;
   report.set_variant(outcome.variant->name);
   report.set_device(outcome.times.note.empty() ? outcome.device->description().name
@@ -157,6 +158,7 @@ v1::ExecutionReport ReportOf(const ComputeOutcome& outcome, const StageLatencies
   report.set_download_us(latencies.download_us);
   report.set_total_us(latencies.total_us);
   report.set_batch_size(outcome.batch_size);
+  report.set_received_unix_ns(absl::ToUnixNanos(received));
   return report;
 }
 
@@ -246,19 +248,19 @@ void ComputeService::ServeCompute(grpc::ServerContextBase* ctx, Call* reactor, k
         wire::SharedMemorySlice slice = state->wire.output.shared_memory;
         *response = wire::EncodeComputeResponseWithSharedMemory(
             ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p), slice,
-            ReportOf(outcome, latencies));
+            ReportOf(outcome, latencies, reactor->received()));
       } else if (outcome.kept) {
         // No data: the matrix names the tensor that holds the result.
         *response = wire::EncodeComputeResponseWithTensor(
             ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p),
-            outcome.kept->id, ReportOf(outcome, latencies));
+            outcome.kept->id, ReportOf(outcome, latencies, reactor->received()));
       } else {
         *response = wire::EncodeComputeResponse(
             ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p),
             wire::SliceOwning(
                 std::move(outcome.result),
                 [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
-            ReportOf(outcome, latencies));
+            ReportOf(outcome, latencies, reactor->received()));
       }
     }
     RequestLabels labels;

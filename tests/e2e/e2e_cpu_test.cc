@@ -88,8 +88,13 @@ TEST_F(CpuServerTest, MatMulBothDTypesMatchTheReference) {
         dtype ? RandomMatrix<double>(17, 65, rng_) : RandomMatrix<float>(17, 65, rng_);
     grpc::ClientContext ctx;
     v1::MatMulResponse resp;
+    const int64_t sent_ns = absl::ToUnixNanos(absl::Now());
     const grpc::Status s = stub_->MatMul(&ctx, req, &resp);
+    const int64_t answered_ns = absl::ToUnixNanos(absl::Now());
     ASSERT_TRUE(s.ok()) << s.error_message();
+    // The server on this host took the request while the call ran.
+    EXPECT_GE(resp.report().received_unix_ns(), sent_ns);
+    EXPECT_LE(resp.report().received_unix_ns() + resp.report().total_us() * 1000, answered_ns);
     EXPECT_EQ(resp.c().rows(), 33);
     EXPECT_EQ(resp.c().cols(), 65);
     EXPECT_EQ(resp.c().dtype(), req.a().dtype());

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "loadtest/grpc_echo.h"
@@ -169,8 +170,8 @@ TEST(ReportTest, MeanBatchSizeCountsZeroAsOne) {
   EXPECT_NE(FormatTableHeader().find(" batch "), std::string::npos);
   const std::vector<std::string> csv = absl::StrSplit(ToCsv({r}), '\n', absl::SkipEmpty());
   ASSERT_EQ(csv.size(), 2u);
-  EXPECT_TRUE(csv[0].ends_with(",batch,label")) << csv[0];
-  EXPECT_TRUE(csv[1].ends_with(",3.2,")) << csv[1];
+  EXPECT_TRUE(csv[0].ends_with(",batch,label,way_in_us,way_out_us")) << csv[0];
+  EXPECT_TRUE(csv[1].ends_with(",3.2,,,")) << csv[1];  // no label, no ways
   EXPECT_NE(ToHtml(RunInfo{}, {r}).find("<td>3.20</td>"), std::string::npos);
 
   // No server report (a baseline): no batch anywhere.
@@ -180,7 +181,7 @@ TEST(ReportTest, MeanBatchSizeCountsZeroAsOne) {
   Row echo = MakeRow(kTcpEcho, "closed", 8, 0, 0, echo_m);
   EXPECT_EQ(echo.batch, 0);
   const std::vector<std::string> echo_csv = absl::StrSplit(ToCsv({echo}), '\n', absl::SkipEmpty());
-  EXPECT_TRUE(echo_csv[1].ends_with(",0,,")) << echo_csv[1];  // connections 0, no batch
+  EXPECT_TRUE(echo_csv[1].ends_with(",0,,,,")) << echo_csv[1];  // connections 0, no batch
 }
 
 TEST(ReportTest, RowSeparatesServerTimeFromTransport) {
@@ -208,6 +209,53 @@ TEST(ReportTest, RowSeparatesServerTimeFromTransport) {
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(),
             std::vector<std::string>(absl::StrSplit(lines[1], ',')).size());
   EXPECT_NE(ToHtml(RunInfo{}, {r}).find("<polyline"), std::string::npos);
+}
+
+// A report that says when the server took the request splits the time
+// outside the server into the way in and the way out; one without it (an
+// older server) leaves the row without them.
+TEST(ReportTest, ReceivedTimeSplitsTheWayInFromTheWayOut) {
+  Recorder recorder;
+  const int64_t answered_ns = 1'700'000'000'000'000'000;
+  v1::ExecutionReport report;
+  report.set_total_us(30);
+  // Sent 100 us before the answer was read; taken 20 us after it was sent.
+  report.set_received_unix_ns(answered_ns - 80'000);
+  recorder.Ok(std::chrono::microseconds(100), &report, answered_ns);
+  report.set_received_unix_ns(answered_ns - 60'000);  // taken 40 us after it was sent
+  recorder.Ok(std::chrono::microseconds(100), &report, answered_ns);
+  v1::ExecutionReport unstamped;
+  unstamped.set_total_us(30);
+  recorder.Ok(std::chrono::microseconds(100), &unstamped, answered_ns);
+  Measurement m;
+  m.stats = recorder.Take();
+  m.stats.duration = std::chrono::seconds(1);
+  EXPECT_EQ(m.stats.stamped, 2);
+  Row r = MakeRow("auto", "closed", 2, 0, 0, m);
+  ASSERT_TRUE(r.has_ways);
+  EXPECT_DOUBLE_EQ(r.way_in_us, 30);   // (20 + 40) / 2
+  EXPECT_DOUBLE_EQ(r.way_out_us, 40);  // (50 + 30) / 2: 100 - in - 30 in the server
+  const std::string ways = FormatWays({r});
+  const std::string words =
+      absl::StrJoin(std::vector<std::string>(absl::StrSplit(ways, ' ', absl::SkipEmpty())), " ");
+  EXPECT_NE(words.find("in 30 us server 30 us out 40 us"), std::string::npos) << ways;
+  const std::vector<std::string> csv = absl::StrSplit(ToCsv({r}), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_TRUE(csv[1].ends_with(",30,40")) << csv[1];
+  absl::StatusOr<std::string> json = ToJson(RunInfo{}, {r});
+  ASSERT_TRUE(json.ok()) << json.status();
+  absl::StatusOr<RunReport> read = FromJson(*json);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->rows.size(), 1u);
+  EXPECT_TRUE(read->rows[0].has_ways);
+  EXPECT_DOUBLE_EQ(read->rows[0].way_out_us, 40);
+
+  Recorder old_server;
+  old_server.Ok(std::chrono::microseconds(100), &unstamped, answered_ns);
+  m.stats = old_server.Take();
+  m.stats.duration = std::chrono::seconds(1);
+  EXPECT_FALSE(MakeRow("auto", "closed", 1, 0, 0, m).has_ways);
+  EXPECT_EQ(FormatWays({MakeRow("auto", "closed", 1, 0, 0, m)}), "");
 }
 
 // The JSON keys and value types that consumers of today's --json read.
@@ -316,8 +364,8 @@ TEST(ReportTest, JsonReadsBackAndRunsMerge) {
   // The label is one CSV field, quoted.
   const std::vector<std::string> csv = absl::StrSplit(ToCsv({compute}), '\n', absl::SkipEmpty());
   ASSERT_EQ(csv.size(), 2u);
-  EXPECT_TRUE(csv[0].ends_with(",connections,batch,label")) << csv[0];
-  EXPECT_TRUE(csv[1].ends_with(",8,1.5,\"delay=100us, \"\"max\"\" 4\"")) << csv[1];
+  EXPECT_TRUE(csv[0].ends_with(",connections,batch,label,way_in_us,way_out_us")) << csv[0];
+  EXPECT_TRUE(csv[1].ends_with(",8,1.5,\"delay=100us, \"\"max\"\" 4\",,")) << csv[1];
 
   absl::StatusOr<std::string> json = ToJson(info, {compute, echo});
   ASSERT_TRUE(json.ok()) << json.status();
@@ -531,7 +579,14 @@ TEST_F(LoadtestBinaryTest, SweepsVariantsWithBaselineAndWritesReports) {
     EXPECT_GT(row.requests(), 0) << row.variant();
     EXPECT_GE(row.latency_us().p95(), row.latency_us().p50()) << row.variant();
     EXPECT_GT(row.answered().ok(), 0) << row.variant();
+    // One host: the ways in and out are real spans, though clocks read
+    // apart may put a few microseconds on the wrong side.
+    ASSERT_TRUE(row.has_way_in_us()) << row.variant();
+    EXPECT_GT(row.way_in_us(), -50) << row.variant();
+    EXPECT_GT(row.way_out_us(), -50) << row.variant();
   }
+  EXPECT_FALSE(report.rows(0).has_way_in_us());  // an echo: no server report
+  EXPECT_NE(r.output.find("where the mean call went"), std::string::npos) << r.output;
   EXPECT_EQ(report.rows(4).mode(), "open");
   EXPECT_DOUBLE_EQ(report.rows(4).rate(), 40);
   EXPECT_TRUE(report.rows(2).has_vs_tcp());  // auto c=1 beside tcp_echo c=1
@@ -615,7 +670,7 @@ TEST_F(LoadtestBinaryTest, ConnectionsListSweepsEveryCount) {
       {"auto", 1, 2},        {"auto", 2, 2}};
   std::vector<std::string> lines = absl::StrSplit(ReadFile(csv), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1 + expected.size()) << ReadFile(csv);
-  EXPECT_TRUE(lines[0].ends_with(",connections,batch,label")) << lines[0];
+  EXPECT_TRUE(lines[0].ends_with(",connections,batch,label,way_in_us,way_out_us")) << lines[0];
   const tools::v1::LoadtestReport report = ParseReport(ReadFile(json));
   ASSERT_EQ(report.rows_size(), static_cast<int>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i) {
