@@ -96,14 +96,14 @@ void Recorder::Ok(Clock::duration latency, const v1::ExecutionReport* report,
   const int64_t latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count();
   std::lock_guard<std::mutex> lock(mu_);
   current_.latencies_ns.push_back(latency_ns);
-  if (report != nullptr && report->received_unix_ns() > 0 && answered_unix_ns > 0) {
-    const int64_t sent = answered_unix_ns - latency_ns;
-    const int64_t left_server = report->received_unix_ns() + report->total_us() * 1000;
-    ++current_.stamped;
-    current_.way_in_ns += report->received_unix_ns() - sent;
-    current_.way_out_ns += answered_unix_ns - left_server;
-  }
   if (report != nullptr) {
+    if (report->received_unix_ns() > 0 && answered_unix_ns > 0) {
+      const int64_t sent = answered_unix_ns - latency_ns;
+      const int64_t left_server = report->received_unix_ns() + report->total_us() * 1000;
+      ++current_.stamped;
+      current_.way_in_ns += report->received_unix_ns() - sent;
+      current_.way_out_ns += answered_unix_ns - left_server;
+    }
     current_.has_server_report = true;
     current_.queue_us += report->queue_us();
     current_.upload_us += report->upload_us();

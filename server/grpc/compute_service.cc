@@ -243,24 +243,25 @@ void ComputeService::ServeCompute(grpc::ServerContextBase* ctx, Call* reactor, k
                    absl::ToInt64Microseconds(absl::Now() - reactor->received()),
                    outcome.batch_size};
       const kernels::Problem& p = state->problem;
+      const v1::ExecutionReport report = ReportOf(outcome, latencies, reactor->received());
       if (into_region) {
         // No data: the matrix names the slice that holds the result.
         wire::SharedMemorySlice slice = state->wire.output.shared_memory;
         *response = wire::EncodeComputeResponseWithSharedMemory(
             ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p), slice,
-            ReportOf(outcome, latencies, reactor->received()));
+            report);
       } else if (outcome.kept) {
         // No data: the matrix names the tensor that holds the result.
         *response = wire::EncodeComputeResponseWithTensor(
             ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p),
-            outcome.kept->id, ReportOf(outcome, latencies, reactor->received()));
+            outcome.kept->id, report);
       } else {
         *response = wire::EncodeComputeResponse(
             ToProto(kernels::OutputDType(p)), kernels::OutputRows(p), kernels::OutputCols(p),
             wire::SliceOwning(
                 std::move(outcome.result),
                 [this](std::unique_ptr<std::string> b) { buffers_.Release(std::move(b)); }),
-            ReportOf(outcome, latencies, reactor->received()));
+            report);
       }
     }
     RequestLabels labels;
