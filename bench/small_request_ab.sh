@@ -11,7 +11,8 @@
 # the inline MatMul at c=64 beside its echo. Logs go to OUT_DIR; the medians over the rounds
 # of each row and ratio are printed, with each server's mean batch per row,
 # the first server's rates over each other's paired by round (as they are,
-# and each over its own round's floor), then what `auto` chose for each
+# and each over its own round's floor), where each row's mean call went (its
+# way in, the server's part, its way out), then what `auto` chose for each
 # bucket on each server (its calibration log lines, counted over the
 # rounds, then round by round beside the round's MatMul c=1 rate).
 #   bench/small_request_ab.sh BIN_DIR OUT_DIR ROUNDS LABEL=SERVER[:FLAGS]...
@@ -60,6 +61,15 @@ collect() {
     }
     $2 == "[tensor]" && $3 ~ /^c=/ && $4 ~ /^[0-9]+$/ && $5 ~ /^[0-9.]+$/ {
       print label, round, prefix ":" $1 "_tensor_" $3, $5; batch(prefix ":" $1 "_tensor_" $3)
+    }
+    # "  auto [tensor] c=64 8  in 423 us  server 215 us  out 399 ms": the
+    # mean call split (way in, the server, way out), kept in microseconds.
+    /^  / && NF >= 12 && $(NF - 8) == "in" && $(NF - 5) == "server" && $(NF - 2) == "out" {
+      name = ($2 == "[tensor]") ? $1 "_tensor_" $3 : $1 "_" $2
+      for (k = NF - 8; k < NF; k += 3) {
+        us = $(k + 1) * ($(k + 2) == "ms" ? 1000 : $(k + 2) == "s" ? 1e6 : 1)
+        print label, round, prefix ":" name "_" $k, us
+      }
     }
   ' "$4" >> "$rows"
 }
@@ -200,6 +210,36 @@ for name, num in [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=
               if l == label and num + "_batch" in r] for label in labels]
     print(f"{name:42s}" + "".join(
         f"{statistics.median(v):>16.2f}" if v else f"{'-':>16s}" for v in cells))
+PY
+
+# Where each row's mean call went (the load test's split, from the
+# server's received time): the way in, the server's part and the way out,
+# microseconds, median over rounds. A closed loop's calls wait wherever the
+# bound puts them; a server part that shrinks while the sum holds moved
+# the wait, it did not remove it.
+python3 - "$rows" "$@" <<'PY'
+import collections, statistics, sys
+ways = collections.defaultdict(list)  # (label, row, way) -> values
+for line in open(sys.argv[1]):
+    label, rnd, row, value = line.split()
+    for way in ("in", "server", "out"):
+        if row.endswith("_" + way):
+            ways[(label, row[: -len(way) - 1], way)].append(float(value))
+labels = [spec.split("=", 1)[0] for spec in sys.argv[2:]]
+rows = [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=1", "M:auto_c=1"),
+        ("64^3 MatMul inline c=8", "M:auto_c=8"), ("64^3 MatMul inline c=64", "M:auto_c=64"),
+        ("64^3 MatMul resident kept c=64", "M:auto_tensor_c=64"),
+        ("the MatMul inline c=64, 1 connection", "M1:auto_c=64")]
+if ways:
+    print()
+    print(f"{'in / server / out, us, median over rounds':42s}" + "".join(f"{l:>20s}" for l in labels))
+    for name, row in rows:
+        cells = []
+        for label in labels:
+            parts = [ways.get((label, row, w)) for w in ("in", "server", "out")]
+            cells.append("/".join(f"{statistics.median(v):.0f}" for v in parts) if all(parts) else "-")
+        if any(c != "-" for c in cells):
+            print(f"{name:42s}" + "".join(f"{c:>20s}" for c in cells))
 PY
 
 # What `auto` chose, per server: "auto for <bucket>: <variant> (<how timed>".
