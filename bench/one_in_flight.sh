@@ -3,7 +3,8 @@
 # (BF16 and FP32, cuBLAS) and a 1x1 Transpose beside the health Check, over
 # TCP and over the server's unix socket, with a sleeping and a busy-polling
 # load test. Each row's log goes to OUT_DIR; a table of p50, GPU time,
-# server time and transport is printed last.
+# server time and transport (and a compute row's way in and out) is
+# printed last.
 #   bench/one_in_flight.sh BIN_DIR OUT_DIR [SERVER_FLAGS...]
 # BIN_DIR holds gpucompute-server and gpucompute-loadtest.
 set -u
@@ -35,8 +36,19 @@ done
 kill -TERM $server
 wait $server
 # Columns counted from the end of a row: transport, batch, srv total, download, compute.
+# A compute row's mean way in and out follow (the load test's split of the
+# call by the server's received time): a long call's way in grows when the
+# server's gRPC threads sleep through it.
 for f in "$out"/*_transpose.log "$out"/*_bfloat16.log "$out"/*_float32.log; do
-  grep -E "^(grpc_health|auto|cublas)" "$f" | awk -v f="$(basename "$f" .log)" \
-    '{o=($2 ~ /^\[/); printf "%-24s %-12s p50 %8s  gpu %8s  srv %8s  transport %8s\n", f, $1,
-      $(8+o) $(9+o), $(NF-11) $(NF-10), $(NF-7) $(NF-6), $(NF-4) $(NF-3)}'
+  awk -v f="$(basename "$f" .log)" '
+    /^(grpc_health|auto|cublas) / {
+      o = ($2 ~ /^\[/)
+      line[++n] = sprintf("%-24s %-12s p50 %8s  gpu %8s  srv %8s  transport %8s", f, $1,
+        $(8+o) $(9+o), $(NF-11) $(NF-10), $(NF-7) $(NF-6), $(NF-4) $(NF-3))
+      name[n] = $1
+    }
+    /^  / && NF >= 12 && $(NF-8) == "in" && $(NF-2) == "out" {
+      ways[$1] = sprintf("  in %8s  out %8s", $(NF-7) $(NF-6), $(NF-1) $NF)
+    }
+    END { for (i = 1; i <= n; ++i) print line[i] ways[name[i]] }' "$f"
 done
