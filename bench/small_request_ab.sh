@@ -210,36 +210,27 @@ for name, num in [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=
               if l == label and num + "_batch" in r] for label in labels]
     print(f"{name:42s}" + "".join(
         f"{statistics.median(v):>16.2f}" if v else f"{'-':>16s}" for v in cells))
-PY
 
 # Where each row's mean call went (the load test's split, from the
 # server's received time): the way in, the server's part and the way out,
 # microseconds, median over rounds. A closed loop's calls wait wherever the
 # bound puts them; a server part that shrinks while the sum holds moved
 # the wait, it did not remove it.
-python3 - "$rows" "$@" <<'PY'
-import collections, statistics, sys
-ways = collections.defaultdict(list)  # (label, row, way) -> values
-for line in open(sys.argv[1]):
-    label, rnd, row, value = line.split()
-    for way in ("in", "server", "out"):
-        if row.endswith("_" + way):
-            ways[(label, row[: -len(way) - 1], way)].append(float(value))
-labels = [spec.split("=", 1)[0] for spec in sys.argv[2:]]
-rows = [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=1", "M:auto_c=1"),
-        ("64^3 MatMul inline c=8", "M:auto_c=8"), ("64^3 MatMul inline c=64", "M:auto_c=64"),
-        ("64^3 MatMul resident kept c=64", "M:auto_tensor_c=64"),
-        ("the MatMul inline c=64, 1 connection", "M1:auto_c=64")]
-if ways:
-    print()
-    print(f"{'in / server / out, us, median over rounds':42s}" + "".join(f"{l:>20s}" for l in labels))
-    for name, row in rows:
-        cells = []
-        for label in labels:
-            parts = [ways.get((label, row, w)) for w in ("in", "server", "out")]
-            cells.append("/".join(f"{statistics.median(v):.0f}" for v in parts) if all(parts) else "-")
-        if any(c != "-" for c in cells):
-            print(f"{name:42s}" + "".join(f"{c:>20s}" for c in cells))
+def way_cell(label, num):
+    parts = [[r[f"{num}_{w}"] for (l, rnd), r in sorted(runs.items())
+              if l == label and f"{num}_{w}" in r] for w in ("in", "server", "out")]
+    return "/".join(f"{statistics.median(v):.0f}" for v in parts) if all(parts) else "-"
+way_rows = [("1x1 Transpose c=64", "T:auto_c=64"), ("64^3 MatMul inline c=1", "M:auto_c=1"),
+            ("64^3 MatMul inline c=8", "M:auto_c=8"), ("64^3 MatMul inline c=64", "M:auto_c=64"),
+            ("64^3 MatMul resident kept c=64", "M:auto_tensor_c=64"),
+            ("the MatMul inline c=64, 1 connection", "M1:auto_c=64")]
+way_lines = [(name, [way_cell(label, num) for label in labels]) for name, num in way_rows]
+way_lines = [(name, cells) for name, cells in way_lines if any(c != "-" for c in cells)]
+if way_lines:
+    print(f"\n{'in / server / out, us, median over rounds':42s}" +
+          "".join(f"{l:>20s}" for l in labels))
+    for name, cells in way_lines:
+        print(f"{name:42s}" + "".join(f"{c:>20s}" for c in cells))
 PY
 
 # What `auto` chose, per server: "auto for <bucket>: <variant> (<how timed>".
