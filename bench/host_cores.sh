@@ -19,6 +19,10 @@
 # measured from the call's arrival to its answer: in a closed loop the rate
 # is the calls in flight over the latency, so the two say whether the
 # server's own time or the transport around it holds a row.
+# With PERF set (a perf binary that may record every CPU: root), each row
+# is also sampled host-wide by `perf record -a` over the same window, and
+# each process's CPU per request is split by library and by function
+# (cpu_by_function.py), so that two rows' costs compare line by line.
 set -u
 usage="usage: host_cores.sh BIN_DIR OUT_DIR LABEL=SERVER[:FLAGS]..."
 bin=${1:?$usage}
@@ -104,10 +108,20 @@ row() {
     --connections="$connections" "${load_threads[@]}" --concurrency=64 "$@" > "$log.log" 2>&1 &
   local load=$!
   sleep "$sample_at"
+  local recorder=
+  if [ -n "${PERF:-}" ]; then
+    "$PERF" record -a -F 997 -o "$log.perf.data" -- sleep "$sample_at" > /dev/null 2>&1 &
+    recorder=$!
+  fi
   sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
+  [ -n "$recorder" ] && wait "$recorder"
   wait $load
   local rps mean in_server
   read -r rps mean in_server < <(row_line "$log.log" "$row_name" c=64 | row_figures)
+  if [ -n "$recorder" ] && [ "${rps:-0}" != 0 ]; then
+    python3 "$(dirname "$0")/cpu_by_function.py" "$PERF" "$log.perf.data" 997 "$rps" \
+      "server=$server" "loadtest=$load" > "$log.functions.txt" 2>&1
+  fi
   awk -v n="$name" -v rps="${rps:-0}" -v s="$server" -v l="$load" -v mean="${mean:--}" \
     -v in_server="${in_server:--}" '
     $1 == "host" { host = $2; cores = $4 }
