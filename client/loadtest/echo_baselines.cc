@@ -23,6 +23,37 @@ absl::Status StartTcpEcho(bool unix_target, EchoBaselines& echoes) {
   return absl::OkStatus();
 }
 
+// One client to the echo at `echo_options`' target per --connections value,
+// as for the server.
+absl::Status ConnectEcho(const RunOptions& run, ClientOptions echo_options, EchoBaselines& echoes) {
+  for (int n : run.connections) {
+    echo_options.connections = n;
+    auto created = Client::Create(echo_options);
+    if (!created.ok()) return created.status();
+    echoes.grpc_clients.emplace(n, std::move(*created));
+  }
+  return absl::OkStatus();
+}
+
+// --echo_at=server: the server's Echo rpc with the op's request as its
+// payload, asking for as many bytes as the op's response, over connections
+// of its own to the target (one client per --connections value).
+absl::Status StartServerEcho(const RunOptions& run, const ClientOptions& options,
+                             const PreparedCall& op_call, const grpc::ByteBuffer& response,
+                             const std::string& variant, EchoBaselines& echoes) {
+  const int64_t response_bytes = int64_t(response.Length());
+  echoes.grpc_call.emplace(PreparedCall::ServerEcho(op_call, response_bytes));
+  if (absl::Status st = ConnectEcho(run, options, echoes); !st.ok()) return st;
+  std::printf(
+      "baseline: row %s sends the server's Echo rpc %s's request as its payload (%zu bytes, "
+      "variant %s, inline) and asks for %lld zero bytes back, as many as the op's response: "
+      "the same bytes through the server's gRPC with no work behind them; xEcho compares "
+      "inline rows' req/s with it\n",
+      kGrpcEcho, OpName(run.workload.op), echoes.grpc_call->request().Length(), variant.c_str(),
+      static_cast<long long>(response_bytes));
+  return absl::OkStatus();
+}
+
 // The first variant's inline call, sent once to the server, whose response
 // the echo server then returns to every call; one client to the echo per
 // --connections value, as for the server.
@@ -39,6 +70,9 @@ absl::Status StartGrpcEcho(const RunOptions& run, const ClientOptions& options,
         absl::StrCat("--baseline=echo: the call whose response the echo sends back: ",
                      response.status().message()));
   }
+  if (run.baselines.echo_at_server) {
+    return StartServerEcho(run, options, *op_call, *response, variant, echoes);
+  }
   auto started = GrpcEchoServer::Start(
       IsUnixTarget(options.target) ? EchoTransport::kUnix : EchoTransport::kTcp, *response,
       run.baselines.echo_queues);
@@ -48,12 +82,7 @@ absl::Status StartGrpcEcho(const RunOptions& run, const ClientOptions& options,
   ClientOptions echo_options;
   echo_options.target = echoes.grpc->target();
   echo_options.large_message_transport = options.large_message_transport;
-  for (int n : run.connections) {
-    echo_options.connections = n;
-    auto created = Client::Create(echo_options);
-    if (!created.ok()) return created.status();
-    echoes.grpc_clients.emplace(n, std::move(*created));
-  }
+  if (absl::Status st = ConnectEcho(run, echo_options, echoes); !st.ok()) return st;
   std::printf(
       "baseline: row %s sends %s's request (%zu bytes, variant %s, inline) to a gRPC server "
       "in this process on %s that answers with its response as the server encoded it (%zu "

@@ -67,6 +67,12 @@ ABSL_FLAG(std::string, baseline, "",
           "of the op's response as the server encoded it: gRPC carrying the op's bytes both "
           "ways with no work behind it, over the same --connections; xEcho gives an inline "
           "row's req/s over it at the same concurrency and connections");
+ABSL_FLAG(std::string, echo_at, "loadtest",
+          "where --baseline=echo's gRPC server runs: loadtest (in this process, as described "
+          "under --baseline) or server (the target's own Echo rpc, which skips the request's "
+          "payload where it lies and answers with as many zero bytes as the op's response: "
+          "the same bytes through the same server's gRPC threads and admission, over "
+          "connections of their own as for the in-process echo)");
 ABSL_FLAG(int32_t, echo_grpc_queues, 0,
           "--baseline=echo serves its calls as a server started with --grpc_queues=N serves "
           "the compute calls: on N completion queues, a thread each (give the server's value); "

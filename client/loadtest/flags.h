@@ -29,6 +29,7 @@ ABSL_DECLARE_FLAG(double, stability);
 ABSL_DECLARE_FLAG(absl::Duration, max_time);
 ABSL_DECLARE_FLAG(absl::Duration, deadline);
 ABSL_DECLARE_FLAG(std::string, baseline);
+ABSL_DECLARE_FLAG(std::string, echo_at);
 ABSL_DECLARE_FLAG(int32_t, echo_grpc_queues);
 ABSL_DECLARE_FLAG(std::string, label);
 ABSL_DECLARE_FLAG(std::string, merge_json);

@@ -119,6 +119,10 @@ class PreparedCall {
   // bytes both ways and the same checks of the answer, without the server's
   // report (the echo's is a copy of one call's).
   static PreparedCall Echo(const PreparedCall& op_call);
+  // The server's own Echo rpc carrying `op_call`'s request as its payload
+  // and asking for `response_bytes` back: the op's bytes both ways through
+  // the server's gRPC, with no work behind them.
+  static PreparedCall ServerEcho(const PreparedCall& op_call, int64_t response_bytes);
 
   const std::string& method() const { return method_; }
   const grpc::ByteBuffer& request() const { return request_; }
@@ -127,7 +131,9 @@ class PreparedCall {
   // for a copy of the payload.
   absl::Status ParseResponse(grpc::ByteBuffer* buffer, v1::ExecutionReport* report) const;
   // Whether responses carry an ExecutionReport (compute calls do).
-  bool has_report() const { return !health_check_ && !service_call_ && !echo_; }
+  bool has_report() const {
+    return !health_check_ && !service_call_ && !echo_ && server_echo_bytes_ < 0;
+  }
 
  private:
   Workload workload_;
@@ -138,6 +144,7 @@ class PreparedCall {
   bool health_check_ = false;
   bool service_call_ = false;
   bool echo_ = false;
+  int64_t server_echo_bytes_ = -1;  // a server Echo: the payload it must answer with
 };
 
 // Completions of one measurement window.

@@ -179,8 +179,33 @@ PreparedCall PreparedCall::Echo(const PreparedCall& op_call) {
   return call;
 }
 
+PreparedCall PreparedCall::ServerEcho(const PreparedCall& op_call, int64_t response_bytes) {
+  PreparedCall call;
+  call.method_ = "/gpucompute.v1.Compute/Echo";
+  call.server_echo_bytes_ = response_bytes;
+  v1::EchoRequest echo;
+  echo.set_response_bytes(response_bytes);
+  std::vector<grpc::Slice> slices;
+  if (op_call.request_.Dump(&slices).ok()) {
+    std::string* payload = echo.mutable_payload();
+    for (const grpc::Slice& s : slices) payload->append(s.begin(), s.end());
+  }
+  grpc::Slice serialized(echo.SerializeAsString());
+  call.request_ = grpc::ByteBuffer(&serialized, 1);
+  return call;
+}
+
 absl::Status PreparedCall::ParseResponse(grpc::ByteBuffer* buffer,
                                          v1::ExecutionReport* report) const {
+  if (server_echo_bytes_ >= 0) {
+    // An EchoResponse: field 1 and the payload's length, then the payload.
+    const int64_t least = server_echo_bytes_ + 2;
+    if (int64_t(buffer->Length()) < least) {
+      return absl::InternalError(
+          absl::StrCat("Echo response of ", buffer->Length(), " bytes, expected at least ", least));
+    }
+    return absl::OkStatus();
+  }
   if (service_call_) {
     v1::ListTensorsResponse list;
     grpc::Status st =

@@ -246,6 +246,12 @@ absl::StatusOr<Baselines> BaselinesFromFlag(bool transfer) {
     return absl::InvalidArgumentError(
         "--baseline=echo: compute ops only; upload and download rows have the tcp echo");
   }
+  const std::string echo_at = absl::GetFlag(FLAGS_echo_at);
+  if (echo_at != "loadtest" && echo_at != "server") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--echo_at: \"", echo_at, "\" is not loadtest or server"));
+  }
+  baselines.echo_at_server = echo_at == "server";
   baselines.echo_queues = absl::GetFlag(FLAGS_echo_grpc_queues);
   if (baselines.echo_queues < 0 || baselines.echo_queues > kMaxEchoQueues) {
     return absl::InvalidArgumentError(absl::StrCat(

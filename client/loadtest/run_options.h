@@ -14,11 +14,12 @@ namespace gpucompute::loadtest {
 
 // The reference rows --baseline asks for (report.h names their rows).
 struct Baselines {
-  bool tcp = false;      // the payload echoed over a socket
-  bool grpc = false;     // the health Check
-  bool service = false;  // ListTensors
-  bool echo = false;     // the op's own bytes echoed by an in-process gRPC server
-  int echo_queues = 0;   // the echo's completion queues; 0: callback threads
+  bool tcp = false;             // the payload echoed over a socket
+  bool grpc = false;            // the health Check
+  bool service = false;         // ListTensors
+  bool echo = false;            // the op's own bytes echoed by an in-process gRPC server
+  int echo_queues = 0;          // the echo's completion queues; 0: callback threads
+  bool echo_at_server = false;  // the echo is the server's Echo rpc, not in-process
 };
 
 struct RunOptions {

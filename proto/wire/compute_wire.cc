@@ -515,6 +515,26 @@ absl::StatusOr<UploadRequest> ParseUploadRequest(const std::vector<grpc::Slice>&
   return req;
 }
 
+absl::StatusOr<EchoRequest> ParseEchoRequest(const std::vector<grpc::Slice>& slices) {
+  SliceReader in(slices);
+  if (auto s = CheckSize(in); !s.ok()) return s;
+  EchoRequest req;
+  auto field = [&](uint32_t number, int type, int64_t at) -> FieldResult {
+    if (number == 1 && type == kVarint) return ReadInt(in, at, &req.response_bytes);
+    if (number == 2 && type == kLengthDelimited) {  // bytes payload: skipped, its size kept
+      int64_t n = 0;
+      if (!in.ReadLength(&n)) return Malformed("bad payload length", at);
+      req.payload_bytes = n;
+      in.Consume(n, [](const char*, size_t) {});
+      return absl::OkStatus();
+    }
+    return std::nullopt;
+  };
+  absl::Status status = ForEachField(in, kRecursionLimit, field);
+  if (!status.ok()) return status;
+  return req;
+}
+
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst) {
   for (const auto& p : pieces) {
     std::memcpy(dst, p.data(), p.size());

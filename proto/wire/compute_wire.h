@@ -120,6 +120,14 @@ struct UploadRequest {
 };
 absl::StatusOr<UploadRequest> ParseUploadRequest(const std::vector<grpc::Slice>& slices);
 
+// An EchoRequest read in place: response_bytes (field 1, the later one
+// winning) and the payload's size (field 2), whose bytes are never copied.
+struct EchoRequest {
+  int64_t response_bytes = 0;
+  int64_t payload_bytes = 0;
+};
+absl::StatusOr<EchoRequest> ParseEchoRequest(const std::vector<grpc::Slice>& slices);
+
 // Copies the pieces one after another into `dst`.
 void Gather(const std::vector<absl::Span<const char>>& pieces, char* dst);
 

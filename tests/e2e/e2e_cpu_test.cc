@@ -394,6 +394,44 @@ TEST_F(CpuServerTest, SixtyFourMiBTranspose) {
   }
 }
 
+// Echo answers with as many zero bytes as asked, whatever the request's
+// payload; a negative size names the field, one past --max_matrix_bytes is
+// RESOURCE_EXHAUSTED, and the server keeps serving.
+TEST_F(CpuServerTest, EchoAnswersTheBytesAskedForAndRefusesBadSizes) {
+  std::mt19937_64 rng(FreshSeed());
+  for (int64_t bytes : {int64_t{0}, int64_t{1}, int64_t{16437}, kMaxMatrixBytes}) {
+    v1::EchoRequest req;
+    req.set_response_bytes(bytes);
+    req.mutable_payload()->resize(size_t(rng() % 40000));
+    for (char& c : *req.mutable_payload()) c = char(rng());
+    grpc::ClientContext ctx;
+    v1::EchoResponse resp;
+    const grpc::Status s = stub_->Echo(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << bytes << ": " << s.error_message();
+    EXPECT_EQ(int64_t(resp.payload().size()), bytes);
+    EXPECT_EQ(resp.payload().find_first_not_of('\0'), std::string::npos) << bytes;
+  }
+  struct Bad {
+    int64_t bytes;
+    grpc::StatusCode code;
+    const char* says;
+  };
+  for (const Bad& bad :
+       {Bad{-1, grpc::INVALID_ARGUMENT, "response_bytes: -1 is negative"},
+        Bad{kMaxMatrixBytes + 1, grpc::RESOURCE_EXHAUSTED, "--max_matrix_bytes"}}) {
+    v1::EchoRequest req;
+    req.set_response_bytes(bad.bytes);
+    grpc::ClientContext ctx;
+    v1::EchoResponse resp;
+    const grpc::Status s = stub_->Echo(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), bad.code) << bad.bytes << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(bad.says), std::string::npos) << s.error_message();
+  }
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub_->GetServerInfo(&info_ctx, {}, &info).ok());
+}
+
 TEST_F(CpuServerTest, HealthServing) {
   auto health = grpc::health::v1::Health::NewStub(Connect(server_->target()));
   for (const char* service : {"", "gpucompute.v1.Compute"}) {

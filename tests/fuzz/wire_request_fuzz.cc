@@ -3,10 +3,10 @@
 // same field values.
 //
 // Input: byte 0 picks the message (MatMul, Transpose or Reduce request, a
-// compute response, a DownloadResponse or an UploadRequest); byte 1 & 7 is a count k of cut points
-// and the next k bytes are the lengths of the first k slices (0 gives an empty slice; the last
-// slice holds what is left); the rest is the message. Each slice is its own heap allocation, so
-// AddressSanitizer sees a read past any of them.
+// compute response, a DownloadResponse, an UploadRequest or an EchoRequest); byte 1 & 7 is a count
+// k of cut points and the next k bytes are the lengths of the first k slices (0 gives an empty
+// slice; the last slice holds what is left); the rest is the message. Each slice is its own heap
+// allocation, so AddressSanitizer sees a read past any of them.
 #include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
@@ -22,8 +22,8 @@
 namespace gpucompute::wire {
 namespace {
 
-enum class Kind { kMatMul, kTranspose, kReduce, kResponse, kDownload, kUpload };
-constexpr int kKinds = 6;
+enum class Kind { kMatMul, kTranspose, kReduce, kResponse, kDownload, kUpload, kEcho };
+constexpr int kKinds = 7;
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -33,6 +33,7 @@ const char* KindName(Kind k) {
     case Kind::kResponse: return "TransposeResponse (any compute response)";
     case Kind::kDownload: return "DownloadResponse";
     case Kind::kUpload: return "UploadRequest";
+    case Kind::kEcho: return "EchoRequest";
   }
   return "?";
 }
@@ -158,6 +159,16 @@ void Verdicts(const Case& c, bool pb_ok, const absl::Status& ours) {
 }
 
 void Check(const Case& c) {
+  if (c.kind == Kind::kEcho) {
+    v1::EchoRequest pb;
+    const bool pb_ok = ProtobufParses(c, &pb);
+    auto ours = ParseEchoRequest(c.slices);
+    Verdicts(c, pb_ok, ours.status());
+    if (!pb_ok) return;
+    Expect(c, "response_bytes", ours->response_bytes, pb.response_bytes());
+    Expect(c, "payload bytes", ours->payload_bytes, int64_t(pb.payload().size()));
+    return;
+  }
   if (c.kind == Kind::kUpload) {
     v1::UploadRequest pb;
     const bool pb_ok = ProtobufParses(c, &pb);

@@ -71,6 +71,35 @@ TEST(Wire, RequestsMatchProtobufAtAnySplit) {
   }
 }
 
+// An EchoRequest: the payload's size without its bytes, the later
+// response_bytes winning, at any split; a payload past the message's end
+// is refused.
+TEST(Wire, EchoRequestsGiveTheirSizesAtAnySplit) {
+  const uint64_t seed = testing::FreshSeed();
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 30; ++trial) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + " trial " + std::to_string(trial));
+    v1::EchoRequest first, second;
+    first.set_response_bytes(int64_t(rng() % 100000));
+    first.mutable_payload()->assign(size_t(rng() % 3000), char(rng()));
+    second.set_response_bytes(int64_t(rng() % 100000));
+    // Both messages one after the other: protobuf merges them.
+    const std::string bytes =
+        first.SerializeAsString() + (trial % 2 ? second.SerializeAsString() : std::string());
+    v1::EchoRequest merged;
+    ASSERT_TRUE(merged.ParseFromString(bytes));
+    auto req = ParseEchoRequest(RandomSlices(bytes, rng));
+    ASSERT_TRUE(req.ok()) << req.status();
+    EXPECT_EQ(req->response_bytes, merged.response_bytes());
+    EXPECT_EQ(req->payload_bytes, int64_t(merged.payload().size()));
+  }
+  const std::string cut(
+      "\x12\x05"
+      "abc",
+      5);  // a payload of 5 bytes with 3 sent
+  EXPECT_FALSE(ParseEchoRequest({grpc::Slice(cut)}).ok());
+}
+
 TEST(Wire, ReduceAndTransposeFieldsAndUnknownFields) {
   std::mt19937_64 rng(testing::FreshSeed());
   v1::ReduceRequest r;

@@ -1,0 +1,82 @@
+// Echo: a call that does no work, beside which a compute call that moves the
+// same bytes shows what the service adds to gRPC (the load test's
+// --baseline=echo --echo_at=server).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc/call_reactor.h"
+#include "server/grpc/compute_service.h"
+#include "server/grpc/rpc_ops.h"
+#include "wire/compute_wire.h"
+
+namespace gpucompute::server {
+namespace {
+
+// The answer's bytes: this block, referenced as many times as they need.
+constexpr size_t kZeroBlockBytes = size_t{1} << 20;
+const char kZeroBlock[kZeroBlockBytes] = {};
+
+// An EchoResponse whose payload is `bytes` zero bytes, none of them copied.
+grpc::ByteBuffer ZeroResponse(int64_t bytes) {
+  std::string header;
+  header.push_back(char(1 << 3 | 2));  // field 1, length-delimited
+  for (uint64_t v = uint64_t(bytes);; v >>= 7) {
+    if (v < 0x80) {
+      header.push_back(char(v));
+      break;
+    }
+    header.push_back(char((v & 0x7f) | 0x80));
+  }
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(header);
+  for (int64_t left = bytes; left > 0; left -= int64_t(kZeroBlockBytes)) {
+    const size_t n = size_t(std::min<int64_t>(left, int64_t(kZeroBlockBytes)));
+    slices.emplace_back(kZeroBlock, n, grpc::Slice::STATIC_SLICE);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* ctx,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  static const RpcOp kEcho = RpcOpFor("Echo");
+  auto* reactor = new CallReactor(ctx, metrics_, kEcho, calls_);
+  if (absl::Status s = Readiness(ctx); !s.ok()) {  // the token, drain and start-up, as compute calls
+    reactor->Complete(s);
+    return reactor;
+  }
+  std::vector<grpc::Slice> slices;
+  if (!request->Valid() || !request->Dump(&slices).ok()) {
+    reactor->Complete(absl::InvalidArgumentError(
+        "request: no request message was received (expected a gpucompute.v1.EchoRequest)"));
+    return reactor;
+  }
+  auto parsed = wire::ParseEchoRequest(slices);
+  if (!parsed.ok()) {
+    reactor->Complete(absl::InvalidArgumentError(absl::StrCat(
+        "request: not a gpucompute.v1.EchoRequest (", parsed.status().message(), ")")));
+    return reactor;
+  }
+  const int64_t bytes = parsed->response_bytes;
+  const int64_t most = config_.limits.max_matrix_bytes;
+  if (bytes < 0) {
+    reactor->Complete(absl::InvalidArgumentError(
+        absl::StrCat("response_bytes: ", bytes, " is negative (0 to ", most, ")")));
+    return reactor;
+  }
+  if (bytes > most) {
+    reactor->Complete(absl::ResourceExhaustedError(
+        absl::StrCat("response_bytes: ", bytes, " is more than the largest response payload of ",
+                     most, " bytes (--max_matrix_bytes)")));
+    return reactor;
+  }
+  *response = ZeroResponse(bytes);
+  reactor->Complete(absl::OkStatus());
+  return reactor;
+}
+
+}  // namespace gpucompute::server
