@@ -21,9 +21,25 @@ TOP_OWN_FUNCTIONS = 20
 def samples_by_function(perf, data, pid):
     """{(library, function): samples} of one process (all its threads)."""
     report = subprocess.run(
-        [perf, "report", "-i", data, "--stdio", "-q", "--no-children", "--pid", pid,
-         "--sort", "dso,sym", "-F", "sample,dso,sym"],
-        capture_output=True, text=True, check=False)
+        [
+            perf,
+            "report",
+            "-i",
+            data,
+            "--stdio",
+            "-q",
+            "--no-children",
+            "--pid",
+            pid,
+            "--sort",
+            "dso,sym",
+            "-F",
+            "sample,dso,sym",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     counts = collections.Counter()
     for line in report.stdout.splitlines():
         fields = line.split()
@@ -48,8 +64,10 @@ def main():
         # the process's CPU per second over its requests per second.
         seconds = recording_seconds(perf, data)
         per_request = lambda n: n * us_per_sample / seconds / rate if seconds > 0 else 0.0
-        print(f"{label} (pid {pid}): {per_request(total):.1f} us of CPU per request "
-              f"({total} samples over {seconds:.2f} s at {rate:.0f} req/s)")
+        print(
+            f"{label} (pid {pid}): {per_request(total):.1f} us of CPU per request "
+            f"({total} samples over {seconds:.2f} s at {rate:.0f} req/s)"
+        )
         libraries = collections.Counter()
         for (library, _), n in counts.items():
             libraries[library] += n
@@ -73,8 +91,9 @@ def is_executable(library):
 
 def recording_seconds(perf, data):
     """The recording's wall time, from its header."""
-    header = subprocess.run([perf, "report", "-i", data, "--header-only"],
-                            capture_output=True, text=True, check=False).stdout
+    header = subprocess.run(
+        [perf, "report", "-i", data, "--header-only"], capture_output=True, text=True, check=False
+    ).stdout
     first = last = None
     for line in header.splitlines():
         # "# time of first sample : 12345.678901"
