@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "command.h"
 
 namespace gpucompute::cli {
@@ -69,6 +70,29 @@ int RunHealth(const ParsedArgs& args, const Client& client) {
   return *status == HealthStatus::kServing ? kExitOk : kExitFailed;
 }
 
+// Round trips that do no work, timed: what the network and gRPC cost for
+// the bytes, before any op.
+int RunEcho(const ParsedArgs& args, const Client& client) {
+  absl::StatusOr<int64_t> response_bytes = ParseInt(args, "response_bytes", 0);
+  if (!response_bytes.ok()) return UsageError(response_bytes.status());
+  absl::StatusOr<int64_t> payload_bytes = ParseInt(args, "payload_bytes", 0);
+  if (!payload_bytes.ok()) return UsageError(payload_bytes.status());
+  absl::StatusOr<int64_t> count = ParseInt(args, "count", 1, 1000000);
+  if (!count.ok()) return UsageError(count.status());
+  std::vector<double> us;
+  for (int64_t i = 0; i < *count; ++i) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<int64_t> got = client.Echo(*response_bytes, *payload_bytes);
+    if (!got.ok()) return CallFailed(got.status());
+    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("%" PRId64 " echoes of %" PRId64 " bytes out and %" PRId64
+              " back: min %.0f us, median %.0f us, max %.0f us\n",
+              *count, *payload_bytes, *response_bytes, us.front(), us[us.size() / 2], us.back());
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<Command> ServerCommands() {
@@ -91,6 +115,18 @@ std::vector<Command> ServerCommands() {
        {{"service", "NAME", "", "service to ask about (default: the whole server)"}},
        5000,
        RunHealth},
+      {"echo",
+       "round trips that do no work, timed",
+       "[flags]",
+       false,
+       "Calls Echo --count times, sending --payload_bytes and getting --response_bytes\n"
+       "zero bytes back, and prints the fastest, median and slowest round trip: what\n"
+       "the network and gRPC cost for those bytes, with no work behind them.",
+       {{"payload_bytes", "N", "0", "bytes sent with each call"},
+        {"response_bytes", "N", "0", "bytes asked back (at most the server's max matrix)"},
+        {"count", "N", "10", "round trips (1 to 1000000)"}},
+       5000,
+       RunEcho},
   };
 }
 

@@ -1,4 +1,5 @@
 // Questions about the server: its info, a Profile of the variants, and its health.
+#include <algorithm>
 #include <memory>
 
 #include "client_core.h"
@@ -38,6 +39,19 @@ absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() const {
     return st;
   }
   return response;
+}
+
+absl::StatusOr<int64_t> Client::Echo(int64_t response_bytes, int64_t payload_bytes) const {
+  v1::EchoRequest request;
+  request.set_response_bytes(response_bytes);
+  request.mutable_payload()->resize(size_t(std::max<int64_t>(payload_bytes, 0)));
+  v1::EchoResponse response;
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (absl::Status st = Finish("Echo", stub_->Echo(&context, request, &response)); !st.ok()) {
+    return st;
+  }
+  return int64_t(response.payload().size());
 }
 
 absl::StatusOr<HealthStatus> Client::Health(const std::string& service) const {

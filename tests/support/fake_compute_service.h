@@ -25,6 +25,12 @@ class FakeComputeService final : public v1::Compute::Service {
                        v1::ProfileResponse* response) override;
   grpc::Status GetServerInfo(grpc::ServerContext* context, const v1::ServerInfoRequest* request,
                              v1::ServerInfo* response) override;
+  // Answers response_bytes zero bytes, as the server does.
+  grpc::Status Echo(grpc::ServerContext*, const v1::EchoRequest* request,
+                    v1::EchoResponse* response) override {
+    response->mutable_payload()->resize(size_t(request->response_bytes()));
+    return grpc::Status::OK;
+  }
 
   // The "authorization" metadata of the latest call ("" when absent).
   std::string last_authorization() const;

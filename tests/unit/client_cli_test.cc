@@ -250,6 +250,11 @@ TEST_F(CliTest, ReduceTransposeInfoProfileHealth) {
   EXPECT_EQ(reduce_sent.reduce_axis(), v1::REDUCE_AXIS_PER_ROW);
   EXPECT_EQ(reduce_sent.warmup(), 1);
 
+  CliRun echo = RunCli("echo --payload_bytes 100 --response_bytes 70 --count 3" + server_);
+  EXPECT_EQ(echo.exit_code, 0) << echo.output;
+  EXPECT_THAT(echo.output, HasSubstr("3 echoes of 100 bytes out and 70 back"));
+  EXPECT_EQ(RunCli("echo --count 0" + server_).exit_code, 2);
+
   CliRun health = RunCli("health" + server_);
   EXPECT_EQ(health.exit_code, 0) << health.output;
   EXPECT_THAT(health.output, HasSubstr("SERVING"));

@@ -363,6 +363,10 @@ class Client {
   absl::StatusOr<v1::ListSharedMemoryResponse> ListSharedMemory() const;
   absl::StatusOr<v1::ProfileResponse> Profile(const v1::ProfileRequest& request) const;
   absl::StatusOr<v1::ServerInfo> GetServerInfo() const;
+  // A round trip that does no work: sends `payload_bytes` bytes and gets
+  // `response_bytes` zero bytes back (what the network and gRPC cost for
+  // a call's bytes). Returns the payload size received.
+  absl::StatusOr<int64_t> Echo(int64_t response_bytes, int64_t payload_bytes = 0) const;
   // grpc.health.v1.Health/Check; `service` "" asks about the whole server.
   absl::StatusOr<HealthStatus> Health(const std::string& service = "") const;
 
