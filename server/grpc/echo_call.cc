@@ -15,8 +15,10 @@ namespace gpucompute::server {
 namespace {
 
 // The answer's bytes: this block, referenced as many times as they need.
+// Zero-initialized and never written, it lies in .bss: no bytes in the
+// binary, and its pages are the kernel's shared zero page until read.
 constexpr size_t kZeroBlockBytes = size_t{1} << 20;
-const char kZeroBlock[kZeroBlockBytes] = {};
+char zero_block[kZeroBlockBytes];
 
 // An EchoResponse whose payload is `bytes` zero bytes, none of them copied.
 grpc::ByteBuffer ZeroResponse(int64_t bytes) {
@@ -33,7 +35,7 @@ grpc::ByteBuffer ZeroResponse(int64_t bytes) {
   slices.emplace_back(header);
   for (int64_t left = bytes; left > 0; left -= int64_t(kZeroBlockBytes)) {
     const size_t n = size_t(std::min<int64_t>(left, int64_t(kZeroBlockBytes)));
-    slices.emplace_back(kZeroBlock, n, grpc::Slice::STATIC_SLICE);
+    slices.emplace_back(zero_block, n, grpc::Slice::STATIC_SLICE);
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
