@@ -28,6 +28,8 @@
 # ROWS=low for the inline MatMul at c=1 and 8 alone, a few seconds a round,
 # for the many server starts that those rows need: each start lands in a
 # fast or a slow mode at c=1 on some hosts, and one pair of starts is a draw).
+# ECHO_AT=server sets the MatMul rows against the server's own Echo rpc
+# instead of the load test's in-process echo (the load test's --echo_at).
 # MAX_SECONDS stops before a round that would end past it (judged by the
 # mean round so far) and still prints the summary of the rounds run, so
 # that a caller's own time limit does not lose it.
@@ -42,7 +44,7 @@ mkdir -p "$out"
 lt=()
 [ -n "${CLIENT_CPUS:-}" ] && lt=(taskset -c "$CLIENT_CPUS")
 lt+=("$bin/gpucompute-loadtest" --server=127.0.0.1:50051 --warmup=0.5s --window=0.5s
-  --max_time=3s --connections=8)
+  --max_time=3s --connections=8 --echo_at="${ECHO_AT:-loadtest}")
 rows=$out/rows.tsv
 : > "$rows"
 
