@@ -596,11 +596,19 @@ void MessageWriter::BytesField(int field, const std::string& value) {
 }
 
 void MessageWriter::SliceField(int field, grpc::Slice payload) {
+  std::vector<grpc::Slice> pieces;
+  pieces.push_back(std::move(payload));
+  SlicesField(field, std::move(pieces));
+}
+
+void MessageWriter::SlicesField(int field, std::vector<grpc::Slice> pieces) {
+  size_t length = 0;
+  for (const grpc::Slice& p : pieces) length += p.size();
   AppendTag(pending_, field, kLengthDelimited);
-  AppendVarint(pending_, payload.size());
+  AppendVarint(pending_, length);
   slices_.emplace_back(pending_);
   pending_.clear();
-  slices_.push_back(std::move(payload));
+  for (grpc::Slice& p : pieces) slices_.push_back(std::move(p));
 }
 
 void MessageWriter::MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols,

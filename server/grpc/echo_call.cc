@@ -22,22 +22,14 @@ char zero_block[kZeroBlockBytes];
 
 // An EchoResponse whose payload is `bytes` zero bytes, none of them copied.
 grpc::ByteBuffer ZeroResponse(int64_t bytes) {
-  std::string header;
-  header.push_back(char(1 << 3 | 2));  // field 1, length-delimited
-  for (uint64_t v = uint64_t(bytes);; v >>= 7) {
-    if (v < 0x80) {
-      header.push_back(char(v));
-      break;
-    }
-    header.push_back(char((v & 0x7f) | 0x80));
-  }
-  std::vector<grpc::Slice> slices;
-  slices.emplace_back(header);
+  std::vector<grpc::Slice> zeros;
   for (int64_t left = bytes; left > 0; left -= int64_t(kZeroBlockBytes)) {
     const size_t n = size_t(std::min<int64_t>(left, int64_t(kZeroBlockBytes)));
-    slices.emplace_back(zero_block, n, grpc::Slice::STATIC_SLICE);
+    zeros.emplace_back(zero_block, n, grpc::Slice::STATIC_SLICE);
   }
-  return grpc::ByteBuffer(slices.data(), slices.size());
+  wire::MessageWriter out;
+  out.SlicesField(1, std::move(zeros));  // EchoResponse.payload
+  return out.Finish();
 }
 
 }  // namespace
