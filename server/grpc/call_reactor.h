@@ -10,11 +10,20 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message_lite.h"
 #include "server/grpc/call_record.h"
 #include "server/ops/metrics.h"
 
 namespace gpucompute::server {
+
+// What a call whose request message never arrived is answered (the client
+// half-closed without sending one, or cancelled the call before it came):
+// INVALID_ARGUMENT naming the message expected, e.g. "gpucompute.v1.EchoRequest".
+inline absl::Status NoRequestMessage(absl::string_view expected_type) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("request: no request message was received (expected a ", expected_type, ")"));
+}
 
 // A unary reactor that records cancellation so queued work can be abandoned,
 // and counts its call in the metrics (and the access log) when it is done.
@@ -42,8 +51,7 @@ class CallReactor final : public grpc::ServerUnaryReactor {
   template <typename Request>
   bool Parse(const grpc::ByteBuffer* bytes, Request& request) {
     if (!bytes->Valid()) {
-      Complete(absl::InvalidArgumentError(absl::StrCat(
-          "request: no request message was received (expected a ", request.GetTypeName(), ")")));
+      Complete(NoRequestMessage(request.GetTypeName()));
       return false;
     }
     grpc::ByteBuffer copy(*bytes);  // shares the slices; parsing consumes its copy

@@ -188,9 +188,7 @@ void ComputeService::ServeCompute(grpc::ServerContextBase* ctx, Call* reactor, k
   // No message at all (the client half-closed without sending one, or
   // cancelled the call before it arrived) leaves the buffer invalid.
   if (!request->Valid() || !request->Dump(&state->slices).ok()) {
-    reactor->Complete(absl::InvalidArgumentError(
-        absl::StrCat("request: no request message was received (expected a gpucompute.v1.",
-                     RequestName(op), ")")));
+    reactor->Complete(NoRequestMessage(absl::StrCat("gpucompute.v1.", RequestName(op))));
     return;
   }
   auto parsed = wire::ParseComputeRequest(ToProto(op), state->slices);
@@ -397,10 +395,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::Download(
   if (absl::Status s = Readiness(ctx); !s.ok()) return RefuseDownload(ctx, s, stream_context());
   v1::DownloadRequest parsed;
   if (!request->Valid()) {
-    return RefuseDownload(ctx,
-                          absl::InvalidArgumentError("request: no request message was received "
-                                                     "(expected a gpucompute.v1.DownloadRequest)"),
-                          stream_context());
+    return RefuseDownload(ctx, NoRequestMessage(parsed.GetTypeName()), stream_context());
   }
   grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes its copy
   if (!grpc::SerializationTraits<v1::DownloadRequest>::Deserialize(&bytes, &parsed).ok()) {

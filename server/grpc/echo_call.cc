@@ -46,8 +46,7 @@ grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* ctx,
   }
   std::vector<grpc::Slice> slices;
   if (!request->Valid() || !request->Dump(&slices).ok()) {
-    reactor->Complete(absl::InvalidArgumentError(
-        "request: no request message was received (expected a gpucompute.v1.EchoRequest)"));
+    reactor->Complete(NoRequestMessage("gpucompute.v1.EchoRequest"));
     return reactor;
   }
   auto parsed = wire::ParseEchoRequest(slices);
