@@ -1,7 +1,7 @@
 // Questions about the server: its info, a Profile of the variants, and its health.
-#include <algorithm>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "client_core.h"
 #include "gpucompute/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -42,9 +42,15 @@ absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() const {
 }
 
 absl::StatusOr<int64_t> Client::Echo(int64_t response_bytes, int64_t payload_bytes) const {
+  // The server names a bad response_bytes itself; a payload size is the
+  // client's own to refuse.
+  if (payload_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payload_bytes: ", payload_bytes, " is negative (0 or more)"));
+  }
   v1::EchoRequest request;
   request.set_response_bytes(response_bytes);
-  request.mutable_payload()->resize(size_t(std::max<int64_t>(payload_bytes, 0)));
+  request.mutable_payload()->resize(size_t(payload_bytes));
   v1::EchoResponse response;
   grpc::ClientContext context;
   Prepare(&context);

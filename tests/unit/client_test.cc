@@ -308,6 +308,18 @@ TEST_F(ClientTest, HealthCheck) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(ClientTest, EchoAnswersTheBytesAskedForAndRefusesANegativePayload) {
+  Client client = Connect();
+  absl::StatusOr<int64_t> got = client.Echo(/*response_bytes=*/1000, /*payload_bytes=*/37);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, 1000);
+
+  absl::StatusOr<int64_t> refused = client.Echo(10, -1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("payload_bytes: -1"));
+}
+
 TEST(ClientUnconnectedTest, UnreachableServerIsUnavailableAndNamesTarget) {
   // Bind and release a port so that nothing listens there.
   std::string target;

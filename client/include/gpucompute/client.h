@@ -365,7 +365,8 @@ class Client {
   absl::StatusOr<v1::ServerInfo> GetServerInfo() const;
   // A round trip that does no work: sends `payload_bytes` bytes and gets
   // `response_bytes` zero bytes back (what the network and gRPC cost for
-  // a call's bytes). Returns the payload size received.
+  // a call's bytes). Returns the payload size received; a negative
+  // `payload_bytes` is INVALID_ARGUMENT, sent nowhere.
   absl::StatusOr<int64_t> Echo(int64_t response_bytes, int64_t payload_bytes = 0) const;
   // grpc.health.v1.Health/Check; `service` "" asks about the whole server.
   absl::StatusOr<HealthStatus> Health(const std::string& service = "") const;
