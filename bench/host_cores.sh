@@ -39,13 +39,16 @@ load_threads=()
 sample_at=$(awk -v s="$row_seconds" 'BEGIN { print s * 0.4 }')
 window=$(awk -v s="$row_seconds" 'BEGIN { print s / 10 }')
 
-# Busy cores over SECONDS: the host's, then each PID's by thread name
-# (digits dropped, so worker0.3 and worker0.5 count together), one line
-# each: "host 11.8 of 16", "PID 6.12 nexting_thread=5.70 worker=0.31 ...".
+# Busy cores over SECONDS from the clock time START (seconds since the
+# epoch; the sampler waits for it, so that its own start-up on a loaded
+# host does not push the window past the row's end): the host's, then each
+# PID's by thread name (digits dropped, so worker0.3 and worker0.5 count
+# together), one line each: "host 11.8 of 16",
+# "PID 6.12 nexting_thread=5.70 worker=0.31 ...".
 sample() {
   python3 - "$@" <<'PY'
 import os, re, sys, time
-seconds, pids = float(sys.argv[1]), sys.argv[2:]
+start, seconds, pids = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
 tick = os.sysconf("SC_CLK_TCK")
 def host():
     f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
@@ -66,9 +69,11 @@ def threads(pid):
         fields = s[s.rindex(")") + 2:].split()
         out[tid] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
     return out
-h0, t0 = host(), {p: threads(p) for p in pids}
+time.sleep(max(0.0, start - time.time()))
+h0, t0, c0 = host(), {p: threads(p) for p in pids}, time.monotonic()
 time.sleep(seconds)
 h1, t1 = host(), {p: threads(p) for p in pids}
+seconds = time.monotonic() - c0  # as long as the window really was
 print(f"host {(h1 - h0) / tick / seconds:.2f} of {os.cpu_count()}")
 for p in pids:
     groups = {}
@@ -107,13 +112,17 @@ row() {
     --window="${window}s" --max_time="${row_seconds}s" --stable_windows=100 \
     --connections="$connections" "${load_threads[@]}" --concurrency=64 "$@" > "$log.log" 2>&1 &
   local load=$!
+  local from
+  from=$(awk -v now="$(date +%s.%N)" -v s="$sample_at" 'BEGIN { printf "%.3f", now + s }')
+  sample "$from" "$sample_at" "$server" "$load" > "$log.cores" 2>&1 &
+  local sampler=$!
   sleep "$sample_at"
   local recorder=
   if [ -n "${PERF:-}" ]; then
     "$PERF" record -a -F 997 -o "$log.perf.data" -- sleep "$sample_at" > /dev/null 2>&1 &
     recorder=$!
   fi
-  sample "$sample_at" "$server" "$load" > "$log.cores" 2>&1
+  wait "$sampler"
   [ -n "$recorder" ] && wait "$recorder"
   wait $load
   local rps mean in_server
