@@ -596,12 +596,10 @@ void MessageWriter::BytesField(int field, const std::string& value) {
 }
 
 void MessageWriter::SliceField(int field, grpc::Slice payload) {
-  std::vector<grpc::Slice> pieces;
-  pieces.push_back(std::move(payload));
-  SlicesField(field, std::move(pieces));
+  SlicesField(field, absl::MakeSpan(&payload, 1));
 }
 
-void MessageWriter::SlicesField(int field, std::vector<grpc::Slice> pieces) {
+void MessageWriter::SlicesField(int field, absl::Span<grpc::Slice> pieces) {
   size_t length = 0;
   for (const grpc::Slice& p : pieces) length += p.size();
   AppendTag(pending_, field, kLengthDelimited);

@@ -140,8 +140,9 @@ class MessageWriter {
   void BytesField(int field, const std::string& value);
   // A bytes field whose value is `payload`, sent without a copy.
   void SliceField(int field, grpc::Slice payload);
-  // A bytes field whose value is `pieces` one after another, none copied.
-  void SlicesField(int field, std::vector<grpc::Slice> pieces);
+  // A bytes field whose value is `pieces` one after another, none copied
+  // (each is moved from).
+  void SlicesField(int field, absl::Span<grpc::Slice> pieces);
   // A Matrix with inline data: `payload`.
   void MatrixField(int field, v1::DType dtype, int64_t rows, int64_t cols, grpc::Slice payload);
   // A Matrix whose payload is a tensor held by the server (Matrix.tensor_id).

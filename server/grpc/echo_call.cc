@@ -28,7 +28,7 @@ grpc::ByteBuffer ZeroResponse(int64_t bytes) {
     zeros.emplace_back(zero_block, n, grpc::Slice::STATIC_SLICE);
   }
   wire::MessageWriter out;
-  out.SlicesField(1, std::move(zeros));  // EchoResponse.payload
+  out.SlicesField(1, absl::MakeSpan(zeros));  // EchoResponse.payload
   return out.Finish();
 }
 
