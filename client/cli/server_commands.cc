@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "command.h"
+#include "gpucompute/common/stats.h"
 
 namespace gpucompute::cli {
 
@@ -86,10 +87,10 @@ int RunEcho(const ParsedArgs& args, const Client& client) {
     if (!got.ok()) return CallFailed(got.status());
     us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
   }
-  std::sort(us.begin(), us.end());
   std::printf("%" PRId64 " echoes of %" PRId64 " bytes out and %" PRId64
               " back: min %.0f us, median %.0f us, max %.0f us\n",
-              *count, *payload_bytes, *response_bytes, us.front(), us[us.size() / 2], us.back());
+              *count, *payload_bytes, *response_bytes, *std::min_element(us.begin(), us.end()),
+              common::Median(us), *std::max_element(us.begin(), us.end()));
   return kExitOk;
 }
 

@@ -39,8 +39,8 @@ grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* ctx,
                                                grpc::ByteBuffer* response) {
   static const RpcOp kEcho = RpcOpFor("Echo");
   auto* reactor = new CallReactor(ctx, metrics_, kEcho, calls_);
-  if (absl::Status s = Readiness(ctx);
-      !s.ok()) {  // the token, drain and start-up, as compute calls
+  // The token, drain and start-up, as compute calls.
+  if (absl::Status s = Readiness(ctx); !s.ok()) {
     reactor->Complete(s);
     return reactor;
   }
