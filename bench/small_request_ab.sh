@@ -30,6 +30,9 @@
 # fast or a slow mode at c=1 on some hosts, and one pair of starts is a draw).
 # ECHO_AT=server sets the MatMul rows against the server's own Echo rpc
 # instead of the load test's in-process echo (the load test's --echo_at).
+# The row matmul_echo_server (add it to ROWS) runs the inline MatMul at
+# c=64 once more beside the server's Echo, so that each round reads it
+# against both floors; the summary then shows it as a row of its own.
 # MAX_SECONDS stops before a round that would end past it (judged by the
 # mean round so far) and still prints the summary of the rounds run, so
 # that a caller's own time limit does not lose it.
@@ -106,6 +109,9 @@ for round in $(seq 1 "$rounds"); do
         matmul1)
           "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 \
             --connections=1 --baseline=echo > "$log.matmul1.log" 2>&1 ;;
+        matmul_echo_server)
+          "${lt[@]}" --op=matmul --shape=64x64x64 --variants=auto --concurrency=64 \
+            --baseline=echo --echo_at=server > "$log.matmul_echo_server.log" 2>&1 ;;
         *) echo "small_request_ab.sh: ROWS: unknown row \"$row\"" >&2; kill -TERM "$server"; exit 2 ;;
       esac
     done
@@ -114,6 +120,8 @@ for round in $(seq 1 "$rounds"); do
     [ -f "$log.transpose.log" ] && collect "$label" "$round" T "$log.transpose.log"
     [ -f "$log.matmul.log" ] && collect "$label" "$round" M "$log.matmul.log"
     [ -f "$log.matmul1.log" ] && collect "$label" "$round" M1 "$log.matmul1.log"
+    [ -f "$log.matmul_echo_server.log" ] &&
+      collect "$label" "$round" MS "$log.matmul_echo_server.log"
   done
 done
 
@@ -131,6 +139,7 @@ figures = [
     ("64^3 MatMul resident kept c=64 / health", "M:auto_tensor_c=64", "M:grpc_health_c=64"),
     ("ListTensors c=64 / health", "T:list_tensors_c=64", "T:grpc_health_c=64"),
     ("the MatMul inline c=64, 1 connection / echo", "M1:auto_c=64", "M1:grpc_echo_c=64"),
+    ("the MatMul inline c=64 / the server's Echo", "MS:auto_c=64", "MS:grpc_echo_c=64"),
     ("1x1 Transpose c=64, req/s", "T:auto_c=64", None),
     ("64^3 MatMul inline c=1, req/s", "M:auto_c=1", None),
     ("64^3 MatMul inline c=8, req/s", "M:auto_c=8", None),
