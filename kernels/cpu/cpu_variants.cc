@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "cpu/elements.h"
+#include "cpu/matmul_tiles.h"
 #include "cpu/parallel_for.h"
 #include "gpucompute/kernels/variant.h"
 
@@ -18,26 +19,6 @@ namespace {
 // Problem, a vector's members), so the loops read sizes and row pointers
 // from locals: otherwise they would be reloaded after every store and the
 // loops would not vectorize.
-
-// i-k-j order: the inner loop streams rows of b and c, which vectorizes;
-// accumulation in double keeps FP32 well inside the contract at large k.
-template <typename T, typename Out>
-void MatMul(const Problem& p, ElementsIn<T> a, ElementsIn<T> b, ElementsOut<Out> c) {
-  ParallelFor(p.m, p.n * p.k, [&p, a, b, c](int64_t begin, int64_t end) {
-    const int64_t n = p.n, k = p.k;
-    std::vector<double> row_sums(n);
-    double* row = row_sums.data();
-    for (int64_t i = begin; i < end; ++i) {
-      std::fill(row, row + n, 0.0);
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const double aik = Widen(a[i * k + kk]);
-        const ElementsIn<T> brow = b.From(kk * n);
-        for (int64_t j = 0; j < n; ++j) row[j] += aik * Widen(brow[j]);
-      }
-      for (int64_t j = 0; j < n; ++j) c.Set(i * n + j, Narrow<Out>(row[j]));
-    }
-  });
-}
 
 // 32x32 blocks keep both the rows read and the rows written in cache.
 template <typename T>
@@ -171,10 +152,11 @@ void ReduceAnyOp(const Problem& p, ElementsIn<T> in, ElementsOut<Out> out) {
 }  // namespace
 
 // The launchers kernels/cpu/ladder.cc names.
+// Bands of whole tiles (matmul_tiles.h) on all cores.
 absl::Status CpuMatMul(const Problem& p, const Buffers& buf) {
-  ForElementTypes(p, [&](auto in, auto out) {
-    using In = decltype(in);
-    MatMul(p, ElementsIn<In>(buf.a), ElementsIn<In>(buf.b), ElementsOut<decltype(out)>(buf.out));
+  const int64_t tiles_down = (p.m + kTileRows - 1) / kTileRows;
+  ParallelFor(tiles_down, kTileRows * p.n * p.k, [&p, &buf](int64_t begin, int64_t end) {
+    MatMulRows(p, buf, begin * kTileRows, std::min(p.m, end * kTileRows));
   });
   return absl::OkStatus();
 }

@@ -38,6 +38,8 @@ struct ElementsOut {
 
   explicit ElementsOut(void* data) : bytes(static_cast<unsigned char*>(data)) {}
   void Set(int64_t i, T v) const { std::memcpy(bytes + i * int64_t(sizeof(T)), &v, sizeof(T)); }
+  // The elements from index `i` on.
+  ElementsOut From(int64_t i) const { return ElementsOut(bytes + i * int64_t(sizeof(T))); }
 };
 
 // An element as double (exact for every dtype) and a double rounded to an

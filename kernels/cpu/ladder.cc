@@ -8,7 +8,8 @@ namespace gpucompute::kernels::cpu {
 
 constexpr LadderRow<CpuLaunch> kMatMulLadder[] = {
     {.name = "cpu_reference",
-     .description = "CPU: i-k-j loops over row bands on all cores, float64 accumulation",
+     .description = "CPU: 4x8 register tiles in row bands on all cores, float64 accumulation, AVX2 "
+                    "and FMA where the core has them",
      .dtypes = kEveryDType,
      .fallback_rank = 1,
      .launch = GPUCOMPUTE_KERNEL_FUNCTION(CpuLaunch, CpuMatMul)},

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpucompute/common/time.h"
 #include "gpucompute/kernels/check.h"
+#include "gpucompute/kernels/cpu_multiply_add.h"
 #include "gpucompute/kernels/reference.h"
 #include "server/cpu/random_inputs.h"
 
@@ -125,24 +126,20 @@ BandwidthCeilings MeasureBandwidth() {
   return c;
 }
 
-// Multiply-add rate of a cache-resident, vectorizable loop on every core,
-// the best of several runs.
+// Multiply-add rate on every core, the best of several runs: chains of
+// float64 multiply-adds in registers, with the instructions the MatMul
+// tiles use on this core (cpu_multiply_add.h), so that the roofline's
+// ceiling and the kernel it judges are the same arithmetic.
 double MeasureMultiplyAddGFlops() {
   const int threads = CeilingThreads();
-  constexpr int kLen = 512, kIters = 20000;
+  constexpr int64_t kIterations = 2'000'000;
   std::vector<double> sink(threads);
   double best_us = 1e30;
   for (int run = 0; run < kCeilingRuns; ++run) {
     const auto start = Clock::now();
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([t, &sink] {
-        std::vector<double> y(kLen, 1.0), x(kLen, 0.5);
-        for (int it = 0; it < kIters; ++it) {
-          for (int i = 0; i < kLen; ++i) y[i] = y[i] * 0.999999 + x[i];
-        }
-        sink[t] = y[t % kLen];
-      });
+      pool.emplace_back([t, &sink] { sink[t] = kernels::CpuMultiplyAddChains(kIterations); });
     }
     for (auto& th : pool) th.join();
     best_us = std::min(best_us, common::MicrosSince(start));
@@ -150,7 +147,8 @@ double MeasureMultiplyAddGFlops() {
   // Publishing the results keeps the compiler from dropping the loops.
   static volatile double published = 0;
   for (double v : sink) published = published + v;
-  return 2.0 * kLen * double(kIters) * threads / best_us / 1e3;
+  return double(kernels::CpuMultiplyAddChainFlops()) * double(kIterations) * threads / best_us /
+         1e3;
 }
 
 // Bytes written to evict a last-level cache of `cache_bytes` (0: unknown):
