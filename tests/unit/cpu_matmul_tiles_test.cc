@@ -27,12 +27,13 @@ struct Shape {
 };
 
 // 1x1x1; fewer rows or columns than a tile; exactly one tile; a partial
-// strip and rows left over; a band of 64 rows and 3 more; bands of 32 rows
-// (k = 1000); bands of 8 rows (k = 4096, the largest k widened ahead);
-// operands read in place (k = 4097 and 9000).
-const Shape kShapes[] = {{1, 1, 1},    {3, 5, 7},       {4, 8, 1},      {5, 9, 2},
-                         {67, 13, 33}, {130, 17, 1000}, {19, 11, 4096}, {70, 9, 4097},
-                         {9, 3, 9000}, {64, 64, 64}};
+// strip and rows left over; a band of 64 rows and 3 more; chunks of k
+// (256 each) with their accumulators carried between them, one chunk
+// exactly and one element past it; panels of columns (256 each), the last
+// partial, with several chunks.
+const Shape kShapes[] = {{1, 1, 1},       {3, 5, 7},      {4, 8, 1},     {5, 9, 2},    {67, 13, 33},
+                         {130, 17, 1000}, {19, 11, 4096}, {70, 9, 4097}, {9, 3, 9000}, {6, 7, 256},
+                         {6, 7, 257},     {5, 300, 300},  {9, 520, 513}, {64, 64, 64}};
 
 std::vector<double> Loops(const Shape& s, const std::vector<double>& a,
                           const std::vector<double>& b) {
