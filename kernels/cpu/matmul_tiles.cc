@@ -84,7 +84,7 @@ template <typename S, int R, typename Out>
   }
 }
 
-// The blocking, sized so that a thread's buffers stay near 300 KiB
+// The blocking, sized so that a thread's buffers stay about 270 KiB (AVX2)
 // whatever the shape: at most 64 rows of c a band, 256 of k a chunk and
 // 256 columns a panel.
 constexpr int64_t kBandRows = 64;
@@ -240,45 +240,52 @@ void MatMulRows(const Problem& p, const Buffers& buf, int64_t row_begin, int64_t
 namespace gpucompute::kernels {
 namespace {
 
-// Eight independent chains of multiply-adds on vectors of kLanes: as many
-// as the tiles keep (and as a core with two fused multiply-add units of
-// four cycles' latency keeps busy).
+// Independent chains of multiply-adds on vectors of kLanes: as many as the
+// tiles keep (and as a core with two fused multiply-add units of four
+// cycles' latency keeps busy).
+constexpr int kChains = 8;
+constexpr int kWideLanes = 4, kBaselineLanes = 2;
+// FLOPs of one round: a multiply and an add on every lane of every chain.
+constexpr int64_t ChainFlops(int lanes) { return 2 * kChains * lanes; }
+
 template <int kLanes>
 [[gnu::always_inline]] inline double Chains(int64_t iterations) {
   using Lanes = typename cpu::TileShape<kLanes, 1>::Lanes;
-  Lanes v[8];
-  for (int c = 0; c < 8; ++c) {
+  Lanes v[kChains];
+  for (int c = 0; c < kChains; ++c) {
     for (int l = 0; l < kLanes; ++l) v[c][l] = 1.0 + 0.01 * c + 0.1 * l;
   }
   const Lanes scale = Lanes{} + 0.999999, add = Lanes{} + 1e-6;
   for (int64_t it = 0; it < iterations; ++it) {
-    for (int c = 0; c < 8; ++c) v[c] = v[c] * scale + add;
+    for (int c = 0; c < kChains; ++c) v[c] = v[c] * scale + add;
   }
   double sum = 0;
-  for (int c = 0; c < 8; ++c) {
+  for (int c = 0; c < kChains; ++c) {
     for (int l = 0; l < kLanes; ++l) sum += v[c][l];
   }
   return sum;
 }
 
 #ifdef GPUCOMPUTE_WIDE_VECTORS
-GPUCOMPUTE_WIDE_VECTORS double WideChains(int64_t iterations) { return Chains<4>(iterations); }
+GPUCOMPUTE_WIDE_VECTORS double WideChains(int64_t iterations) {
+  return Chains<kWideLanes>(iterations);
+}
 #endif
 
 }  // namespace
 
 int64_t CpuMultiplyAddChainFlops() {
 #ifdef GPUCOMPUTE_WIDE_VECTORS
-  if (cpu::WideVectorsHere()) return 2 * 8 * 4;
+  if (cpu::WideVectorsHere()) return ChainFlops(kWideLanes);
 #endif
-  return 2 * 8 * 2;
+  return ChainFlops(kBaselineLanes);
 }
 
 double CpuMultiplyAddChains(int64_t iterations) {
 #ifdef GPUCOMPUTE_WIDE_VECTORS
   if (cpu::WideVectorsHere()) return WideChains(iterations);
 #endif
-  return Chains<2>(iterations);
+  return Chains<kBaselineLanes>(iterations);
 }
 
 }  // namespace gpucompute::kernels

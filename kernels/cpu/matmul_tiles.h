@@ -14,8 +14,9 @@ namespace gpucompute::kernels::cpu {
 inline constexpr int64_t kTileRows = 4;
 
 // Rows [row_begin, row_end) of c = a b, each element summed in a float64
-// accumulator held in a register (tiles of kTileRows rows by 8 or 4 columns) and
-// rounded once to the output's dtype. row_begin is a multiple of kTileRows.
+// accumulator held in a register (tiles of kTileRows rows by 8 or 4
+// columns) and rounded once to the output's dtype. row_begin is a
+// multiple of kTileRows.
 void MatMulRows(const Problem& p, const Buffers& buf, int64_t row_begin, int64_t row_end);
 
 // The two widths of tile, for tests and benchmarks to run each:

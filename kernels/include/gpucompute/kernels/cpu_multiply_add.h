@@ -12,8 +12,8 @@ int64_t CpuMultiplyAddChainFlops();
 
 // Runs `iterations` rounds of 8 independent vectors of float64
 // multiply-adds held in registers, with the vector width and instructions
-// the CPU MatMul uses on this core. Returns a value that depends on every one: the caller
-// publishes it, so that the loop is not dropped.
+// the CPU MatMul uses on this core. Returns a value that depends on every
+// one: the caller publishes it, so that the loop is not dropped.
 double CpuMultiplyAddChains(int64_t iterations);
 
 }  // namespace gpucompute::kernels
